@@ -1,0 +1,235 @@
+// io::Log — one partition's append-only log on disk, in Kafka's layout:
+//   <dir>/00000000000000000000.log        RecordBatch v2 bytes, as producers sent them
+//   <dir>/00000000000000000000.index      sparse relative offset -> file position (8-byte entries)
+//   <dir>/00000000000000000000.timeindex  max timestamp so far -> relative offset (12-byte entries)
+//   <dir>/leader-epoch-checkpoint         Kafka's text format
+// A Log belongs to one reactor and is used only on that reactor's thread.
+//
+// Durability: append() queues the batch; at the end of the reactor's loop turn every batch
+// queued in that turn is written with one io_uring submission, linked to one fdatasync per
+// segment (group commit). Each AppendOp completes when its batch is written (Durability::written,
+// acks=1) or synced (Durability::durable, acks=all) — never before.
+#pragma once
+
+#include <cstdint>
+#include <expected>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "io/reactor.h"
+
+namespace samsa::io {
+
+enum class Errc : std::uint8_t {
+  corrupt_batch,         // CRC mismatch or inconsistent framing inside the batch
+  invalid_magic,         // magic byte other than 2
+  invalid_length,        // batch length field disagrees with the bytes given, or too short
+  invalid_record_count,  // record count disagrees with lastOffsetDelta, or absurd
+  batch_too_large,       // over LogConfig::max_batch_bytes
+  offset_out_of_range,   // read/lookup before log start or after log end
+  fenced,                // the log refuses service: corrupt closed segment or a failed write
+  io_error,              // a system call failed (detail names it and errno)
+  not_found,
+};
+
+const char* errc_name(Errc e);
+
+struct Error {
+  Errc code;
+  std::string detail;
+};
+
+template <class T>
+using Result = std::expected<T, Error>;
+
+enum class TimestampType : std::uint8_t { create_time, log_append_time };
+
+// Per-log settings, named after the Kafka topic configs they implement.
+struct LogConfig {
+  std::uint64_t segment_bytes = 1ull << 30;                   // segment.bytes
+  std::int64_t segment_ms = 7LL * 24 * 3600 * 1000;           // segment.ms
+  std::uint32_t index_interval_bytes = 4096;                  // index.interval.bytes
+  std::uint32_t segment_index_bytes = 10u << 20;              // segment.index.bytes
+  std::int64_t retention_ms = 7LL * 24 * 3600 * 1000;         // retention.ms (-1: forever)
+  std::int64_t retention_bytes = -1;                          // retention.bytes (-1: no limit)
+  std::uint32_t max_batch_bytes = 1048588;                    // max.message.bytes
+  std::int64_t file_delete_delay_ms = 60000;                  // file.delete.delay.ms
+  TimestampType timestamp_type = TimestampType::create_time;  // message.timestamp.type
+  // false: complete Durability::durable appends after the write, without fdatasync (Kafka's
+  // default flush.messages behaviour; also how the power-loss test proves it can fail).
+  bool fsync = true;
+};
+
+struct OpenOptions {
+  // Offsets below this were synced before the last shutdown (recovery-point checkpoint);
+  // segments that start at or after the segment holding it are scanned on open.
+  std::int64_t recovery_point = 0;
+  // The log directory holds a clean-shutdown marker: trust sizes and indexes, skip the scan.
+  bool clean_shutdown = false;
+  // Log start offset from the log-start-offset checkpoint (delete_records survives restarts).
+  std::int64_t log_start_offset = -1;
+};
+
+struct AppendResult {
+  std::int64_t base_offset = -1;
+  std::int64_t last_offset = -1;
+  std::int64_t log_append_time = -1;  // set when timestamp_type is log_append_time
+  std::int64_t log_start_offset = 0;
+};
+
+enum class Durability : std::uint8_t { written, durable };
+
+// One append in flight. The caller embeds it (no allocation per append) and keeps it and the
+// batch bytes alive until done is called. done runs on the log's reactor thread.
+struct AppendOp {
+  using Fn = void (*)(AppendOp* self);
+  std::span<std::byte> batch;  // RecordBatch v2; the base offset is patched in place
+  Durability durability = Durability::durable;
+  Fn done = nullptr;
+  // Filled by the log:
+  AppendResult result;
+  std::optional<Error> error;  // set if the write or sync failed after append() accepted it
+  AppendOp* next = nullptr;    // the log's intrusive list
+};
+
+// An open segment file, shared by the log and any reader holding a slice of it: retention can
+// drop the segment while a fetch is still sending from it.
+struct SegmentFile {
+  int fd = -1;
+  std::filesystem::path path;
+  ~SegmentFile();
+};
+
+// A run of whole batches inside one segment file.
+struct Slice {
+  std::shared_ptr<SegmentFile> file;
+  std::uint64_t position = 0;
+  std::uint32_t length = 0;
+  std::int64_t first_offset = 0;  // base offset of the first batch in the slice
+  std::int64_t last_offset = 0;   // last offset of the last batch in the slice
+};
+
+struct ReadResult {
+  std::vector<Slice> slices;
+  std::int64_t next_offset = 0;  // where the next read should start
+};
+
+struct OffsetAndTimestamp {
+  std::int64_t offset = -1;
+  std::int64_t timestamp = -1;
+};
+
+// What Log::validate_batch learns from a batch header (used by the log and by callers that
+// need producer ids, counts or codecs without parsing twice).
+struct BatchInfo {
+  std::int64_t base_offset;
+  std::int32_t length;  // whole batch, including the 12-byte offset+length prefix
+  std::int32_t partition_leader_epoch;
+  std::int16_t attributes;
+  std::int32_t last_offset_delta;
+  std::int64_t base_timestamp;
+  std::int64_t max_timestamp;
+  std::int64_t producer_id;
+  std::int16_t producer_epoch;
+  std::int32_t base_sequence;
+  std::int32_t record_count;
+  int compression() const { return attributes & 0x7; }
+  bool is_transactional() const { return attributes & 0x10; }
+  bool is_control() const { return attributes & 0x20; }
+  bool log_append_time() const { return attributes & 0x08; }
+};
+
+class Log {
+ public:
+  // Opens (creating if absent) the log in dir, recovering as OpenOptions says. Must run on r's
+  // thread; the Log stays on it.
+  static Result<std::unique_ptr<Log>> open(Reactor& r, std::filesystem::path dir, LogConfig cfg,
+                                           OpenOptions opts = {});
+  ~Log();
+
+  // Checks one RecordBatch v2: length, magic, CRC32C over attributes..end, record count vs
+  // lastOffsetDelta (and record framing when the batch is uncompressed), size limit.
+  static Result<BatchInfo> validate_batch(std::span<const std::byte> batch,
+                                          std::uint32_t max_batch_bytes);
+
+  // Validates op->batch and, if it is good, assigns offsets (patching baseOffset, and
+  // maxTimestamp/attributes for LogAppendTime, re-computing the CRC only then) and queues it.
+  // On error nothing is changed and op->done is never called. On success op->done is called
+  // once, later, from the reactor loop.
+  Result<AppendResult> append(AppendOp* op);
+  // Appends batches that already carry offsets (a follower copying its leader): checks they
+  // continue the log exactly, keeps their bytes unchanged.
+  Result<AppendResult> append_replicated(AppendOp* op);
+
+  // Whole batches covering [offset, max_offset), up to max_bytes (but at least one batch when
+  // min_one is set, even if it is larger). offset may fall inside a batch: that batch is
+  // returned whole, as Kafka does. Only bytes already written are returned.
+  Result<ReadResult> read(std::int64_t offset, std::size_t max_bytes, std::int64_t max_offset,
+                          bool min_one = true) const;
+
+  // First offset whose record timestamp is >= ts (decompressing a batch when needed), or
+  // nullopt if none. ListOffsets by timestamp.
+  Result<std::optional<OffsetAndTimestamp>> offset_for_timestamp(std::int64_t ts) const;
+  // The record with the largest timestamp (ListOffsets MAX_TIMESTAMP).
+  Result<std::optional<OffsetAndTimestamp>> max_timestamp() const;
+
+  // Drops every batch at or after offset (follower divergence, unclean leader change). Waits
+  // for in-flight writes first (returns after they complete, on the reactor).
+  Result<void> truncate_to(std::int64_t offset);
+  // Truncates everything and restarts the log at offset (follower far behind a leader's start).
+  Result<void> truncate_fully_and_start_at(std::int64_t offset);
+  // Raises the log start offset (DeleteRecords); whole segments below it are deleted.
+  Result<std::int64_t> delete_records(std::int64_t offset);
+
+  // Retention and deletion: removes closed segments older than retention.ms or beyond
+  // retention.bytes, renaming them to *.deleted. Returns the renamed files; the caller
+  // (the retention thread) unlinks them after file.delete.delay.ms.
+  std::vector<std::filesystem::path> apply_retention(std::int64_t now_ms);
+
+  // Rolls when the active segment is due (segment.ms) even without an append.
+  void maybe_roll(std::int64_t now_ms);
+  // Writes index files of the active segment and syncs; called before a clean shutdown.
+  Result<void> close();
+
+  std::int64_t log_start_offset() const;
+  std::int64_t log_end_offset() const;      // next offset to assign
+  std::int64_t written_end_offset() const;  // everything below is written (page cache)
+  std::int64_t durable_end_offset() const;  // everything below is synced
+  std::int64_t recovery_point() const { return durable_end_offset(); }
+  std::uint64_t size_bytes() const;
+  std::size_t segment_count() const;
+  bool fenced() const;
+  const LogConfig& config() const;
+  void set_config(const LogConfig& cfg);  // dynamic topic config changes
+  const std::filesystem::path& dir() const;
+
+  // Called when written/durable end offsets advance (long polls wake on it).
+  struct Listener {
+    virtual void on_log_advanced(Log& log) = 0;
+
+   protected:
+    ~Listener() = default;
+  };
+  void set_listener(Listener* l);
+
+  // Counters for benchmarks and metrics.
+  struct Stats {
+    std::uint64_t appends = 0;
+    std::uint64_t write_submissions = 0;
+    std::uint64_t fdatasyncs = 0;
+    std::uint64_t rolls = 0;
+  };
+  const Stats& stats() const;
+
+  class Impl;
+
+ private:
+  explicit Log(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace samsa::io

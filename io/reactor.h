@@ -1,0 +1,177 @@
+// One io_uring event loop per thread. Everything a reactor owns (connections, partition logs)
+// is touched only by its thread; other threads hand it work through post().
+//
+// A loop turn: reap completions → run deferred tasks and remote tasks → fire due timers →
+// run turn-end hooks (group commit queues its write+fdatasync SQEs here) → submit and wait.
+// So every append that arrives within one turn shares one submission.
+#pragma once
+
+#include <liburing.h>
+
+#include <cstdint>
+#include <expected>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "base/clock.h"
+#include "base/mpsc_queue.h"
+
+namespace samsa::io {
+
+// Every SQE a reactor submits carries a pointer to one of these as user_data; the reactor calls
+// fn with the CQE's result and flags. Owners embed it (no allocation per operation).
+struct Completion {
+  using Fn = void (*)(Completion* self, int res, std::uint32_t flags);
+  Fn fn = nullptr;
+};
+
+// A unit of work run on a reactor thread (from post() or defer()).
+struct Task : MpscNode {
+  using Fn = void (*)(Task* self);
+  Fn fn = nullptr;
+  Task* local_next = nullptr;
+};
+
+// Runs once at the end of the loop turn in which it was queued, before submission.
+struct TurnHook {
+  virtual void on_turn_end() = 0;
+  bool queued = false;
+  TurnHook* hook_next = nullptr;
+
+ protected:
+  ~TurnHook() = default;
+};
+
+// A one-shot timer on the reactor's monotonic clock (base/clock.h mono_ns()).
+struct Timer {
+  using Fn = void (*)(Timer* self);
+  Fn fn = nullptr;
+  std::int64_t deadline_ns = 0;
+  std::size_t heap_index = SIZE_MAX;  // SIZE_MAX when not armed
+  bool armed() const { return heap_index != SIZE_MAX; }
+};
+
+class Reactor {
+ public:
+  struct Options {
+    std::string name = "reactor";
+    unsigned sq_entries = 1024;
+  };
+
+  // Must be called on the thread that will run the loop (the ring is single-issuer).
+  // Returns -errno on failure.
+  static std::expected<std::unique_ptr<Reactor>, int> create(Options opts);
+  ~Reactor();
+  Reactor(const Reactor&) = delete;
+  Reactor& operator=(const Reactor&) = delete;
+
+  // The reactor running on the calling thread, or nullptr.
+  static Reactor* current();
+  const std::string& name() const { return name_; }
+
+  io_uring* ring() { return &ring_; }
+  // A fresh SQE with user_data set to c. Never null: flushes the SQ to the kernel when full.
+  io_uring_sqe* sqe(Completion* c);
+  // An SQE whose completion is ignored (e.g. cancellations).
+  io_uring_sqe* sqe_noreply();
+
+  // Runs until stop() is called (from any thread).
+  void run();
+  // One loop turn; waits at most timeout_ns for a completion (0: poll; -1: until something).
+  void run_once(std::int64_t timeout_ns);
+  // Runs turns until pred() holds or timeout_ns elapses; returns pred(). For tests and
+  // synchronous start-up code.
+  template <class Pred>
+  bool run_until(Pred pred, std::int64_t timeout_ns = 30'000'000'000);
+  void stop();
+  bool stopping() const { return stop_.load(std::memory_order_acquire); }
+
+  // Any thread: queue t to run on this reactor's thread.
+  void post(Task* t);
+  // Any thread: run f on this reactor's thread (allocates; not for per-record work).
+  template <class F>
+  void post_fn(F&& f);
+  // This thread: run t later in this turn or the next one (never re-entrantly).
+  void defer(Task* t);
+  template <class F>
+  void defer_fn(F&& f);
+  // This thread: run h at the end of this turn.
+  void at_turn_end(TurnHook* h);
+
+  // This thread: arm (or re-arm) t to fire at deadline_ns (mono_ns()).
+  void arm(Timer* t, std::int64_t deadline_ns);
+  void disarm(Timer* t);
+
+  std::uint64_t turns() const { return turns_; }
+  std::uint64_t submits() const { return submits_; }
+
+ private:
+  Reactor() = default;
+  void reap();
+  void run_tasks();
+  bool remote_empty();
+  void fire_timers();
+  void run_hooks();
+  void arm_wakeup();
+  static void on_wakeup(Completion* c, int res, std::uint32_t flags);
+  void heap_up(std::size_t i);
+  void heap_down(std::size_t i);
+  void heap_swap(std::size_t a, std::size_t b);
+
+  io_uring ring_{};
+  std::string name_;
+  int event_fd_ = -1;
+  std::uint64_t event_buf_ = 0;
+  struct Wakeup : Completion {
+    Reactor* owner = nullptr;
+  } wakeup_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> notified_{false};
+  MpscQueue remote_;
+  Task* local_head_ = nullptr;
+  Task* local_tail_ = nullptr;
+  TurnHook* hooks_ = nullptr;
+  std::vector<Timer*> heap_;
+  std::uint64_t turns_ = 0;
+  std::uint64_t submits_ = 0;
+  bool defer_taskrun_ = false;
+};
+
+namespace detail {
+template <class F>
+struct FnTask : Task {
+  explicit FnTask(F&& f) : f_(std::forward<F>(f)) {
+    fn = [](Task* t) {
+      auto* self = static_cast<FnTask*>(t);
+      self->f_();
+      delete self;
+    };
+  }
+  std::decay_t<F> f_;
+};
+}  // namespace detail
+
+template <class F>
+void Reactor::post_fn(F&& f) {
+  post(new detail::FnTask<F>(std::forward<F>(f)));
+}
+
+template <class F>
+void Reactor::defer_fn(F&& f) {
+  defer(new detail::FnTask<F>(std::forward<F>(f)));
+}
+
+template <class Pred>
+bool Reactor::run_until(Pred pred, std::int64_t timeout_ns) {
+  const std::int64_t end = mono_ns() + timeout_ns;
+  while (!pred()) {
+    std::int64_t left = end - mono_ns();
+    if (left <= 0) return pred();
+    run_once(left < 10'000'000 ? left : 10'000'000);
+  }
+  return true;
+}
+
+}  // namespace samsa::io

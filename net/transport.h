@@ -1,0 +1,124 @@
+// net::Transport — connections that deliver length-prefixed frames and take responses.
+// Two backends implement it: `uring` (kernel sockets driven by the reactor's io_uring) and
+// `dpdk` (poll-mode drivers and a userspace TCP/IP stack). The layer above sees only this.
+//
+// Framing is Kafka's: a big-endian int32 size, then that many bytes. A connection delivers
+// frames to its FrameHandler in arrival order; the handler answers each frame (or declares it
+// unanswered, acks=0) and the connection sends answers in request order, whatever order they
+// complete in.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "io/log.h"
+#include "io/reactor.h"
+
+namespace samsa::net {
+
+// An owned, uninitialised byte buffer (no zero-fill: frames are overwritten by recv anyway).
+class Buffer {
+ public:
+  Buffer() = default;
+  explicit Buffer(std::size_t n) : data_(std::make_unique_for_overwrite<std::byte[]>(n)), size_(n) {}
+  std::byte* data() { return data_.get(); }
+  const std::byte* data() const { return data_.get(); }
+  std::size_t size() const { return size_; }
+  std::span<std::byte> span() { return {data_.get(), size_}; }
+  std::span<const std::byte> span() const { return {data_.get(), size_}; }
+  // Shrinks the visible size (the allocation stays).
+  void resize_down(std::size_t n) { size_ = n < size_ ? n : size_; }
+
+ private:
+  std::unique_ptr<std::byte[]> data_;
+  std::size_t size_ = 0;
+};
+
+// A response body: owned byte pieces and file slices (stored batches served without
+// re-encoding), sent in order after the 4-byte size the connection prepends.
+class Response {
+ public:
+  void append(Buffer b);
+  void append_file(io::Slice s);
+  std::size_t size() const { return size_; }
+
+  struct Piece {
+    Buffer bytes;    // used when slice.file is null
+    io::Slice slice;
+  };
+  std::vector<Piece>& pieces() { return pieces_; }
+
+ private:
+  std::vector<Piece> pieces_;
+  std::size_t size_ = 0;
+};
+
+class Connection;
+
+// Implemented by the layer above (daemon's Kafka dispatch). All calls arrive on the reactor
+// thread that owns the connection.
+struct FrameHandler {
+  virtual void on_open(Connection& c) = 0;
+  // A complete frame (without its size prefix). seq numbers frames on this connection from 0;
+  // the handler must eventually call c.respond(seq, ...) or c.skip(seq) for every seq.
+  virtual void on_frame(Connection& c, std::uint64_t seq, Buffer frame) = 0;
+  // The connection is gone (peer closed, error, idle timeout, or close()). The Connection
+  // object stays valid until every delivered seq has been answered or skipped; those late
+  // calls are discarded.
+  virtual void on_close(Connection& c) = 0;
+
+ protected:
+  ~FrameHandler() = default;
+};
+
+struct ConnectionLimits {
+  std::uint32_t max_frame_bytes = 100u << 20;     // socket.request.max.bytes
+  std::uint32_t max_inflight_requests = 1000;     // frames delivered but not answered
+  std::uint64_t max_inflight_bytes = 256u << 20;  // their total size
+  std::int64_t idle_timeout_ms = 600000;          // connections.max.idle.ms
+};
+
+class Connection {
+ public:
+  virtual ~Connection() = default;
+  // Queue the answer to frame seq; sent once every earlier frame is answered or skipped.
+  virtual void respond(std::uint64_t seq, Response r) = 0;
+  // Frame seq gets no answer (acks=0 produce); later answers are not held back by it.
+  virtual void skip(std::uint64_t seq) = 0;
+  // Close after the answers already queued are sent (graceful) or at once.
+  virtual void close(bool graceful) = 0;
+  virtual bool closed() const = 0;
+  virtual std::uint64_t id() const = 0;
+  virtual const std::string& peer() const = 0;  // "ip:port"
+  virtual io::Reactor& reactor() = 0;
+  // Opaque per-connection state of the handler (e.g. the client's negotiated versions).
+  void* user = nullptr;
+};
+
+struct ListenerConfig {
+  std::string host = "127.0.0.1";
+  std::uint16_t port = 9092;
+  int backlog = 1024;
+  ConnectionLimits limits;
+};
+
+// One transport instance per reactor. Each accepts on its own SO_REUSEPORT socket so the
+// kernel spreads connections over reactors.
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual bool listen(const ListenerConfig& cfg, std::string* error) = 0;
+  // Bound port (useful with port 0 in tests).
+  virtual std::uint16_t port() const = 0;
+  // Stop accepting; existing connections stay (drain).
+  virtual void stop_accepting() = 0;
+  // Close every connection.
+  virtual void close_all() = 0;
+  virtual std::size_t connection_count() const = 0;
+};
+
+std::unique_ptr<Transport> make_uring_transport(io::Reactor& r, FrameHandler& h);
+
+}  // namespace samsa::net

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs every Debian package (and the npm/PyPI client libraries the tests drive) that the
+# build and the test suite need. Idempotent and quiet; run as root on a fresh Debian 12.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DEBS=(
+  build-essential cmake ninja-build pkg-config python3
+  liburing-dev libsystemd-dev libgtest-dev libgmock-dev libbenchmark-dev libdpdk-dev
+  libfuse3-dev fuse3
+  clang libclang-rt-14-dev clang-format
+  libzstd-dev liblz4-dev libsnappy-dev zlib1g-dev
+  kcat python3-confluent-kafka python3-kafka python3-pytest librdkafka-dev
+  iproute2 procps psmisc curl ca-certificates
+)
+
+missing=()
+for p in "${DEBS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Client libraries from npm/PyPI for the integration tests (kept inside the tree, ignored by git).
+if [ -f tests/clients/install.sh ]; then
+  bash tests/clients/install.sh
+fi
