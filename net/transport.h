@@ -3,9 +3,9 @@
 // `dpdk` (poll-mode drivers and a userspace TCP/IP stack). The layer above sees only this.
 //
 // Framing is Kafka's: a big-endian int32 size, then that many bytes. A connection delivers
-// frames to its FrameHandler in arrival order; the handler answers each frame (or declares it
-// unanswered, acks=0) and the connection sends answers in request order, whatever order they
-// complete in.
+// frames (without the size) to its FrameHandler in arrival order; the handler answers each
+// frame with a Response that includes its own 4-byte size (or declares it unanswered, acks=0),
+// and the connection sends answers in request order, whatever order they complete in.
 #pragma once
 
 #include <cstdint>
@@ -13,47 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "io/log.h"
 #include "io/reactor.h"
+#include "net/buffer.h"
 
 namespace samsa::net {
-
-// An owned, uninitialised byte buffer (no zero-fill: frames are overwritten by recv anyway).
-class Buffer {
- public:
-  Buffer() = default;
-  explicit Buffer(std::size_t n) : data_(std::make_unique_for_overwrite<std::byte[]>(n)), size_(n) {}
-  std::byte* data() { return data_.get(); }
-  const std::byte* data() const { return data_.get(); }
-  std::size_t size() const { return size_; }
-  std::span<std::byte> span() { return {data_.get(), size_}; }
-  std::span<const std::byte> span() const { return {data_.get(), size_}; }
-  // Shrinks the visible size (the allocation stays).
-  void resize_down(std::size_t n) { size_ = n < size_ ? n : size_; }
-
- private:
-  std::unique_ptr<std::byte[]> data_;
-  std::size_t size_ = 0;
-};
-
-// A response body: owned byte pieces and file slices (stored batches served without
-// re-encoding), sent in order after the 4-byte size the connection prepends.
-class Response {
- public:
-  void append(Buffer b);
-  void append_file(io::Slice s);
-  std::size_t size() const { return size_; }
-
-  struct Piece {
-    Buffer bytes;    // used when slice.file is null
-    io::Slice slice;
-  };
-  std::vector<Piece>& pieces() { return pieces_; }
-
- private:
-  std::vector<Piece> pieces_;
-  std::size_t size_ = 0;
-};
 
 class Connection;
 
