@@ -11,8 +11,15 @@ DEBS=(
   clang libclang-rt-14-dev clang-format
   libzstd-dev liblz4-dev libsnappy-dev zlib1g-dev
   kcat python3-confluent-kafka python3-kafka python3-pytest librdkafka-dev
+  python3-lz4 python3-snappy python3-zstandard
   iproute2 procps psmisc curl ca-certificates
 )
+# Node.js, npm, a JDK and Maven usually come with the machine (nodesource's nodejs bundles npm,
+# so Debian's npm package must not be pulled in beside it): install them only when absent.
+command -v node >/dev/null || DEBS+=(nodejs)
+command -v npm >/dev/null || DEBS+=(npm)
+command -v javac >/dev/null || DEBS+=(openjdk-17-jdk-headless)
+command -v mvn >/dev/null || DEBS+=(maven)
 
 missing=()
 for p in "${DEBS[@]}"; do

@@ -1,0 +1,201 @@
+"""What the Python client drivers share: arguments, the hard time limit, the records each codec's
+producer sends, and the comparisons. Each driver stays a standalone program built on this.
+
+Record values start with `<codec>|` so segments.check_codecs can tell which producer wrote a
+stored batch; the rest is compressible on purpose even for a batch of one record (librdkafka and
+kafka-python send a batch uncompressed when compression does not shrink it, which would hide
+whether the broker kept the codec).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+import threading
+import time
+import traceback
+
+import segments
+
+ALL_CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
+PARTITIONS = 3
+
+
+class DriverError(Exception):
+    pass
+
+
+def fail(msg: str):
+    raise DriverError(msg)
+
+
+def check(cond, msg: str):
+    if not cond:
+        raise DriverError(msg)
+
+
+@dataclasses.dataclass
+class Rec:
+    partition: int
+    key: bytes | None
+    value: bytes
+    headers: list[tuple[str, bytes]]
+    timestamp: int
+    codec: str
+
+
+def parse_args(name: str, extra=None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog=name)
+    ap.add_argument("--bootstrap", required=True, help="HOST:PORT of the broker")
+    ap.add_argument("--topic-prefix", required=True, help="prefix for every topic and group")
+    ap.add_argument("--log-dir", required=True, help="the broker's log.dirs, to read segments")
+    ap.add_argument("--timeout", type=float, default=60.0, help="hard limit for the whole run (s)")
+    ap.add_argument("--small", action="store_true",
+                    help="a few records per codec (for request captures)")
+    ap.add_argument("--codecs", default=",".join(ALL_CODECS),
+                    help="comma-separated subset of " + ",".join(ALL_CODECS))
+    if extra:
+        extra(ap)
+    args = ap.parse_args()
+    args.codecs = [c for c in args.codecs.split(",") if c]
+    for c in args.codecs:
+        if c not in ALL_CODECS:
+            ap.error(f"unknown codec {c}")
+    return args
+
+
+class Steps:
+    """Prints each step with the time since start, so a failure shows where it stopped."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.t0 = time.monotonic()
+
+    def __call__(self, msg: str):
+        print(f"[{self.name} {time.monotonic() - self.t0:6.2f}s] {msg}", flush=True)
+
+
+def arm_watchdog(name: str, seconds: float):
+    """A thread, not SIGALRM: the main thread may sit inside a C library call (librdkafka) that
+    a Python signal handler would not interrupt."""
+
+    def expire():
+        print(f"{name}: FAIL: hard timeout of {seconds:.0f}s reached", file=sys.stderr, flush=True)
+        os._exit(3)
+
+    t = threading.Timer(seconds, expire)
+    t.daemon = True
+    t.start()
+    return t
+
+
+def run_main(name: str, args: argparse.Namespace, body) -> None:
+    arm_watchdog(name, args.timeout)
+    steps = Steps(name)
+    try:
+        body(args, steps)
+    except DriverError as e:
+        print(f"{name}: FAIL: {e}", file=sys.stderr, flush=True)
+        os._exit(1)
+    except segments.SegmentError as e:
+        print(f"{name}: FAIL: stored segments: {e}", file=sys.stderr, flush=True)
+        os._exit(1)
+    except Exception:
+        traceback.print_exc()
+        print(f"{name}: FAIL: unexpected exception", file=sys.stderr, flush=True)
+        os._exit(1)
+    steps("PASS")
+    sys.stdout.flush()
+    # os._exit: client libraries' background threads must not keep a finished run alive.
+    os._exit(0)
+
+
+_FILLER = b"samsa-kafka-compatible-log-broker;" * 8
+
+
+def make_records(codec: str, prefix: str, count: int, t0: int, start_index: int,
+                 printable: bool = False) -> list[Rec]:
+    """`count` records for one codec's producer, spread round-robin over the partitions, with
+    strictly increasing timestamps (t0 + 10 ms per record across the whole run, so a timestamp
+    lookup has exactly one right answer). Keys, headers and values vary in shape: null key,
+    binary bytes, no headers, duplicate header keys, empty header values, empty filler."""
+    out = []
+    for i in range(count):
+        g = start_index + i
+        filler = _FILLER + _FILLER[: (i * 37) % len(_FILLER)]
+        if printable:
+            key = f"key-{codec}-{i}".encode()
+            value = f"{codec}|{prefix}|{i:04d}|".encode() + filler
+            headers = [("codec", codec.encode()), ("i", str(i).encode())]
+        else:
+            key = None if i == 1 else f"key-{codec}-{i}".encode() + bytes([0, 255, i % 256])
+            value = f"{codec}|{prefix}|{i:04d}|".encode() + filler + bytes([0, 128 + i % 128])
+            headers = [
+                [],
+                [("h1", b"v1"), ("bin", bytes([0, 1, 254, 255]))],
+                [("dup", b"a"), ("dup", b"b"), ("empty", b"")],
+                [("codec", codec.encode())],
+            ][i % 4]
+        out.append(Rec(i % PARTITIONS, key, value, headers, t0 + g * 10, codec))
+    return out
+
+
+def by_partition(recs: list[Rec]) -> dict[int, list[Rec]]:
+    out: dict[int, list[Rec]] = {p: [] for p in range(PARTITIONS)}
+    for r in recs:
+        out[r.partition].append(r)
+    return out
+
+
+def compare_partition(p: int, want: list[Rec], got: list[tuple], what: str = "consumed"):
+    """`got`: (offset, key, value, headers) in the order received. Offsets must be 0..n-1 and
+    every field byte-identical to what was produced, in production order."""
+    if len(got) != len(want):
+        fail(f"partition {p}: {what} {len(got)} records, produced {len(want)}")
+    for i, (w, g) in enumerate(zip(want, got)):
+        check_record(p, i, w, g, f"{what} #{i}")
+
+
+def check_record(p: int, offset: int, w: Rec, g: tuple, what: str):
+    """One received (offset, key, value, headers) against the record produced at `offset`."""
+    off, key, value, headers = g
+    where = f"partition {p} offset {off} ({what}, codec {w.codec})"
+    check(off == offset, f"{where}: expected offset {offset}")
+    check(key == w.key, f"{where}: key {key!r} != produced {w.key!r}")
+    check(value == w.value, f"{where}: value {value[:60]!r}... != produced {w.value[:60]!r}...")
+    check(list(headers) == list(w.headers),
+          f"{where}: headers {headers!r} != produced {w.headers!r}")
+
+
+def timestamp_target(per_part: dict[int, list[Rec]], p: int) -> tuple[int, int]:
+    """A timestamp lookup with one right answer: 3 ms before the middle record of partition p,
+    which lies after the previous record of that partition (records are 10 ms apart).
+    Returns (timestamp to look up, expected offset)."""
+    recs = per_part[p]
+    idx = len(recs) // 2
+    return recs[idx].timestamp - 3, idx
+
+
+def check_segments(steps: Steps, log_dir: str, topic: str, recs: list[Rec]):
+    expected: dict[str, int] = {}
+    for r in recs:
+        expected[r.codec] = expected.get(r.codec, 0) + 1
+    for line in segments.check_codecs(log_dir, topic, expected, partitions=PARTITIONS):
+        steps(line)
+
+
+def wait_until(pred, timeout: float, what: str, interval: float = 0.2):
+    deadline = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            fail(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(interval)
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)

@@ -1,0 +1,289 @@
+#!/usr/bin/env python3
+"""Integration test harness: starts a broker on a free loopback port with a temporary log dir,
+runs one real-client driver from tests/clients against it, stops the broker, and fails if the
+driver fails or the broker dies or does not stop cleanly.
+
+  run_client_test.py --client kcat|confluent_kafka|kafka_python|kafkajs|java
+                     [--broker samsad --samsad PATH | --broker kafka]
+                     [--capture DIR] [--small] [--keep] [--driver-timeout S]
+                     [--topic-prefix P] [-- DRIVER_ARGS...]
+
+--broker kafka runs Apache Kafka through perf/vs-kafka/kafka.sh (the oracle the drivers are
+validated against). --capture DIR puts tests/clients/kcapture.py between client and broker and
+saves the request frames into DIR/<client>/ (the broker advertises the proxy's port).
+
+A missing client library or binary skips the test (exit 77) unless CI=true, where it fails.
+Exit codes: 0 pass, 1 fail, 77 skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+CLIENTS = os.path.join(ROOT, "tests", "clients")
+KAFKA_SH = os.path.join(ROOT, "perf", "vs-kafka", "kafka.sh")
+DEBIAN_PY = "/usr/bin/python3"
+SKIP = 77
+# Every driver's segment check decodes compressed batches with these (Debian packages).
+PY_CODECS = ["snappy", "lz4.frame", "zstandard"]
+
+
+def log(msg: str):
+    print(f"[harness] {msg}", flush=True)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def port_open(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def py_imports(mods: list[str]) -> str | None:
+    if not os.access(DEBIAN_PY, os.X_OK):
+        return f"{DEBIAN_PY} not found"
+    code = "; ".join(f"import {m}" for m in mods)
+    r = subprocess.run([DEBIAN_PY, "-c", code], capture_output=True, text=True, timeout=60)
+    if r.returncode != 0:
+        return f"{DEBIAN_PY} cannot import {', '.join(mods)}: {r.stderr.strip().splitlines()[-1]}"
+    return None
+
+
+def java_classpath() -> tuple[str | None, str | None]:
+    if not shutil.which("java"):
+        return None, "java not found (apt-get install openjdk-17-jdk-headless)"
+    r = subprocess.run(["bash", KAFKA_SH, "classpath"], capture_output=True, text=True,
+                       timeout=600)
+    if r.returncode != 0:
+        return None, f"kafka.sh classpath failed: {r.stderr.strip()}"
+    return r.stdout.strip(), None
+
+
+def driver_command(client: str) -> tuple[list[str] | None, str | None]:
+    """The driver's command line (without the common arguments), or why it cannot run."""
+    if client == "kcat":
+        if not (shutil.which("kcat") or shutil.which("kafkacat")):
+            return None, "kcat not found (apt-get install kcat)"
+        why = py_imports(PY_CODECS)
+        return [DEBIAN_PY, os.path.join(CLIENTS, "kcat_driver.py")], why
+    if client == "confluent_kafka":
+        why = py_imports(["confluent_kafka"] + PY_CODECS)
+        return [DEBIAN_PY, os.path.join(CLIENTS, "confluent_driver.py")], why
+    if client == "kafka_python":
+        why = py_imports(["kafka"] + PY_CODECS)
+        return [DEBIAN_PY, os.path.join(CLIENTS, "kafka_python_driver.py")], why
+    if client == "kafkajs":
+        node_dir = os.path.join(CLIENTS, "node")
+        if not shutil.which("node"):
+            return None, "node not found (apt-get install nodejs npm)"
+        r = subprocess.run(["node", "-e", "for (const m of ['kafkajs','kafkajs-lz4',"
+                            "'kafkajs-snappy','zstd-napi']) require(m)"], cwd=node_dir,
+                           capture_output=True, text=True, timeout=60)
+        if r.returncode != 0:
+            return None, "kafkajs or its codecs are not installed (bash tests/clients/install.sh)"
+        why = py_imports(PY_CODECS)
+        return ["node", os.path.join(node_dir, "kafkajs_driver.js")], why
+    if client == "java":
+        cp, why = java_classpath()
+        if why:
+            return None, why
+        why = py_imports(PY_CODECS)
+        return ["java", "-Xmx512m", "-cp", cp,
+                os.path.join(CLIENTS, "java", "JavaDriver.java")], why
+    return None, f"unknown client {client}"
+
+
+class Broker:
+    def __init__(self, kind: str, samsad: str | None, work: str, port: int,
+                 advertised_port: int | None):
+        self.kind, self.samsad, self.work, self.port = kind, samsad, work, port
+        self.advertised_port = advertised_port
+        self.proc: subprocess.Popen | None = None
+        self.log_dir = os.path.join(work, "data")
+        self.log_file = os.path.join(work, "broker.log")
+
+    def start(self, timeout: float = 120):
+        if self.kind == "kafka":
+            env = dict(os.environ)
+            if self.advertised_port:
+                env["KAFKA_ADVERTISED_PORT"] = str(self.advertised_port)
+            r = subprocess.run(["bash", KAFKA_SH, "start", self.work, str(self.port),
+                                "num.partitions=3", "auto.create.topics.enable=true"],
+                               env=env, capture_output=True, text=True, timeout=timeout + 60)
+            if r.returncode != 0:
+                raise RuntimeError(f"kafka.sh start failed: {r.stderr.strip()}")
+            self.log_file = os.path.join(self.work, "server.log")
+            log(r.stderr.strip().splitlines()[-1])
+            return
+        os.makedirs(self.log_dir, exist_ok=True)
+        cmd = [self.samsad,
+               "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
+               "--override", f"log.dirs={self.log_dir}",
+               "--override", "num.partitions=3",
+               "--override", "auto.create.topics.enable=true",
+               "--override", "node.id=1",
+               "--override", f"samsa.admin.socket={os.path.join(self.work, 'admin.sock')}"]
+        if self.advertised_port:
+            cmd += ["--override",
+                    f"advertised.listeners=PLAINTEXT://127.0.0.1:{self.advertised_port}"]
+        log(" ".join(cmd))
+        self.logf = open(self.log_file, "wb")
+        self.proc = subprocess.Popen(cmd, stdout=self.logf, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while not port_open(self.port):
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"samsad exited with {self.proc.returncode} during start-up")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"samsad did not open port {self.port} within {timeout:.0f}s")
+            time.sleep(0.05)
+        log(f"samsad pid {self.proc.pid} listening on 127.0.0.1:{self.port}")
+
+    def alive(self) -> bool:
+        if self.kind == "kafka":
+            try:
+                with open(os.path.join(self.work, "kafka.pid")) as f:
+                    os.kill(int(f.read().strip()), 0)
+                return True
+            except (OSError, ValueError):
+                return False
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self) -> str | None:
+        """Stops the broker; returns a problem description, or None when it stopped cleanly."""
+        if self.kind == "kafka":
+            r = subprocess.run(["bash", KAFKA_SH, "stop", self.work], capture_output=True,
+                               text=True, timeout=90)
+            return None if r.returncode == 0 else f"kafka.sh stop: {r.stderr.strip()}"
+        if self.proc is None:
+            return None
+        if self.proc.poll() is not None:
+            return f"samsad had already exited with {self.proc.returncode}"
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            return "samsad did not exit within 30s of SIGTERM (killed)"
+        finally:
+            self.logf.close()
+        return None if rc == 0 else f"samsad exited with {rc} after SIGTERM"
+
+    def tail(self, n: int = 40) -> str:
+        try:
+            with open(self.log_file, "rb") as f:
+                lines = f.read().decode(errors="replace").splitlines()
+            return "\n".join(lines[-n:])
+        except OSError:
+            return "(no broker log)"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--client", required=True,
+                    choices=["kcat", "confluent_kafka", "kafka_python", "kafkajs", "java"])
+    ap.add_argument("--broker", choices=["samsad", "kafka"], default="samsad")
+    ap.add_argument("--samsad", help="path of the samsad binary (with --broker samsad)")
+    ap.add_argument("--capture", help="save request frames into CAPTURE/<client>/")
+    ap.add_argument("--small", action="store_true", help="a few records per codec")
+    ap.add_argument("--keep", action="store_true", help="keep the work dir even on success")
+    ap.add_argument("--driver-timeout", type=float, default=90)
+    ap.add_argument("--topic-prefix", help="default: it<pid> (captures want a stable one)")
+    ap.add_argument("driver_args", nargs="*", help="after --: passed on to the driver")
+    a = ap.parse_args()
+    ci = os.environ.get("CI") == "true"
+
+    cmd, why = driver_command(a.client)
+    if cmd is None or why:
+        if ci:
+            log(f"FAIL: {a.client} cannot run and CI=true: {why}")
+            return 1
+        log(f"SKIP: {why}")
+        return SKIP
+    if a.broker == "samsad" and not (a.samsad and os.access(a.samsad, os.X_OK)):
+        log(f"FAIL: samsad binary not found: {a.samsad!r}")
+        return 1
+
+    work = tempfile.mkdtemp(prefix=f"samsa-it-{a.client}-")
+    port = free_port()
+    cap = None
+    cport = None
+    if a.capture:
+        sys.path.insert(0, CLIENTS)
+        import kcapture
+
+        cport = free_port()
+    broker = Broker(a.broker, a.samsad, work, port, cport)
+    ok = False
+    try:
+        broker.start()
+        bootstrap = f"127.0.0.1:{port}"
+        if a.capture:
+            out = os.path.join(a.capture, a.client)
+            shutil.rmtree(out, ignore_errors=True)
+            cap = kcapture.Capture(cport, ("127.0.0.1", port), out).start()
+            bootstrap = f"127.0.0.1:{cap.port}"
+            log(f"capturing requests through 127.0.0.1:{cap.port} into {out}")
+        prefix = a.topic_prefix or f"it{os.getpid()}"
+        full = cmd + ["--bootstrap", bootstrap, "--topic-prefix", prefix,
+                      "--log-dir", broker.log_dir, "--timeout", str(a.driver_timeout)]
+        if a.small:
+            full.append("--small")
+        full += a.driver_args
+        log("driver: " + " ".join(full))
+        try:
+            r = subprocess.run(full, timeout=a.driver_timeout + 20, cwd=CLIENTS)
+            rc = r.returncode
+        except subprocess.TimeoutExpired:
+            log(f"FAIL: driver still running {a.driver_timeout + 20:.0f}s after start (killed)")
+            rc = -1
+        if not broker.alive():
+            log("FAIL: the broker died during the test")
+            rc = rc or 1
+        ok = rc == 0
+        if not ok:
+            log(f"FAIL: driver exited with {rc}")
+    except (RuntimeError, subprocess.TimeoutExpired) as e:
+        log(f"FAIL: {e}")
+    finally:
+        if cap:
+            cap.stop()
+            for api, vers in cap.versions().items():
+                log(f"requested {api}: v{', v'.join(map(str, vers))}")
+            if cap.errors:
+                log(f"capture problems: {cap.errors}")
+        problem = broker.stop()
+        if problem:
+            log(f"FAIL: {problem}")
+            ok = False
+        if not ok:
+            log(f"broker log ({broker.log_file}):\n{broker.tail()}")
+            log(f"work dir kept: {work}")
+        elif a.keep:
+            log(f"work dir kept: {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    log("PASS" if ok else "FAILED")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
