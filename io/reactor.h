@@ -111,7 +111,6 @@ class Reactor {
   Reactor() = default;
   void reap();
   void run_tasks();
-  bool remote_empty();
   void fire_timers();
   void run_hooks();
   void arm_wakeup();

@@ -1,0 +1,433 @@
+#include "daemon/broker.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+
+#include "base/clock.h"
+#include "base/log.h"
+#include "base/thread.h"
+#include "daemon/dispatch.h"
+#include "net/uring_transport.h"
+
+namespace samsa::daemon {
+namespace {
+
+constexpr const char* kMetaFile = "meta.properties";
+
+std::string read_text(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+std::expected<std::unique_ptr<Broker>, std::string> Broker::start(Config cfg) {
+  std::unique_ptr<Broker> b(new Broker());
+  if (auto r = b->init(std::move(cfg)); !r) {
+    b->shutdown();
+    return std::unexpected(r.error());
+  }
+  return b;
+}
+
+Broker::~Broker() { shutdown(); }
+
+// meta.properties, as Kafka's KRaft nodes keep it in every log dir: the cluster id (made up on
+// first start) and this node's id, which must not change under existing data.
+std::expected<std::string, std::string> Broker::load_or_create_meta() {
+  const std::int64_t node = settings_ ? settings_->node_id : config_.get_int("node.id");
+  std::string cluster;
+  for (const auto& d : log_dirs_) {
+    auto path = d->root() / kMetaFile;
+    if (!std::filesystem::exists(path)) continue;
+    auto props = parse_properties(read_text(path));
+    if (!props) return std::unexpected(path.string() + ": " + props.error());
+    auto id = props->find("cluster.id");
+    auto n = props->find("node.id");
+    if (id == props->end()) return std::unexpected(path.string() + ": no cluster.id");
+    if (n != props->end() && n->second != std::to_string(node))
+      return std::unexpected(path.string() + ": data belongs to node.id " + n->second +
+                             ", configured node.id is " + std::to_string(node));
+    if (!cluster.empty() && cluster != id->second)
+      return std::unexpected("log dirs belong to different clusters (" + cluster + ", " +
+                             id->second + ")");
+    cluster = id->second;
+  }
+  if (cluster.empty()) cluster = replication::uuid_to_string(replication::random_uuid());
+  for (const auto& d : log_dirs_) {
+    auto path = d->root() / kMetaFile;
+    if (std::filesystem::exists(path)) continue;
+    auto tmp = path;
+    tmp += ".tmp";
+    {
+      std::ofstream out(tmp, std::ios::trunc);
+      out << "#\n#written by samsad\n"
+          << "cluster.id=" << cluster << "\n"
+          << "directory.id=" << replication::uuid_to_string(replication::random_uuid()) << "\n"
+          << "node.id=" << node << "\n"
+          << "version=1\n";
+      if (!out) return std::unexpected("cannot write " + tmp.string());
+    }
+    std::error_code ec;
+    std::filesystem::rename(tmp, path, ec);
+    if (ec) return std::unexpected("cannot write " + path.string() + ": " + ec.message());
+  }
+  return cluster;
+}
+
+std::expected<void, std::string> Broker::init(Config cfg) {
+  config_ = std::move(cfg);
+  std::vector<io::LogDir*> dirs;
+  for (const auto& d : config_.log_dirs()) {
+    std::error_code ec;
+    std::filesystem::create_directories(d, ec);
+    if (ec) return std::unexpected("log.dirs: cannot create " + d + ": " + ec.message());
+    auto ld = io::LogDir::open(d);
+    if (!ld) return std::unexpected("log.dirs: " + d + ": " + ld.error().detail);
+    dirs.push_back(ld->get());
+    log_dirs_.push_back(std::move(*ld));
+  }
+  auto cluster = load_or_create_meta();
+  if (!cluster) return std::unexpected(cluster.error());
+  cluster_id_ = *cluster;
+  auto settings = make_settings(config_, cluster_id_);
+  if (!settings) return std::unexpected(settings.error());
+  settings_ = *settings;
+
+  io::RetentionDeleter::Options ro;
+  ro.check_interval_ms = config_.get_int("log.retention.check.interval.ms");
+  ro.checkpoint_interval_ms = config_.get_int("log.flush.offset.checkpoint.interval.ms");
+  retention_ = std::make_unique<io::RetentionDeleter>(ro, dirs);
+  retention_->start();
+
+  std::size_t n = static_cast<std::size_t>(config_.get_int("samsa.reactors"));
+  if (n == 0) n = std::max<long>(1, sysconf(_SC_NPROCESSORS_ONLN));
+  last_turns_.assign(n, 0);
+  for (std::size_t i = 0; i < n; ++i) {
+    auto ctx = std::make_unique<ReactorContext>();
+    ctx->broker = this;
+    ctx->index = i;
+    ctx->settings = settings_;
+    contexts_.push_back(std::move(ctx));
+    auto t = std::make_unique<ReactorThread>();
+    t->ctx = contexts_.back().get();
+    reactors_.push_back(std::move(t));
+  }
+  for (auto& t : reactors_) {
+    ReactorThread* raw = t.get();
+    t->thread = std::thread([this, raw] { run_reactor(raw); });
+  }
+  {
+    std::unique_lock lk(mu_);
+    cv_.wait(lk, [&] {
+      for (auto& t : reactors_)
+        if (!t->reactor && t->error.empty()) return false;
+      return true;
+    });
+    for (auto& t : reactors_)
+      if (!t->error.empty()) return std::unexpected(t->error);
+  }
+
+  controller_thread_ = std::thread([this] { run_controller(); });
+  {
+    std::unique_lock lk(mu_);
+    cv_.wait(lk, [&] {
+      if (!controller_error_.empty()) return true;
+      if (!controller_ready_) return false;
+      for (auto& t : reactors_)
+        if (!t->ready && t->error.empty()) return false;
+      return true;
+    });
+    if (!controller_error_.empty()) return std::unexpected(controller_error_);
+    for (auto& t : reactors_)
+      if (!t->error.empty()) return std::unexpected(t->error);
+  }
+  std::string where;
+  for (const auto& e : settings_->listeners)
+    where += (where.empty() ? "" : ", ") + e.name + "://" + e.host + ":" + std::to_string(e.port);
+  LOG_INFO("samsad %s node %d cluster %s: %zu reactors, listening on %s", SAMSA_VERSION,
+           settings_->node_id, cluster_id_.c_str(), reactors_.size(), where.c_str());
+  return {};
+}
+
+void Broker::run_reactor(ReactorThread* t) {
+  ReactorContext& ctx = *t->ctx;
+  const std::string name = "reactor-" + std::to_string(ctx.index);
+  set_thread_name(name);
+  auto r = io::Reactor::create({.name = name});
+  {
+    std::lock_guard lk(mu_);
+    if (!r) {
+      t->error = name + ": io_uring setup failed: " + std::strerror(-r.error());
+    } else {
+      t->reactor = std::move(*r);
+      ctx.reactor = t->reactor.get();
+      replication::Shard::Options so;
+      so.index = ctx.index;
+      so.count = contexts_.size();
+      for (auto& d : log_dirs_) so.log_dirs.push_back(d.get());
+      so.defaults = settings_->topic_defaults;
+      so.retention = retention_.get();
+      ctx.shard = std::make_unique<replication::Shard>(*ctx.reactor, std::move(so));
+    }
+  }
+  cv_.notify_all();
+  if (!ctx.reactor) return;
+
+  struct Beat : io::Timer {
+    ReactorContext* ctx;
+  } beat;
+  beat.ctx = &ctx;
+  // The watchdog counts loop turns; an idle loop must still show it is alive.
+  beat.fn = [](io::Timer* tm) {
+    auto* b = static_cast<Beat*>(tm);
+    b->ctx->turns.fetch_add(1, std::memory_order_relaxed);
+    b->ctx->reactor->arm(tm, mono_ns() + 1'000'000'000);
+  };
+  ctx.reactor->arm(&beat, mono_ns() + 1'000'000'000);
+
+  ctx.reactor->run();
+
+  ctx.reactor->disarm(&beat);
+  // Transports must be destroyed on their reactor (they drain kernel-held buffers).
+  ctx.transports.clear();
+  ctx.dispatchers.clear();
+  ctx.shard.reset();
+}
+
+void Broker::run_controller() {
+  set_thread_name("controller");
+  auto r = io::Reactor::create({.name = "controller"});
+  if (!r) {
+    std::lock_guard lk(mu_);
+    controller_error_ = std::string("controller: io_uring setup failed: ") + std::strerror(-r.error());
+    cv_.notify_all();
+    return;
+  }
+  io::Reactor* reactor = r->get();
+  {
+    std::lock_guard lk(mu_);
+    controller_reactor_owned_ = std::move(*r);
+    controller_reactor_ = reactor;
+  }
+  replication::Controller::Options co;
+  co.node_id = settings_->node_id;
+  co.log_dir = log_dirs_.front().get();
+  co.defaults = settings_->topic_defaults;
+  co.default_partitions = settings_->num_partitions;
+  co.default_replication_factor = settings_->default_replication_factor;
+  co.delete_topic_enable = settings_->delete_topic_enable;
+  co.reactors = reactors_.size();
+  co.publish = [this](replication::ImagePtr img) { publish(std::move(img)); };
+  controller_ = std::make_unique<replication::Controller>(*reactor, std::move(co));
+  if (auto o = controller_->open(); !o) {
+    std::lock_guard lk(mu_);
+    controller_error_ = "metadata log: " + o.error().detail;
+    cv_.notify_all();
+    controller_.reset();
+    return;
+  }
+  {
+    std::lock_guard lk(mu_);
+    controller_ready_ = true;
+  }
+  cv_.notify_all();
+  reactor->run();
+  if (auto c = controller_->close(); !c) LOG_ERROR("closing the metadata log: %s", c.error().detail.c_str());
+  controller_.reset();
+}
+
+// Controller thread: hand the image to every reactor; each applies it to its shard, starts
+// listening the first time, and reports back.
+void Broker::publish(replication::ImagePtr image) {
+  const std::int64_t version = image->offset();
+  for (std::size_t i = 0; i < reactors_.size(); ++i) {
+    ReactorThread* t = reactors_[i].get();
+    t->ctx->reactor->post_fn([this, t, image, version] {
+      ReactorContext& ctx = *t->ctx;
+      if (!ctx.shard) return;
+      ctx.image = image;
+      ctx.shard->apply(image);
+      if (!t->ready && !ctx.shutting_down) {
+        std::string error;
+        for (std::size_t l = 0; l < ctx.settings->listeners.size() && error.empty(); ++l) {
+          const Endpoint& e = ctx.settings->listeners[l];
+          ctx.dispatchers.push_back(std::make_unique<KafkaDispatcher>(ctx, l));
+          auto tr = net::UringTransport::create(*ctx.reactor, *ctx.dispatchers.back());
+          net::ListenerConfig lc;
+          lc.host = e.host;
+          lc.port = e.port;
+          lc.limits.max_frame_bytes = ctx.settings->socket_request_max_bytes;
+          lc.limits.max_inflight_requests = ctx.settings->queued_max_requests;
+          lc.limits.max_inflight_bytes = ctx.settings->queued_max_request_bytes;
+          lc.limits.idle_timeout_ms = ctx.settings->connections_max_idle_ms;
+          if (!tr->listen(lc, &error)) {
+            error = "listener " + e.name + "://" + e.host + ":" + std::to_string(e.port) + ": " + error;
+          }
+          ctx.transports.push_back(std::move(tr));
+        }
+        std::lock_guard lk(mu_);
+        if (!error.empty()) t->error = error;
+        t->ready = true;
+        cv_.notify_all();
+      }
+      const std::size_t idx = ctx.index;
+      controller_reactor_->post_fn([this, idx, version] {
+        if (controller_) controller_->applied(idx, version);
+      });
+    });
+  }
+}
+
+std::expected<void, std::string> Broker::reload() {
+  std::vector<std::string> warnings;
+  auto changed = config_.reload_file(&warnings);
+  for (const auto& w : warnings) LOG_WARN("%s", w.c_str());
+  if (!changed) return std::unexpected(changed.error());
+  auto settings = make_settings(config_, cluster_id_);
+  if (!settings) return std::unexpected(settings.error());
+  for (const auto& key : *changed) {
+    const ConfigKey* k = Config::find_key(key);
+    if (k && !k->dynamic)
+      LOG_WARN("config %s changed in the file; it takes effect at the next restart", key.c_str());
+    else
+      LOG_INFO("config %s is now %s", key.c_str(), config_.get_string(key).c_str());
+  }
+  if (auto lvl = log::parse_level(config_.get_string("samsa.log.level"))) log::set_level(*lvl);
+  // Listener-level settings stay as started; topic defaults and request-path settings apply now.
+  auto next = std::make_shared<BrokerSettings>(**settings);
+  next->listeners = settings_->listeners;
+  next->advertised = settings_->advertised;
+  settings_ = next;
+  for (auto& t : reactors_) {
+    t->ctx->reactor->post_fn([ctx = t->ctx, next] {
+      ctx->settings = next;
+      ctx->shard->set_defaults(next->topic_defaults);
+    });
+  }
+  on_controller([next](replication::Controller& c) {
+    c.set_defaults(next->topic_defaults);
+    c.set_default_partitions(next->num_partitions);
+    c.set_delete_topic_enable(next->delete_topic_enable);
+  });
+  return {};
+}
+
+bool Broker::healthy() {
+  bool ok = true;
+  for (std::size_t i = 0; i < contexts_.size(); ++i) {
+    std::uint64_t now = contexts_[i]->turns.load(std::memory_order_relaxed);
+    if (now == last_turns_[i]) ok = false;
+    last_turns_[i] = now;
+  }
+  return ok;
+}
+
+std::string Broker::status_line() const {
+  return "serving: " + std::to_string(reactors_.size()) + " reactors, cluster " + cluster_id_;
+}
+
+void Broker::shutdown() {
+  if (stopping_.exchange(true)) return;
+  const std::int64_t timeout_ms = config_.get_int("samsa.shutdown.timeout.ms");
+  std::vector<ReactorThread*> running;
+  for (auto& t : reactors_)
+    if (t->ctx->reactor && t->thread.joinable()) running.push_back(t.get());
+
+  // 1. Stop accepting and expire long polls; 2. wait for in-flight requests to be answered.
+  std::atomic<std::size_t> busy{0};
+  auto count_busy = [&](bool first) {
+    busy.store(0);
+    std::atomic<std::size_t> left{running.size()};
+    for (ReactorThread* t : running) {
+      t->ctx->reactor->post_fn([t, &busy, &left, first] {
+        ReactorContext& ctx = *t->ctx;
+        if (first) {
+          ctx.shutting_down = true;
+          for (auto& tr : ctx.transports) tr->stop_accepting();
+        }
+        while (ctx.parked) {
+          ParkedRequest* p = ctx.parked;
+          ctx.unpark(p);
+          p->expire();
+        }
+        std::size_t n = 0;
+        for (auto& d : ctx.dispatchers) n += d->in_flight();
+        busy.fetch_add(n);
+        left.fetch_sub(1);
+      });
+    }
+    while (left.load() != 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return busy.load();
+  };
+  const std::int64_t end = mono_ms() + timeout_ms;
+  bool first = true;
+  while (!running.empty() && count_busy(first) != 0 && mono_ms() < end) {
+    first = false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (!running.empty() && busy.load() != 0)
+    LOG_WARN("shutdown: %zu requests still in flight after %lld ms; closing anyway", busy.load(),
+             static_cast<long long>(timeout_ms));
+
+  // 3. No more requests: close every connection on every reactor.
+  {
+    std::atomic<std::size_t> left{running.size()};
+    for (ReactorThread* t : running) {
+      t->ctx->reactor->post_fn([t, &left] {
+        for (auto& tr : t->ctx->transports) tr->close_all();
+        left.fetch_sub(1);
+      });
+    }
+    while (left.load() != 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  // 4. The controller (it may still be finishing a change), then the shards' logs.
+  if (controller_thread_.joinable()) {
+    if (controller_reactor_) controller_reactor_->stop();
+    controller_thread_.join();
+  }
+  for (ReactorThread* t : running) {
+    t->ctx->reactor->post_fn([t] {
+      ReactorContext& ctx = *t->ctx;
+      ctx.shard->close_all();
+      struct Poll : io::Timer {
+        ReactorContext* ctx;
+      };
+      auto* poll = new Poll();
+      poll->ctx = &ctx;
+      poll->fn = [](io::Timer* tm) {
+        auto* p = static_cast<Poll*>(tm);
+        if (p->ctx->shard->closed()) {
+          p->ctx->reactor->stop();
+          delete p;
+          return;
+        }
+        p->ctx->reactor->arm(tm, mono_ns() + 2'000'000);
+      };
+      ctx.reactor->arm(poll, mono_ns());
+    });
+  }
+  for (auto& t : reactors_)
+    if (t->thread.joinable()) t->thread.join();
+  if (controller_thread_.joinable()) {
+    if (controller_reactor_) controller_reactor_->stop();
+    controller_thread_.join();
+  }
+  if (retention_) retention_->stop();
+  bool clean = true;
+  for (auto& t : reactors_) clean &= t->ctx->reactor != nullptr;
+  for (auto& d : log_dirs_) {
+    auto r = clean ? d->shutdown_clean() : d->write_checkpoints();
+    if (!r) LOG_WARN("log dir %s: %s", d->root().c_str(), r.error().detail.c_str());
+  }
+  reactors_.clear();
+  contexts_.clear();
+  log_dirs_.clear();
+}
+
+}  // namespace samsa::daemon

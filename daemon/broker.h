@@ -1,0 +1,157 @@
+// daemon::Broker — one samsad process: the reactor threads (each with its io_uring ring, its
+// connections and its shard of partitions), the controller thread that owns cluster metadata,
+// and the retention thread. Built by start(), torn down by shutdown().
+//
+// Threads: "reactor-N" (one per samsa.reactors), "controller", "retention"; the main thread
+// only waits for signals.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <expected>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "daemon/config.h"
+#include "daemon/settings.h"
+#include "io/log_dir.h"
+#include "io/reactor.h"
+#include "io/retention.h"
+#include "net/transport.h"
+#include "replication/controller.h"
+#include "replication/shard.h"
+
+namespace samsa::daemon {
+
+class Broker;
+class KafkaDispatcher;
+
+// A request parked on this reactor (a long-polling fetch); shutdown expires them so they
+// answer at once instead of waiting out their max wait.
+struct ParkedRequest {
+  virtual void expire() = 0;
+  ParkedRequest* parked_prev = nullptr;
+  ParkedRequest* parked_next = nullptr;
+
+ protected:
+  ~ParkedRequest() = default;
+};
+
+// What one reactor thread owns. Only that thread touches it after start-up, except
+// `turns` (read by the watchdog).
+struct ReactorContext {
+  Broker* broker = nullptr;
+  std::size_t index = 0;
+  io::Reactor* reactor = nullptr;
+  std::unique_ptr<replication::Shard> shard;
+  replication::ImagePtr image;
+  std::shared_ptr<const BrokerSettings> settings;
+  std::vector<std::unique_ptr<KafkaDispatcher>> dispatchers;  // one per listener
+  std::vector<std::unique_ptr<net::Transport>> transports;     // one per listener
+  std::atomic<std::uint64_t> turns{0};
+  ParkedRequest* parked = nullptr;  // intrusive list
+  bool shutting_down = false;
+
+  void park(ParkedRequest* p) {
+    p->parked_prev = nullptr;
+    p->parked_next = parked;
+    if (parked) parked->parked_prev = p;
+    parked = p;
+  }
+  void unpark(ParkedRequest* p) {
+    if (p->parked_prev) {
+      p->parked_prev->parked_next = p->parked_next;
+    } else if (parked == p) {
+      parked = p->parked_next;
+    }
+    if (p->parked_next) p->parked_next->parked_prev = p->parked_prev;
+    p->parked_prev = p->parked_next = nullptr;
+  }
+};
+
+class Broker {
+ public:
+  static std::expected<std::unique_ptr<Broker>, std::string> start(Config cfg);
+  ~Broker();
+
+  // SIGHUP / samsactl reload: re-reads the config file and applies what can change live.
+  std::expected<void, std::string> reload();
+  // Graceful stop: no new connections, answer what is in flight (bounded by
+  // samsa.shutdown.timeout.ms), close logs cleanly, write checkpoints and the clean marker.
+  void shutdown();
+  // Every reactor loop has turned since the last call (the systemd watchdog asks).
+  bool healthy();
+  std::string status_line() const;
+
+  std::size_t reactor_count() const { return reactors_.size(); }
+  ReactorContext& reactor(std::size_t i) { return *reactors_[i]->ctx; }
+  // The shard that owns a partition.
+  std::size_t owner(std::string_view topic, std::int32_t partition) const {
+    return replication::Shard::owner(topic, partition, reactors_.size());
+  }
+  // Runs f(ctx) on the shard's reactor: at once when called on that reactor, else posted.
+  template <class F>
+  void on_reactor(std::size_t i, F&& f);
+  // Runs f(controller) on the controller thread.
+  template <class F>
+  void on_controller(F&& f);
+
+  const std::string& cluster_id() const { return cluster_id_; }
+
+ private:
+  struct ReactorThread {
+    std::thread thread;
+    ReactorContext* ctx = nullptr;
+    std::unique_ptr<io::Reactor> reactor;
+    bool ready = false;
+    std::string error;
+  };
+  Broker() = default;
+  std::expected<void, std::string> init(Config cfg);
+  void run_reactor(ReactorThread* t);
+  void run_controller();
+  void publish(replication::ImagePtr image);
+  std::expected<std::string, std::string> load_or_create_meta();
+
+  Config config_;
+  std::shared_ptr<const BrokerSettings> settings_;
+  std::string cluster_id_;
+  std::vector<std::unique_ptr<io::LogDir>> log_dirs_;
+  std::unique_ptr<io::RetentionDeleter> retention_;
+
+  std::vector<std::unique_ptr<ReactorThread>> reactors_;
+  std::vector<std::unique_ptr<ReactorContext>> contexts_;
+  std::thread controller_thread_;
+  std::unique_ptr<io::Reactor> controller_reactor_owned_;  // outlives the thread: late posts land
+  io::Reactor* controller_reactor_ = nullptr;
+  std::unique_ptr<replication::Controller> controller_;
+  std::string controller_error_;
+  bool controller_ready_ = false;
+
+  std::mutex mu_;  // start-up and shutdown hand-offs only
+  std::condition_variable cv_;
+  std::vector<std::uint64_t> last_turns_;
+  std::atomic<bool> stopping_{false};
+};
+
+template <class F>
+void Broker::on_reactor(std::size_t i, F&& f) {
+  ReactorContext& ctx = *contexts_[i];
+  if (io::Reactor::current() == ctx.reactor) {
+    f(ctx);
+  } else {
+    ctx.reactor->post_fn([&ctx, f = std::forward<F>(f)]() mutable { f(ctx); });
+  }
+}
+
+template <class F>
+void Broker::on_controller(F&& f) {
+  controller_reactor_->post_fn(
+      [this, f = std::forward<F>(f)]() mutable { f(*controller_); });
+}
+
+}  // namespace samsa::daemon

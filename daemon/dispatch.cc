@@ -1,0 +1,135 @@
+#include "daemon/dispatch.h"
+
+#include <array>
+
+#include "base/log.h"
+#include "daemon/broker.h"
+#include "daemon/handlers/handlers.h"
+
+namespace samsa::daemon {
+namespace {
+
+using kafka::ApiKey;
+using kafka::key;
+
+// The served apis and versions. Each range is what the handler implements, from Kafka 4.0's
+// minimum (FACTS.md) up to the newest the current clients send.
+const std::array kHandlers = {
+    ApiHandler{key(ApiKey::produce), 0, 12, &handlers::produce, 3},
+    ApiHandler{key(ApiKey::fetch), 4, 17, &handlers::fetch},
+    ApiHandler{key(ApiKey::list_offsets), 1, 10, &handlers::list_offsets},
+    ApiHandler{key(ApiKey::metadata), 0, 13, &handlers::metadata},
+    ApiHandler{key(ApiKey::api_versions), 0, 4, &handlers::api_versions},
+    ApiHandler{key(ApiKey::create_topics), 2, 7, &handlers::create_topics},
+    ApiHandler{key(ApiKey::delete_topics), 1, 6, &handlers::delete_topics},
+};
+
+const ApiHandler* find_handler(std::int16_t k) {
+  for (const auto& h : kHandlers)
+    if (h.key == k) return &h;
+  return nullptr;
+}
+
+}  // namespace
+
+std::span<const ApiHandler> api_handlers() { return kHandlers; }
+
+Request::Request(ReactorContext& rc_, KafkaDispatcher& d, net::Connection* c, std::uint64_t s,
+                 kafka::DecodedRequestHeader h, net::Buffer f)
+    : rc(rc_), dispatcher(d), conn(c), seq(s), header(std::move(h)), frame(std::move(f)) {
+  dispatcher.request_started();
+}
+
+Request::~Request() {
+  if (!done_) {
+    // A handler dropped the request without answering: keep the connection's order intact.
+    LOG_ERROR("%s v%d from %s dropped without an answer (bug); closing the connection",
+              std::string(kafka::api_name(api_key())).c_str(), version(), conn->peer().c_str());
+    conn->skip(seq);
+    conn->close(false);
+  }
+  dispatcher.request_finished();
+}
+
+void Request::send(net::Response r) {
+  if (done_) return;
+  done_ = true;
+  conn->respond(seq, std::move(r));
+}
+
+void Request::skip() {
+  if (done_) return;
+  done_ = true;
+  conn->skip(seq);
+}
+
+void Request::fail(const char* why) {
+  if (done_) return;
+  done_ = true;
+  LOG_WARN("closing connection from %s: %s (%s v%d, correlation id %d)", conn->peer().c_str(),
+           why, std::string(kafka::api_name(api_key())).c_str(), version(), correlation_id());
+  conn->skip(seq);
+  conn->close(false);
+}
+
+void log_decode_failure(const Request& r, kafka::DecodeError e, std::size_t at) {
+  LOG_WARN("malformed %s v%d request from %s: %s at byte %zu of %zu",
+           std::string(kafka::api_name(r.api_key())).c_str(), r.version(), r.conn->peer().c_str(),
+           std::string(kafka::decode_error_name(e)).c_str(), at, r.frame.size());
+}
+
+void KafkaDispatcher::on_open(net::Connection& c) {
+  LOG_DEBUG("connection %llu from %s", static_cast<unsigned long long>(c.id()), c.peer().c_str());
+}
+
+void KafkaDispatcher::on_close(net::Connection& c) {
+  LOG_DEBUG("connection %llu from %s closed", static_cast<unsigned long long>(c.id()),
+            c.peer().c_str());
+}
+
+void KafkaDispatcher::on_frame(net::Connection& c, std::uint64_t seq, net::Buffer frame) {
+  ++requests_;
+  auto h = kafka::decode_request_header(frame.span());
+  if (!h.ok()) {
+    if (h.error == kafka::DecodeError::unknown_api) {
+      LOG_WARN("closing connection from %s: unknown api key %d (version %d)", c.peer().c_str(),
+               h.header.request_api_key, h.header.request_api_version);
+    } else {
+      LOG_WARN("closing connection from %s: malformed request header (%s at byte %zu)",
+               c.peer().c_str(), std::string(kafka::decode_error_name(h.error)).c_str(),
+               h.error_offset);
+    }
+    c.skip(seq);
+    c.close(false);
+    return;
+  }
+  const std::int16_t k = h.header.request_api_key;
+  const std::int16_t v = h.header.request_api_version;
+  const ApiHandler* handler = find_handler(k);
+  if (!handler) {
+    LOG_WARN("closing connection from %s: api %s (key %d) is not served",
+             c.peer().c_str(), std::string(kafka::api_name(k)).c_str(), k);
+    c.skip(seq);
+    c.close(false);
+    return;
+  }
+  auto req = std::make_unique<Request>(rc_, *this, &c, seq, std::move(h), std::move(frame));
+  const std::int16_t min_served = handler->min_served >= 0 ? handler->min_served : handler->min_version;
+  if (v < min_served || v > handler->max_version) {
+    if (k == kafka::key(ApiKey::api_versions)) {
+      // Clients probe with their newest version and expect error 35 with our list, in the v0
+      // shape, so they can retry with a version we serve.
+      handlers::api_versions(std::move(req));
+      return;
+    }
+    if (k == kafka::key(ApiKey::produce) && v >= 0 && v < 3) {
+      req->send(handlers::produce_v0_2_unsupported(*req));
+      return;
+    }
+    req->fail("unsupported version");
+    return;
+  }
+  handler->handle(std::move(req));
+}
+
+}  // namespace samsa::daemon

@@ -1,0 +1,148 @@
+// CreateTopics and DeleteTopics: validated and committed by the controller thread; answered
+// from the origin reactor once every reactor has applied the change.
+#include "base/log.h"
+#include "daemon/broker.h"
+#include "daemon/handlers/handlers.h"
+#include "net/kafka/gen/create_topics_request.h"
+#include "net/kafka/gen/create_topics_response.h"
+#include "net/kafka/gen/delete_topics_request.h"
+#include "net/kafka/gen/delete_topics_response.h"
+#include "replication/topic_config.h"
+
+namespace samsa::daemon::handlers {
+namespace {
+
+using kafka::ErrorCode;
+
+// Kafka's DescribeConfigs config sources.
+constexpr std::int8_t kTopicConfigSource = 1;    // DYNAMIC_TOPIC_CONFIG
+constexpr std::int8_t kStaticBrokerSource = 4;   // STATIC_BROKER_CONFIG
+constexpr std::int8_t kDefaultSource = 5;        // DEFAULT_CONFIG
+
+}  // namespace
+
+void create_topics(RequestPtr r) {
+  auto req = std::make_shared<kafka::CreateTopicsRequest>();
+  if (!r->decode(*req)) return;
+  const auto& s = *r->rc.settings;
+  std::vector<replication::TopicSpec> specs;
+  // Requests the controller must not see (bad manual assignments) are answered here.
+  std::vector<std::optional<replication::TopicOutcome>> early(req->topics.size());
+  for (std::size_t i = 0; i < req->topics.size(); ++i) {
+    const auto& t = req->topics[i];
+    replication::TopicSpec spec{t.name, t.num_partitions, t.replication_factor, {}};
+    for (const auto& c : t.configs) {
+      if (c.value) spec.configs[c.name] = *c.value;
+    }
+    if (!t.assignments.empty()) {
+      // Manual assignment: every replica must be a live broker (only this one, for now).
+      bool ok = t.num_partitions == -1 && t.replication_factor == -1;
+      std::int16_t rf = -1;
+      for (std::size_t p = 0; ok && p < t.assignments.size(); ++p) {
+        const auto& a = t.assignments[p];
+        if (a.partition_index != static_cast<std::int32_t>(p) || a.broker_ids.empty()) ok = false;
+        for (auto id : a.broker_ids)
+          if (id != s.node_id) ok = false;
+        if (rf == -1) rf = static_cast<std::int16_t>(a.broker_ids.size());
+        if (rf != static_cast<std::int16_t>(a.broker_ids.size())) ok = false;
+      }
+      if (!ok) {
+        replication::TopicOutcome o;
+        o.name = t.name;
+        o.error = ErrorCode::invalid_replica_assignment;
+        o.message = "Replica assignments must name live brokers, for partitions 0..n-1 in order, "
+                    "with numPartitions and replicationFactor set to -1.";
+        early[i] = std::move(o);
+        continue;
+      }
+      spec.partitions = static_cast<std::int32_t>(t.assignments.size());
+      spec.replication_factor = rf;
+    }
+    specs.push_back(std::move(spec));
+  }
+
+  Broker& b = *r->rc.broker;
+  const std::size_t origin = r->rc.index;
+  auto* raw = r.release();
+  auto finish = [&b, origin, raw, req, early](std::vector<replication::TopicOutcome> out) {
+    b.on_reactor(origin, [raw, req, early, out = std::move(out)](ReactorContext& rc) {
+      RequestPtr r(raw);
+      const auto& s = *rc.settings;
+      kafka::CreateTopicsResponse resp;
+      std::size_t next = 0;
+      for (std::size_t i = 0; i < req->topics.size(); ++i) {
+        const replication::TopicOutcome& o = early[i] ? *early[i] : out[next++];
+        kafka::CreateTopicsResponse::CreatableTopicResult res;
+        res.name = o.name;
+        res.error_code = kafka::code(o.error);
+        res.error_message = o.message.empty() ? std::nullopt : std::optional(o.message);
+        res.topic_id = o.id;
+        if (o.error == ErrorCode::none) {
+          res.num_partitions = o.partitions;
+          res.replication_factor = o.replication_factor;
+          std::map<std::string, std::string> overrides;
+          for (const auto& c : req->topics[i].configs)
+            if (c.value) overrides[c.name] = *c.value;
+          std::vector<kafka::CreateTopicsResponse::CreatableTopicConfigs> configs;
+          for (const auto& k : replication::topic_config_keys()) {
+            kafka::CreateTopicsResponse::CreatableTopicConfigs cfg;
+            cfg.name = std::string(k.name);
+            cfg.value = replication::topic_config_value(overrides, s.topic_defaults, k.name);
+            cfg.config_source = overrides.contains(cfg.name)          ? kTopicConfigSource
+                                : s.topic_defaults.contains(k.name) ? kStaticBrokerSource
+                                                                    : kDefaultSource;
+            configs.push_back(std::move(cfg));
+          }
+          res.configs = std::move(configs);
+        } else {
+          res.configs = std::nullopt;
+        }
+        resp.topics.push_back(std::move(res));
+      }
+      r->reply(resp);
+    });
+  };
+  if (specs.empty()) {
+    finish({});
+    return;
+  }
+  const bool validate_only = req->validate_only;
+  b.on_controller([specs = std::move(specs), validate_only,
+                   finish = std::move(finish)](replication::Controller& c) mutable {
+    c.create_topics(std::move(specs), validate_only, std::move(finish));
+  });
+}
+
+void delete_topics(RequestPtr r) {
+  kafka::DeleteTopicsRequest req;
+  if (!r->decode(req)) return;
+  std::vector<std::pair<std::string, replication::Uuid>> topics;
+  if (r->version() >= 6) {
+    for (const auto& t : req.topics) topics.emplace_back(t.name.value_or(""), t.topic_id);
+  } else {
+    for (const auto& n : req.topic_names) topics.emplace_back(n, replication::Uuid{});
+  }
+  Broker& b = *r->rc.broker;
+  const std::size_t origin = r->rc.index;
+  auto* raw = r.release();
+  b.on_controller([&b, origin, raw, topics = std::move(topics)](replication::Controller& c) mutable {
+    c.delete_topics(std::move(topics), [&b, origin, raw](std::vector<replication::DeleteOutcome> out) {
+      b.on_reactor(origin, [raw, out = std::move(out)](ReactorContext&) {
+        RequestPtr r(raw);
+        kafka::DeleteTopicsResponse resp;
+        for (const auto& o : out) {
+          kafka::DeleteTopicsResponse::DeletableTopicResult res;
+          res.name = o.name.empty() ? std::nullopt : std::optional(o.name);
+          res.topic_id = o.id;
+          res.error_code = kafka::code(o.error);
+          res.error_message = o.message.empty() ? std::nullopt : std::optional(o.message);
+          if (o.error == kafka::ErrorCode::none) LOG_INFO("deleted topic %s", o.name.c_str());
+          resp.responses.push_back(std::move(res));
+        }
+        r->reply(resp);
+      });
+    });
+  });
+}
+
+}  // namespace samsa::daemon::handlers

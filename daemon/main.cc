@@ -1,0 +1,128 @@
+// samsad — the samsa broker daemon.
+//   samsad [--config FILE] [--override key=value]... [--version] [--help]
+// Without --config it reads /etc/samsa/samsa.properties if present, else runs on defaults.
+// Signals: SIGTERM/SIGINT shut down gracefully, SIGHUP re-reads the config file.
+#include <poll.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "base/log.h"
+#include "base/thread.h"
+#include "daemon/broker.h"
+#include "daemon/config.h"
+#include "daemon/systemd.h"
+
+namespace {
+
+constexpr const char* kDefaultConfig = "/etc/samsa/samsa.properties";
+
+void usage(FILE* out) {
+  std::fprintf(out,
+               "usage: samsad [--config FILE] [--override key=value]...\n"
+               "  --config FILE        Kafka-style properties (default %s if present)\n"
+               "  --override key=value overrides one setting; repeatable\n"
+               "  --version            print the version and exit\n",
+               kDefaultConfig);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace samsa;
+  set_thread_name("samsad");
+  std::string config_file;
+  bool config_given = false;
+  std::vector<std::string> overrides;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&](const char* flag) -> std::string {
+      if (a.size() > std::strlen(flag) && a[std::strlen(flag)] == '=')
+        return a.substr(std::strlen(flag) + 1);
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "samsad: %s needs a value\n", flag);
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--help" || a == "-h") {
+      usage(stdout);
+      return 0;
+    } else if (a == "--version") {
+      std::printf("samsad %s\n", SAMSA_VERSION);
+      return 0;
+    } else if (a.starts_with("--config")) {
+      config_file = value("--config");
+      config_given = true;
+    } else if (a.starts_with("--override")) {
+      overrides.push_back(value("--override"));
+    } else {
+      std::fprintf(stderr, "samsad: unknown argument %s\n", a.c_str());
+      usage(stderr);
+      return 2;
+    }
+  }
+  if (!config_given && std::filesystem::exists(kDefaultConfig)) config_file = kDefaultConfig;
+
+  std::vector<std::string> warnings;
+  auto cfg = daemon::Config::load(config_file, overrides, &warnings);
+  if (!cfg) {
+    LOG_ERROR("invalid configuration: %s", cfg.error().c_str());
+    return 1;
+  }
+  for (const auto& w : warnings) LOG_WARN("%s", w.c_str());
+  if (auto lvl = log::parse_level(cfg->get_string("samsa.log.level"))) log::set_level(*lvl);
+
+  // Signals are taken synchronously through a signalfd on this thread; block them before any
+  // other thread starts so every thread inherits the mask.
+  sigset_t mask;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGTERM);
+  sigaddset(&mask, SIGINT);
+  sigaddset(&mask, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &mask, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  int sfd = signalfd(-1, &mask, SFD_CLOEXEC);
+
+  auto broker = daemon::Broker::start(std::move(*cfg));
+  if (!broker) {
+    LOG_ERROR("start failed: %s", broker.error().c_str());
+    daemon::systemd::notify_status("start failed: " + broker.error());
+    return 1;
+  }
+  daemon::systemd::notify_ready((*broker)->status_line());
+
+  const std::int64_t watchdog_us = daemon::systemd::watchdog_usec();
+  for (;;) {
+    pollfd pfd{sfd, POLLIN, 0};
+    int timeout_ms = watchdog_us > 0 ? static_cast<int>(watchdog_us / 2000) : -1;
+    int n = poll(&pfd, 1, timeout_ms);
+    if (watchdog_us > 0) {
+      // Ping only while every reactor is turning: a stuck loop must get us restarted.
+      if ((*broker)->healthy()) daemon::systemd::notify_watchdog();
+    }
+    if (n <= 0) continue;
+    signalfd_siginfo si;
+    if (read(sfd, &si, sizeof si) != sizeof si) continue;
+    if (si.ssi_signo == SIGHUP) {
+      daemon::systemd::notify_reloading();
+      auto r = (*broker)->reload();
+      if (!r) LOG_ERROR("reload failed, keeping the running configuration: %s", r.error().c_str());
+      daemon::systemd::notify_ready((*broker)->status_line());
+      continue;
+    }
+    LOG_INFO("signal %u: shutting down", si.ssi_signo);
+    daemon::systemd::notify_stopping();
+    (*broker)->shutdown();
+    break;
+  }
+  broker->reset();
+  LOG_INFO("stopped");
+  return 0;
+}

@@ -1,0 +1,106 @@
+#include "daemon/settings.h"
+
+#include <unistd.h>
+
+#include <charconv>
+
+namespace samsa::daemon {
+
+std::expected<std::vector<Endpoint>, std::string> parse_listeners(
+    const std::vector<std::string>& items) {
+  std::vector<Endpoint> out;
+  for (const auto& item : items) {
+    auto sep = item.find("://");
+    if (sep == std::string::npos) return std::unexpected("listener " + item + ": expected NAME://host:port");
+    Endpoint e;
+    e.name = item.substr(0, sep);
+    std::string rest = item.substr(sep + 3);
+    std::string port;
+    if (!rest.empty() && rest.front() == '[') {
+      auto close = rest.find(']');
+      if (close == std::string::npos || close + 1 >= rest.size() || rest[close + 1] != ':')
+        return std::unexpected("listener " + item + ": bad IPv6 address");
+      e.host = rest.substr(1, close - 1);
+      port = rest.substr(close + 2);
+    } else {
+      auto colon = rest.rfind(':');
+      if (colon == std::string::npos) return std::unexpected("listener " + item + ": no port");
+      e.host = rest.substr(0, colon);
+      port = rest.substr(colon + 1);
+    }
+    unsigned p = 0;
+    auto [ptr, ec] = std::from_chars(port.data(), port.data() + port.size(), p);
+    if (ec != std::errc() || ptr != port.data() + port.size() || p > 65535)
+      return std::unexpected("listener " + item + ": bad port " + port);
+    e.port = static_cast<std::uint16_t>(p);
+    if (e.name.empty()) return std::unexpected("listener " + item + ": empty name");
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+std::expected<std::shared_ptr<const BrokerSettings>, std::string> make_settings(
+    const Config& c, const std::string& cluster_id) {
+  auto s = std::make_shared<BrokerSettings>();
+  s->node_id = static_cast<std::int32_t>(c.get_int("node.id"));
+  if (c.is_set("broker.id") && !c.is_set("node.id"))
+    s->node_id = static_cast<std::int32_t>(c.get_int("broker.id"));
+  s->cluster_id = cluster_id;
+  auto l = parse_listeners(c.get_list("listeners"));
+  if (!l) return std::unexpected("listeners: " + l.error());
+  if (l->empty()) return std::unexpected("listeners: at least one listener is needed");
+  s->listeners = std::move(*l);
+  // Only the client listeners serve Kafka clients; a CONTROLLER listener (Kafka's single-node
+  // configs have one) is the quorum's and is not opened until the controller quorum exists.
+  auto controller_names = c.get_list("controller.listener.names");
+  std::erase_if(s->listeners, [&](const Endpoint& e) {
+    for (const auto& n : controller_names)
+      if (n == e.name) return true;
+    return false;
+  });
+  if (s->listeners.empty()) return std::unexpected("listeners: no client listener left");
+  if (c.is_set("advertised.listeners")) {
+    auto a = parse_listeners(c.get_list("advertised.listeners"));
+    if (!a) return std::unexpected("advertised.listeners: " + a.error());
+    s->advertised = std::move(*a);
+  } else {
+    s->advertised = s->listeners;
+  }
+  for (auto& e : s->advertised) {
+    if (e.host.empty() || e.host == "0.0.0.0" || e.host == "::") {
+      char host[256] = "localhost";
+      gethostname(host, sizeof host - 1);
+      e.host = host;
+    }
+  }
+  s->auto_create_topics = c.get_bool("auto.create.topics.enable");
+  s->delete_topic_enable = c.get_bool("delete.topic.enable");
+  s->num_partitions = static_cast<std::int32_t>(c.get_int("num.partitions"));
+  s->default_replication_factor = static_cast<std::int16_t>(c.get_int("default.replication.factor"));
+  s->message_max_bytes = static_cast<std::int32_t>(c.get_int("message.max.bytes"));
+  s->fetch_max_bytes = static_cast<std::int32_t>(c.get_int("fetch.max.bytes"));
+  s->socket_request_max_bytes = static_cast<std::uint32_t>(c.get_int("socket.request.max.bytes"));
+  s->connections_max_idle_ms = c.get_int("connections.max.idle.ms");
+  s->queued_max_requests = static_cast<std::uint32_t>(c.get_int("queued.max.requests"));
+  auto qb = c.get_int("queued.max.request.bytes");
+  s->queued_max_request_bytes = qb < 0 ? (256ull << 20) : static_cast<std::uint64_t>(qb);
+
+  auto& d = s->topic_defaults;
+  d["cleanup.policy"] = c.get_string("log.cleanup.policy");
+  d["file.delete.delay.ms"] = std::to_string(c.get_int("log.segment.delete.delay.ms"));
+  d["flush.messages"] = std::to_string(c.get_int("log.flush.interval.messages"));
+  if (c.get_string("log.flush.interval.ms") != "")
+    d["flush.ms"] = std::to_string(c.get_int("log.flush.interval.ms"));
+  d["index.interval.bytes"] = std::to_string(c.get_int("log.index.interval.bytes"));
+  d["max.message.bytes"] = std::to_string(c.get_int("message.max.bytes"));
+  d["message.timestamp.type"] = c.get_string("log.message.timestamp.type");
+  d["min.insync.replicas"] = std::to_string(c.get_int("min.insync.replicas"));
+  d["retention.bytes"] = std::to_string(c.get_int("log.retention.bytes"));
+  d["retention.ms"] = std::to_string(c.log_retention_ms());
+  d["segment.bytes"] = std::to_string(c.get_int("log.segment.bytes"));
+  d["segment.index.bytes"] = std::to_string(c.get_int("log.index.size.max.bytes"));
+  d["segment.ms"] = std::to_string(c.log_roll_ms());
+  return std::shared_ptr<const BrokerSettings>(std::move(s));
+}
+
+}  // namespace samsa::daemon

@@ -1,0 +1,49 @@
+// BrokerSettings — the typed snapshot of the configuration that request handlers read. Built
+// from Config at start and on every reload, then handed to each reactor as an immutable
+// shared_ptr, so handlers never parse strings or take a lock.
+#pragma once
+
+#include <cstdint>
+#include <expected>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "daemon/config.h"
+#include "replication/topic_config.h"
+
+namespace samsa::daemon {
+
+struct Endpoint {
+  std::string name;  // listener name, e.g. PLAINTEXT
+  std::string host;  // "" = every interface
+  std::uint16_t port = 0;
+};
+
+// Parses "NAME://host:port,..." (host may be empty or a bracketed IPv6 address).
+std::expected<std::vector<Endpoint>, std::string> parse_listeners(
+    const std::vector<std::string>& items);
+
+struct BrokerSettings {
+  std::int32_t node_id = 1;
+  std::string cluster_id;
+  std::vector<Endpoint> listeners;
+  std::vector<Endpoint> advertised;  // what Metadata tells clients
+  bool auto_create_topics = true;
+  bool delete_topic_enable = true;
+  std::int32_t num_partitions = 1;
+  std::int16_t default_replication_factor = 1;
+  std::int32_t message_max_bytes = 1048588;
+  std::int32_t fetch_max_bytes = 57671680;
+  std::uint32_t socket_request_max_bytes = 104857600;
+  std::int64_t connections_max_idle_ms = 600000;
+  std::uint32_t queued_max_requests = 500;
+  std::uint64_t queued_max_request_bytes = 256u << 20;
+  replication::TopicDefaults topic_defaults;  // broker defaults of topic configs
+};
+
+// Validates and derives everything; errors name the key.
+std::expected<std::shared_ptr<const BrokerSettings>, std::string> make_settings(
+    const Config& c, const std::string& cluster_id);
+
+}  // namespace samsa::daemon

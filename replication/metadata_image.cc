@@ -1,0 +1,77 @@
+#include "replication/metadata_image.h"
+
+namespace samsa::replication {
+
+const TopicState* MetadataImage::topic(std::string_view name) const {
+  auto it = by_name_.find(name);
+  return it == by_name_.end() ? nullptr : it->second.get();
+}
+
+const TopicState* MetadataImage::topic(const Uuid& id) const {
+  auto it = name_by_id_.find(id);
+  return it == name_by_id_.end() ? nullptr : topic(it->second);
+}
+
+bool MetadataImage::apply(const MetadataRecord& rec) {
+  return std::visit(
+      [&](const auto& r) -> bool {
+        using R = std::decay_t<decltype(r)>;
+        if constexpr (std::is_same_v<R, TopicRecord>) {
+          if (by_name_.contains(r.name) || name_by_id_.contains(r.topic_id)) return false;
+          auto t = std::make_shared<TopicState>();
+          t->name = r.name;
+          t->id = r.topic_id;
+          by_name_.emplace(r.name, std::move(t));
+          name_by_id_.emplace(r.topic_id, r.name);
+          return true;
+        } else if constexpr (std::is_same_v<R, PartitionRecord>) {
+          auto id = name_by_id_.find(r.topic_id);
+          if (id == name_by_id_.end() || r.partition < 0) return false;
+          auto& slot = by_name_[id->second];
+          auto t = std::make_shared<TopicState>(*slot);
+          auto p = static_cast<std::size_t>(r.partition);
+          if (p > t->partitions.size()) return false;  // partitions are added in order
+          PartitionState ps{r.partition, r.replicas, r.isr, r.leader, r.leader_epoch,
+                            r.partition_epoch};
+          if (p == t->partitions.size()) {
+            t->partitions.push_back(std::move(ps));
+          } else {
+            t->partitions[p] = std::move(ps);
+          }
+          slot = std::move(t);
+          return true;
+        } else if constexpr (std::is_same_v<R, RemoveTopicRecord>) {
+          auto id = name_by_id_.find(r.topic_id);
+          if (id == name_by_id_.end()) return false;
+          by_name_.erase(id->second);
+          name_by_id_.erase(id);
+          return true;
+        } else if constexpr (std::is_same_v<R, ConfigRecord>) {
+          if (r.resource == ConfigResource::broker) {
+            if (r.value) {
+              broker_configs_[r.key] = *r.value;
+            } else {
+              broker_configs_.erase(r.key);
+            }
+            return true;
+          }
+          auto it = by_name_.find(r.resource_name);
+          if (it == by_name_.end()) return false;
+          auto t = std::make_shared<TopicState>(*it->second);
+          if (r.value) {
+            t->configs[r.key] = *r.value;
+          } else {
+            t->configs.erase(r.key);
+          }
+          it->second = std::move(t);
+          return true;
+        } else if constexpr (std::is_same_v<R, ProducerIdsRecord>) {
+          if (r.next_producer_id < next_producer_id_) return false;
+          next_producer_id_ = r.next_producer_id;
+          return true;
+        }
+      },
+      rec);
+}
+
+}  // namespace samsa::replication

@@ -1,0 +1,72 @@
+// MetadataImage — the cluster's state as replaying __cluster_metadata produces it: topics with
+// ids, partitions with replicas/leader/epochs, topic config overrides, producer-id blocks.
+// Images are immutable once published; a change produces a new image (copy-on-write at the
+// topic level) that the controller hands to every reactor.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "replication/metadata_records.h"
+
+namespace samsa::replication {
+
+struct PartitionState {
+  std::int32_t partition = 0;
+  std::vector<std::int32_t> replicas;
+  std::vector<std::int32_t> isr;
+  std::int32_t leader = -1;
+  std::int32_t leader_epoch = 0;
+  std::int32_t partition_epoch = 0;
+};
+
+struct TopicState {
+  std::string name;
+  Uuid id{};
+  std::vector<PartitionState> partitions;     // index == partition number
+  std::map<std::string, std::string> configs;  // overrides only
+};
+
+struct UuidHash {
+  std::size_t operator()(const Uuid& u) const {
+    std::uint64_t a, b;
+    std::memcpy(&a, u.data(), 8);
+    std::memcpy(&b, u.data() + 8, 8);
+    return a ^ (b * 0x9e3779b97f4a7c15ull);
+  }
+};
+
+class MetadataImage {
+ public:
+  // Applies one record; returns false (and changes nothing) if it contradicts the image, e.g.
+  // a partition of an unknown topic. Replay logs and skips such records.
+  bool apply(const MetadataRecord& r);
+
+  const TopicState* topic(std::string_view name) const;
+  const TopicState* topic(const Uuid& id) const;
+  const std::map<std::string, std::shared_ptr<const TopicState>, std::less<>>& topics() const {
+    return by_name_;
+  }
+  const std::map<std::string, std::string>& broker_configs() const { return broker_configs_; }
+  std::int64_t next_producer_id() const { return next_producer_id_; }
+
+  // Offset of the last record applied (the image's version).
+  std::int64_t offset() const { return offset_; }
+  void set_offset(std::int64_t o) { offset_ = o; }
+
+ private:
+  std::map<std::string, std::shared_ptr<const TopicState>, std::less<>> by_name_;
+  std::unordered_map<Uuid, std::string, UuidHash> name_by_id_;
+  std::map<std::string, std::string> broker_configs_;
+  std::int64_t next_producer_id_ = 0;
+  std::int64_t offset_ = -1;
+};
+
+using ImagePtr = std::shared_ptr<const MetadataImage>;
+
+}  // namespace samsa::replication

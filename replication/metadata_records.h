@@ -1,0 +1,67 @@
+// Records of the __cluster_metadata log (DESIGN.md decision 9). The broker's view of topics,
+// partitions and configs is whatever replaying these records produces; the Raft controller
+// quorum will later replicate the same records, so the state machine never changes shape.
+//
+// Each record's value is: int8 frame version (0), int16 record type, int16 record version,
+// then the fields (big-endian; strings as int16 length + bytes, -1 for null; arrays as int32
+// count + items). Record keys are empty.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace samsa::replication {
+
+using Uuid = std::array<std::uint8_t, 16>;
+inline constexpr Uuid kZeroUuid{};
+Uuid random_uuid();
+// Kafka's textual form: URL-safe base64 without padding (22 characters).
+std::string uuid_to_string(const Uuid& u);
+std::optional<Uuid> uuid_from_string(std::string_view s);
+
+struct TopicRecord {
+  std::string name;
+  Uuid topic_id{};
+};
+
+struct PartitionRecord {
+  Uuid topic_id{};
+  std::int32_t partition = 0;
+  std::vector<std::int32_t> replicas;
+  std::vector<std::int32_t> isr;
+  std::int32_t leader = -1;
+  std::int32_t leader_epoch = 0;
+  std::int32_t partition_epoch = 0;
+};
+
+struct RemoveTopicRecord {
+  Uuid topic_id{};
+};
+
+enum class ConfigResource : std::int8_t { broker = 4, topic = 2 };
+
+struct ConfigRecord {
+  ConfigResource resource = ConfigResource::topic;
+  std::string resource_name;  // topic name, or broker id ("" for cluster-wide)
+  std::string key;
+  std::optional<std::string> value;  // nullopt deletes the override
+};
+
+struct ProducerIdsRecord {
+  std::int32_t broker_id = 0;
+  std::int64_t next_producer_id = 0;  // first id of the next block to hand out
+};
+
+using MetadataRecord =
+    std::variant<TopicRecord, PartitionRecord, RemoveTopicRecord, ConfigRecord, ProducerIdsRecord>;
+
+std::vector<std::byte> encode_record(const MetadataRecord& r);
+// nullopt on malformed input (the caller reports the offset).
+std::optional<MetadataRecord> decode_record(std::span<const std::byte> value);
+
+}  // namespace samsa::replication

@@ -1,0 +1,176 @@
+#include "replication/shard.h"
+
+#include <functional>
+
+#include "base/clock.h"
+#include "base/log.h"
+
+namespace samsa::replication {
+namespace {
+
+std::string hex(const Uuid& u) {
+  static const char* d = "0123456789abcdef";
+  std::string s;
+  for (auto b : u) {
+    s.push_back(d[b >> 4]);
+    s.push_back(d[b & 15]);
+  }
+  return s;
+}
+
+}  // namespace
+
+Shard::Shard(io::Reactor& r, Options opts) : reactor_(r), opts_(std::move(opts)) {
+  retry_timer_.shard = this;
+  retry_timer_.fn = [](io::Timer* t) { static_cast<RetryTimer*>(t)->shard->finish_retired(); };
+}
+
+Shard::~Shard() { reactor_.disarm(&retry_timer_); }
+
+std::size_t Shard::owner(std::string_view topic, std::int32_t partition, std::size_t count) {
+  if (count <= 1) return 0;
+  // FNV-1a over the name, then the partition: stable across runs and builds (std::hash is not
+  // guaranteed to be).
+  std::uint64_t h = 1469598103934665603ull;
+  for (char c : topic) {
+    h ^= static_cast<std::uint8_t>(c);
+    h *= 1099511628211ull;
+  }
+  h ^= static_cast<std::uint32_t>(partition);
+  h *= 1099511628211ull;
+  return static_cast<std::size_t>(h % count);
+}
+
+Partition* Shard::find(std::string_view topic, std::int32_t partition) {
+  auto it = partitions_.find(std::pair<std::string_view, std::int32_t>(topic, partition));
+  return it == partitions_.end() ? nullptr : it->second.get();
+}
+
+io::LogDir* Shard::dir_for(const io::PartitionId& id) {
+  io::LogDir* best = nullptr;
+  std::size_t best_count = SIZE_MAX;
+  for (io::LogDir* d : opts_.log_dirs) {
+    if (std::filesystem::exists(d->partition_dir(id))) return d;
+    std::size_t n = d->partitions().size();
+    if (n < best_count) {
+      best = d;
+      best_count = n;
+    }
+  }
+  return best;
+}
+
+void Shard::open_partition(const TopicState& t, const PartitionState& p) {
+  io::PartitionId id{t.name, p.partition};
+  io::LogDir* dir = dir_for(id);
+  if (!dir) return;
+  auto log = dir->open_log(reactor_, id, make_log_config(t.configs, opts_.defaults));
+  if (!log) {
+    LOG_ERROR("cannot open partition %s: %s %s", id.dir_name().c_str(),
+              io::errc_name(log.error().code), log.error().detail.c_str());
+    failed_[id.dir_name()] = log.error().detail;
+    return;
+  }
+  failed_.erase(id.dir_name());
+  auto part = std::make_unique<Partition>(t.name, t.id, p.partition, p.leader_epoch,
+                                          std::move(*log));
+  if (opts_.retention) retention_regs_[part.get()] = opts_.retention->add(reactor_, part->log());
+  partitions_.emplace(Key{t.name, p.partition}, std::move(part));
+}
+
+void Shard::apply(ImagePtr image) {
+  image_ = std::move(image);
+  // Close partitions whose topic is gone or was re-created under a new id.
+  for (auto it = partitions_.begin(); it != partitions_.end();) {
+    const TopicState* t = image_->topic(it->first.first);
+    bool gone = !t || t->id != it->second->topic_id() ||
+                static_cast<std::size_t>(it->first.second) >= t->partitions.size();
+    if (gone) {
+      auto p = std::move(it->second);
+      it = partitions_.erase(it);
+      retire(std::move(p), true);
+    } else {
+      ++it;
+    }
+  }
+  for (const auto& [name, topic] : image_->topics()) {
+    for (const auto& p : topic->partitions) {
+      if (!owns(name, p.partition)) continue;
+      if (Partition* existing = find(name, p.partition)) {
+        existing->set_leader_epoch(p.leader_epoch);
+        existing->log().set_config(make_log_config(topic->configs, opts_.defaults));
+        continue;
+      }
+      open_partition(*topic, p);
+    }
+  }
+  finish_retired();
+}
+
+void Shard::set_defaults(TopicDefaults defaults) {
+  opts_.defaults = std::move(defaults);
+  if (!image_) return;
+  for (auto& [key, p] : partitions_) {
+    if (const TopicState* t = image_->topic(key.first))
+      p->log().set_config(make_log_config(t->configs, opts_.defaults));
+  }
+}
+
+void Shard::retire(std::unique_ptr<Partition> p, bool remove_data) {
+  if (auto it = retention_regs_.find(p.get()); it != retention_regs_.end()) {
+    opts_.retention->remove(it->second);
+    retention_regs_.erase(it);
+  }
+  io::PartitionId id{p->topic(), p->index()};
+  io::LogDir* dir = nullptr;
+  for (io::LogDir* d : opts_.log_dirs)
+    if (d->root() == p->log().dir().parent_path()) dir = d;
+  closing_.push_back(Retired{std::move(p), remove_data, dir});
+}
+
+void Shard::finish_retired() {
+  // A log with appends in flight cannot close yet; look again shortly.
+  for (auto it = closing_.begin(); it != closing_.end();) {
+    Partition& p = *it->partition;
+    if (!p.log().idle()) {
+      ++it;
+      continue;
+    }
+    std::filesystem::path dir = p.log().dir();
+    if (auto r = p.close(); !r) {
+      LOG_WARN("closing %s: %s", dir.c_str(), r.error().detail.c_str());
+    }
+    Uuid id = p.topic_id();
+    io::PartitionId pid{p.topic(), p.index()};
+    bool remove = it->remove_data;
+    io::LogDir* ld = it->dir;
+    it = closing_.erase(it);  // destroys the Partition and its Log
+    if (remove) {
+      // Kafka's convention: rename to "<topic>-<p>.<id>-delete" at once (a restart will not
+      // resurrect it), remove the tree in the background.
+      std::filesystem::path doomed = dir;
+      doomed += "." + hex(id) + "-delete";
+      std::error_code ec;
+      std::filesystem::rename(dir, doomed, ec);
+      if (ec) {
+        LOG_ERROR("cannot rename %s for deletion: %s", dir.c_str(), ec.message().c_str());
+      } else {
+        if (ld) ld->forget(pid);
+        LOG_INFO("deleted partition %s", pid.dir_name().c_str());
+        if (opts_.retention) opts_.retention->schedule_unlink({doomed}, 0);
+      }
+    }
+  }
+  if (!closing_.empty() && !retry_timer_.armed()) reactor_.arm(&retry_timer_, mono_ns() + 5'000'000);
+}
+
+void Shard::close_all() {
+  for (auto it = partitions_.begin(); it != partitions_.end();) {
+    auto p = std::move(it->second);
+    it = partitions_.erase(it);
+    retire(std::move(p), false);
+  }
+  finish_retired();
+}
+
+}  // namespace samsa::replication

@@ -1,0 +1,107 @@
+// replication::Shard — the partitions one reactor owns (DESIGN.md decision 5). A partition
+// belongs to the shard owner(topic, partition) picks; work for it from another reactor is
+// posted to that shard's reactor, never shared under a lock.
+//
+// The shard follows the metadata image: apply(image) opens the logs of new partitions it owns
+// (creating their directories), and closes and removes those whose topic is gone.
+#pragma once
+
+#include <cstddef>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "io/log_dir.h"
+#include "io/reactor.h"
+#include "io/retention.h"
+#include "replication/metadata_image.h"
+#include "replication/partition.h"
+#include "replication/topic_config.h"
+
+namespace samsa::replication {
+
+class Shard {
+ public:
+  struct Options {
+    std::size_t index = 0;
+    std::size_t count = 1;
+    std::vector<io::LogDir*> log_dirs;  // partitions of a new topic go to the least loaded one
+    TopicDefaults defaults;
+    // Runs retention on this shard's logs (and removes deleted partition directories); may
+    // be null in tests.
+    io::RetentionDeleter* retention = nullptr;
+  };
+
+  Shard(io::Reactor& r, Options opts);
+  ~Shard();
+
+  // Which shard owns a partition. Stable for a given count.
+  static std::size_t owner(std::string_view topic, std::int32_t partition, std::size_t count);
+  bool owns(std::string_view topic, std::int32_t partition) const {
+    return owner(topic, partition, opts_.count) == opts_.index;
+  }
+
+  io::Reactor& reactor() { return reactor_; }
+  std::size_t index() const { return opts_.index; }
+  Partition* find(std::string_view topic, std::int32_t partition);
+  const ImagePtr& image() const { return image_; }
+
+  // Reconciles with a newer image (on this shard's reactor). Logs that fail to open are
+  // reported and left closed; their partitions answer KAFKA_STORAGE_ERROR.
+  void apply(ImagePtr image);
+  // New broker defaults (config reload): every open log gets its recomputed config.
+  void set_defaults(TopicDefaults defaults);
+
+  // Closes every log cleanly; call when no request can reach the shard any more. Logs with
+  // appends in flight are closed once those finish (drive the reactor until done() is true).
+  void close_all();
+  bool closed() const { return partitions_.empty() && closing_.empty(); }
+
+  std::size_t partition_count() const { return partitions_.size(); }
+  template <class F>
+  void for_each(F&& f) {
+    for (auto& [key, p] : partitions_) f(*p);
+  }
+
+  // Partitions whose logs could not be opened (storage error), by "topic-partition".
+  const std::map<std::string, std::string>& failed() const { return failed_; }
+
+ private:
+  using Key = std::pair<std::string, std::int32_t>;
+  struct KeyLess {
+    using is_transparent = void;
+    bool operator()(const Key& a, const Key& b) const { return a < b; }
+    bool operator()(const Key& a, const std::pair<std::string_view, std::int32_t>& b) const {
+      return std::pair<std::string_view, std::int32_t>(a.first, a.second) < b;
+    }
+    bool operator()(const std::pair<std::string_view, std::int32_t>& a, const Key& b) const {
+      return a < std::pair<std::string_view, std::int32_t>(b.first, b.second);
+    }
+  };
+
+  io::LogDir* dir_for(const io::PartitionId& id);
+  void open_partition(const TopicState& t, const PartitionState& p);
+  void retire(std::unique_ptr<Partition> p, bool remove_data);
+  void finish_retired();
+
+  io::Reactor& reactor_;
+  Options opts_;
+  ImagePtr image_;
+  std::map<Key, std::unique_ptr<Partition>, KeyLess> partitions_;
+  struct Retired {
+    std::unique_ptr<Partition> partition;
+    bool remove_data;
+    io::LogDir* dir;
+  };
+  std::map<Partition*, std::shared_ptr<io::RetentionDeleter::Registration>> retention_regs_;
+  std::vector<Retired> closing_;
+  std::map<std::string, std::string> failed_;
+  struct RetryTimer : io::Timer {
+    Shard* shard = nullptr;
+  } retry_timer_;
+};
+
+}  // namespace samsa::replication

@@ -1,0 +1,47 @@
+// Topic configs (Kafka's names), their validation, and how they become an io::LogConfig.
+// A topic's effective value is its override (ConfigRecord in the metadata log) if present,
+// else the broker default the daemon passes in (from log.segment.bytes, log.retention.ms, ...).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "io/log.h"
+
+namespace samsa::replication {
+
+enum class TopicConfigType : std::uint8_t { boolean, integer, list, enumeration, ratio, string };
+
+struct TopicConfigKey {
+  std::string_view name;
+  TopicConfigType type;
+  std::string_view builtin_default;  // when the broker gives no default
+  std::int64_t min = INT64_MIN;
+  std::int64_t max = INT64_MAX;
+  std::string_view choices;  // enumeration/list: allowed items, comma-separated
+};
+
+const std::vector<TopicConfigKey>& topic_config_keys();
+const TopicConfigKey* find_topic_config(std::string_view name);
+// nullopt if valid, else a message for INVALID_CONFIG.
+std::optional<std::string> validate_topic_config(std::string_view key, std::string_view value);
+
+// Broker-wide defaults of topic configs, keyed by the topic config name.
+using TopicDefaults = std::map<std::string, std::string, std::less<>>;
+
+// Effective value of key for a topic: override, else broker default, else built-in default.
+std::string topic_config_value(const std::map<std::string, std::string>& overrides,
+                               const TopicDefaults& defaults, std::string_view key);
+
+io::LogConfig make_log_config(const std::map<std::string, std::string>& overrides,
+                              const TopicDefaults& defaults);
+
+// Legal topic name (Kafka's rules: 1-249 chars of [a-zA-Z0-9._-], not "." or ".."); nullopt if
+// legal, else why not.
+std::optional<std::string> check_topic_name(std::string_view name);
+
+}  // namespace samsa::replication
