@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 cmake -S . -B build -G Ninja >/dev/null
-cmake --build build -j "$(nproc)" --target samsad samsactl
+cmake --build build -j "$(nproc)" --target samsad
 mkdir -p data
 exec build/daemon/samsad \
   --override listeners=PLAINTEXT://127.0.0.1:9092 \
