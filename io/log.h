@@ -8,7 +8,9 @@
 // Durability: append() queues the batch; at the end of the reactor's loop turn every batch
 // queued in that turn is written with one io_uring submission, linked to one fdatasync per
 // segment (group commit). Each AppendOp completes when its batch is written (Durability::written,
-// acks=1) or synced (Durability::durable, acks=all) — never before.
+// acks=1) or synced (Durability::durable, acks=all) — never before. At most one such group is in
+// flight per log; appends arriving meanwhile form the next one. io/README.md has the details
+// (recovery, corruption outcomes, index files).
 #pragma once
 
 #include <cstdint>
@@ -24,6 +26,9 @@
 
 namespace samsa::io {
 
+class LogDir;
+class LeaderEpochCache;
+
 enum class Errc : std::uint8_t {
   corrupt_batch,         // CRC mismatch or inconsistent framing inside the batch
   invalid_magic,         // magic byte other than 2
@@ -34,6 +39,7 @@ enum class Errc : std::uint8_t {
   fenced,                // the log refuses service: corrupt closed segment or a failed write
   io_error,              // a system call failed (detail names it and errno)
   not_found,
+  busy,  // the call needs a quiescent log (no append queued or in flight): retry after them
 };
 
 const char* errc_name(Errc e);
@@ -72,6 +78,11 @@ struct OpenOptions {
   bool clean_shutdown = false;
   // Log start offset from the log-start-offset checkpoint (delete_records survives restarts).
   std::int64_t log_start_offset = -1;
+  // The log directory this partition directory lives in (dir's parent; dir's name must be
+  // "<topic>-<partition>"). The log publishes its recovery point and start offset there and
+  // has checkpoints written when they must be durable at once (truncation, delete_records).
+  // LogDir::open_log fills all of OpenOptions. Must outlive the Log.
+  LogDir* log_dir = nullptr;
 };
 
 struct AppendResult {
@@ -97,10 +108,14 @@ struct AppendOp {
 };
 
 // An open segment file, shared by the log and any reader holding a slice of it: retention can
-// drop the segment while a fetch is still sending from it.
+// drop the segment while a fetch is still sending from it. (path is the name it was opened
+// under; after retention it has been renamed *.deleted or unlinked, the fd stays valid.)
 struct SegmentFile {
   int fd = -1;
   std::filesystem::path path;
+  SegmentFile() = default;
+  SegmentFile(const SegmentFile&) = delete;
+  SegmentFile& operator=(const SegmentFile&) = delete;
   ~SegmentFile();
 };
 
@@ -156,18 +171,21 @@ class Log {
   static Result<BatchInfo> validate_batch(std::span<const std::byte> batch,
                                           std::uint32_t max_batch_bytes);
 
-  // Validates op->batch and, if it is good, assigns offsets (patching baseOffset, and
-  // maxTimestamp/attributes for LogAppendTime, re-computing the CRC only then) and queues it.
-  // On error nothing is changed and op->done is never called. On success op->done is called
-  // once, later, from the reactor loop.
+  // Validates op->batch (exactly one batch) and, if it is good, assigns offsets (patching
+  // baseOffset, and maxTimestamp/attributes for LogAppendTime, re-computing the CRC only then)
+  // and queues it. On error nothing is changed and op->done is never called. On success
+  // op->done is called once, later, from the reactor loop (op->error set if the write or sync
+  // failed; the log is fenced then).
   Result<AppendResult> append(AppendOp* op);
-  // Appends batches that already carry offsets (a follower copying its leader): checks they
-  // continue the log exactly, keeps their bytes unchanged.
+  // Appends batches that already carry offsets (a follower copying its leader; op->batch may
+  // hold several): checks they continue the log exactly, keeps their bytes unchanged.
   Result<AppendResult> append_replicated(AppendOp* op);
 
-  // Whole batches covering [offset, max_offset), up to max_bytes (but at least one batch when
-  // min_one is set, even if it is larger). offset may fall inside a batch: that batch is
-  // returned whole, as Kafka does. Only bytes already written are returned.
+  // Whole batches from the one containing offset, each ending below max_offset, up to max_bytes
+  // (but at least one batch when min_one is set, even if it is larger). offset may fall inside
+  // a batch: that batch is returned whole, as Kafka does. Only bytes already written are
+  // returned; a read may span segments (one Slice each). Corruption found in a batch header
+  // fences the log (Errc::fenced naming the file and position).
   Result<ReadResult> read(std::int64_t offset, std::size_t max_bytes, std::int64_t max_offset,
                           bool min_one = true) const;
 
@@ -177,29 +195,41 @@ class Log {
   // The record with the largest timestamp (ListOffsets MAX_TIMESTAMP).
   Result<std::optional<OffsetAndTimestamp>> max_timestamp() const;
 
-  // Drops every batch at or after offset (follower divergence, unclean leader change). Waits
-  // for in-flight writes first (returns after they complete, on the reactor).
+  // Drops every batch holding an offset at or after offset (follower divergence, unclean leader
+  // change); the log end becomes the first dropped batch's base offset (offset itself when it is
+  // a batch boundary). The log must be idle(): with appends queued or in flight it returns
+  // Errc::busy and changes nothing (wait for their completions, then call again). The cut is
+  // synced and the recovery point checkpoint rewritten before it returns.
   Result<void> truncate_to(std::int64_t offset);
   // Truncates everything and restarts the log at offset (follower far behind a leader's start).
+  // Needs idle() like truncate_to.
   Result<void> truncate_fully_and_start_at(std::int64_t offset);
-  // Raises the log start offset (DeleteRecords); whole segments below it are deleted.
+  // Raises the log start offset (DeleteRecords); closed segments wholly below it are renamed
+  // *.deleted (handed to the retention thread by the next apply_retention) and the
+  // log-start-offset checkpoint is rewritten before it returns. Never removes the active segment.
   Result<std::int64_t> delete_records(std::int64_t offset);
 
-  // Retention and deletion: removes closed segments older than retention.ms or beyond
-  // retention.bytes, renaming them to *.deleted. Returns the renamed files; the caller
-  // (the retention thread) unlinks them after file.delete.delay.ms.
+  // Retention and deletion: removes closed segments older than retention.ms (by their largest
+  // timestamp) or beyond retention.bytes, renaming them to *.deleted. Returns the renamed files,
+  // including those of earlier delete_records calls; the caller (the retention thread) unlinks
+  // them after file.delete.delay.ms. Readers holding slices keep reading (the fd stays open).
   std::vector<std::filesystem::path> apply_retention(std::int64_t now_ms);
 
   // Rolls when the active segment is due (segment.ms) even without an append.
   void maybe_roll(std::int64_t now_ms);
-  // Writes index files of the active segment and syncs; called before a clean shutdown.
+  // Writes index files of the active segment and syncs; called before a clean shutdown. Needs
+  // idle() (Errc::busy otherwise). Later appends fail with Errc::fenced.
   Result<void> close();
+  // Nothing queued, in flight or waiting to complete: truncation, close and destruction are safe.
+  bool idle() const;
 
   std::int64_t log_start_offset() const;
   std::int64_t log_end_offset() const;      // next offset to assign
   std::int64_t written_end_offset() const;  // everything below is written (page cache)
-  std::int64_t durable_end_offset() const;  // everything below is synced
-  std::int64_t recovery_point() const { return durable_end_offset(); }
+  std::int64_t durable_end_offset() const;  // everything below is acknowledged as durable
+  // Everything below is on stable storage (what the recovery-point checkpoint records). Equal
+  // to durable_end_offset() unless config().fsync is false, when it moves only on close().
+  std::int64_t recovery_point() const;
   std::uint64_t size_bytes() const;
   std::size_t segment_count() const;
   bool fenced() const;
@@ -216,12 +246,19 @@ class Log {
   };
   void set_listener(Listener* l);
 
+  // The partition's leader-epoch-checkpoint (truncate_to and delete_records keep it in step).
+  LeaderEpochCache& leader_epochs();
+
   // Counters for benchmarks and metrics.
   struct Stats {
     std::uint64_t appends = 0;
-    std::uint64_t write_submissions = 0;
-    std::uint64_t fdatasyncs = 0;
+    std::uint64_t write_submissions = 0;  // IORING_OP_WRITEV SQEs (resubmissions included)
+    std::uint64_t fdatasyncs = 0;         // fdatasync SQEs on segment files
     std::uint64_t rolls = 0;
+    std::uint64_t groups = 0;      // group commits submitted
+    std::uint64_t dir_fsyncs = 0;  // fsyncs of the partition directory (new segment files)
+    std::uint64_t short_writes = 0;
+    std::uint64_t bytes_written = 0;
   };
   const Stats& stats() const;
 

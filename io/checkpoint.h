@@ -1,0 +1,34 @@
+// Kafka's text checkpoint files (recovery-point-offset-checkpoint, log-start-offset-checkpoint,
+// leader-epoch-checkpoint): a version line "0", a count line, then one entry per line with
+// space-separated fields. Written atomically: temp file, fsync, rename, fsync of the directory,
+// so a crash leaves either the old or the new file, never a mix.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "io/log.h"
+
+namespace samsa::io {
+
+// The entry lines of a checkpoint file, split into fields. Errc::not_found when the file does
+// not exist; Errc::io_error naming the file and line when it is malformed (wrong version,
+// count mismatch, wrong number of fields).
+Result<std::vector<std::vector<std::string>>> read_checkpoint(const std::filesystem::path& file,
+                                                              std::size_t fields_per_line);
+
+// Replaces `file` atomically with a checkpoint holding `entries` (each a line's fields).
+Result<void> write_checkpoint(const std::filesystem::path& file,
+                              const std::vector<std::vector<std::string>>& entries);
+
+// Writes `data` to `file` atomically (temp + fsync + rename + directory fsync).
+Result<void> write_file_atomically(const std::filesystem::path& file, std::string_view data);
+
+// fsync of a directory: makes entries created, renamed or removed in it durable.
+Result<void> fsync_dir(const std::filesystem::path& dir);
+
+// Error value for a failed system call: "<what> <path>: <strerror> (errno N)".
+Error sys_error(const char* what, const std::filesystem::path& p, int err);
+
+}  // namespace samsa::io
