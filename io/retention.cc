@@ -52,7 +52,16 @@ struct RetentionDeleter::Core {
     }
     std::uint64_t n = 0;
     for (const auto& f : due) {
-      if (::unlink(f.c_str()) == 0 || errno == ENOENT) {
+      // Directories are partitions of deleted topics ("<topic>-<p>.<id>-delete").
+      std::error_code ec;
+      if (std::filesystem::is_directory(f, ec)) {
+        std::filesystem::remove_all(f, ec);
+        if (ec) {
+          LOG_WARN("remove %s: %s", f.c_str(), ec.message().c_str());
+        } else {
+          ++n;
+        }
+      } else if (::unlink(f.c_str()) == 0 || errno == ENOENT) {
         ++n;
       } else {
         LOG_WARN("unlink %s: %s", f.c_str(), std::strerror(errno));

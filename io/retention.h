@@ -48,7 +48,8 @@ class RetentionDeleter {
 
   // Runs a retention pass now instead of at the next interval.
   void check_now();
-  // Unlinks files after delay_ms (files of truncated or deleted logs, from any thread).
+  // Unlinks files after delay_ms (files of truncated or deleted logs, from any thread); a
+  // directory is removed with everything in it (partitions of deleted topics).
   void schedule_unlink(std::vector<std::filesystem::path> files, std::int64_t delay_ms);
 
   struct Stats {

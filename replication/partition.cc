@@ -1,5 +1,9 @@
 #include "replication/partition.h"
 
+#include "base/bytes.h"
+#include "base/log.h"
+#include "io/leader_epoch.h"
+
 namespace samsa::replication {
 
 Partition::Partition(std::string topic, Uuid topic_id, std::int32_t index,
@@ -22,7 +26,24 @@ Partition::~Partition() {
   }
 }
 
-io::Result<io::AppendResult> Partition::append(io::AppendOp* op) { return log_->append(op); }
+io::Result<io::AppendResult> Partition::append(io::AppendOp* op) {
+  // The leader stamps its epoch into partitionLeaderEpoch (outside the CRC, as in Kafka):
+  // followers and OffsetForLeaderEpoch rely on it to find where logs diverge.
+  if (op->batch.size() >= 16) store_be<std::int32_t>(op->batch.data() + 12, leader_epoch_);
+  auto r = log_->append(op);
+  // The first batch of a new epoch starts that epoch in leader-epoch-checkpoint (rare: once
+  // per leadership change, so its small synchronous file write stays off the common path).
+  if (r) {
+    auto& epochs = log_->leader_epochs();
+    auto latest = epochs.latest_epoch();
+    if (!latest || *latest < leader_epoch_) {
+      if (auto a = epochs.assign(leader_epoch_, r->base_offset); !a)
+        LOG_WARN("%s-%d: leader epoch checkpoint: %s", topic_.c_str(), index_,
+                 a.error().detail.c_str());
+    }
+  }
+  return r;
+}
 
 void Partition::add_waiter(PartitionWaiter* w) {
   if (w->linked) return;
