@@ -36,9 +36,13 @@ struct FrameHandler {
   ~FrameHandler() = default;
 };
 
+// Over either in-flight bound a connection delivers no more frames and stops reading its
+// socket until answers drain, so a client that pipelines without reading its answers fills its
+// own socket buffers, not our memory. A frame counts as in flight from delivery until its
+// answer has been handed to the kernel (or skipped and every earlier answer sent).
 struct ConnectionLimits {
   std::uint32_t max_frame_bytes = 100u << 20;     // socket.request.max.bytes
-  std::uint32_t max_inflight_requests = 1000;     // frames delivered but not answered
+  std::uint32_t max_inflight_requests = 1000;     // frames in flight
   std::uint64_t max_inflight_bytes = 256u << 20;  // their total size
   std::int64_t idle_timeout_ms = 600000;          // connections.max.idle.ms
 };
@@ -50,7 +54,9 @@ class Connection {
   virtual void respond(std::uint64_t seq, Response r) = 0;
   // Frame seq gets no answer (acks=0 produce); later answers are not held back by it.
   virtual void skip(std::uint64_t seq) = 0;
-  // Close after the answers already queued are sent (graceful) or at once.
+  // At once (graceful=false), or gracefully: deliver no more frames, send the answers to every
+  // frame already delivered as they arrive, in order, then shut down. on_close follows when
+  // the socket is done; the idle timeout still bounds a peer that stops reading.
   virtual void close(bool graceful) = 0;
   virtual bool closed() const = 0;
   virtual std::uint64_t id() const = 0;
@@ -61,14 +67,29 @@ class Connection {
 };
 
 struct ListenerConfig {
-  std::string host = "127.0.0.1";
+  std::string host = "127.0.0.1";  // empty: every interface
   std::uint16_t port = 9092;
   int backlog = 1024;
   ConnectionLimits limits;
+  // Receive memory the reactor's connections share (uring: a provided-buffer ring). Each recv
+  // completion takes one whole buffer, whatever it carries, and frames are copied out at once,
+  // so this bounds bytes received per loop turn, not per connection. count is rounded up to
+  // a power of two.
+  std::uint32_t recv_buffer_count = 256;
+  std::uint32_t recv_buffer_bytes = 16384;
+  // socket.send.buffer.bytes / socket.receive.buffer.bytes; -1 keeps the kernel's autotuning.
+  int socket_send_buffer_bytes = -1;
+  int socket_receive_buffer_bytes = -1;
+  // Sends of at least this many bytes use zero-copy (SENDMSG_ZC); 0 never. Off by default: on
+  // loopback it measured slower than a copying send (the receiver copies anyway).
+  std::uint32_t zerocopy_send_min_bytes = 0;
 };
 
 // One transport instance per reactor. Each accepts on its own SO_REUSEPORT socket so the
-// kernel spreads connections over reactors.
+// kernel spreads connections over reactors. Every member, the destructor included, runs on the
+// reactor's thread; destroy it outside its own callbacks (the destructor runs reactor turns
+// until the kernel has released every buffer it was given) and before its reactor. Connections
+// still waiting for answers are freed with it: the handler must not touch them afterwards.
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -77,8 +98,9 @@ class Transport {
   virtual std::uint16_t port() const = 0;
   // Stop accepting; existing connections stay (drain).
   virtual void stop_accepting() = 0;
-  // Close every connection.
+  // Close every connection at once.
   virtual void close_all() = 0;
+  // Connections not yet closed.
   virtual std::size_t connection_count() const = 0;
 };
 

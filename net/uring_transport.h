@@ -1,0 +1,37 @@
+// The `uring` backend of net::Transport: kernel sockets driven by the reactor's io_uring.
+// Multishot accept on a per-reactor SO_REUSEPORT socket, multishot recv into a provided-buffer
+// ring shared by the reactor's connections, vectored sends that coalesce every answer ready in
+// a loop turn, file ranges read with IORING_OP_READ. net/README.md has the details.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "net/transport.h"
+
+namespace samsa::net {
+
+// Counters since the transport was created; read on the reactor thread.
+struct UringTransportStats {
+  std::uint64_t accepted = 0;
+  std::uint64_t closed = 0;
+  std::uint64_t frames_in = 0;
+  std::uint64_t bytes_in = 0;
+  std::uint64_t bytes_out = 0;
+  std::uint64_t sends = 0;  // sendmsg operations (each may carry many answers)
+  std::uint64_t zerocopy_sends = 0;
+  std::uint64_t short_sends = 0;   // sends the kernel took only part of
+  std::uint64_t file_reads = 0;    // FileRange pieces read
+  std::uint64_t recv_arms = 0;     // multishot recvs armed (first arm included)
+  std::uint64_t recv_pauses = 0;   // recvs cancelled for back-pressure
+  std::uint64_t recv_enobufs = 0;  // recvs ended because the buffer ring ran dry
+  std::uint64_t bad_frames = 0;    // connections closed for a size outside 1..max_frame_bytes
+};
+
+class UringTransport : public Transport {
+ public:
+  static std::unique_ptr<UringTransport> create(io::Reactor& r, FrameHandler& h);
+  virtual const UringTransportStats& stats() const = 0;
+};
+
+}  // namespace samsa::net

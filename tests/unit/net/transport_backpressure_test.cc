@@ -1,0 +1,238 @@
+// Back-pressure (the server stops reading while too much is in flight, so the client's sends
+// block) and the idle timeout.
+#include <fcntl.h>
+#include <poll.h>
+
+#include "tests/unit/net/transport_harness.h"
+
+namespace samsa::net::test {
+namespace {
+
+std::string payload_of(int i, std::size_t size) {
+  std::string s = "#" + std::to_string(i) + ":";
+  s.resize(size, static_cast<char>('a' + i % 26));
+  return s;
+}
+
+void set_nonblocking(int fd, bool on) {
+  int fl = ::fcntl(fd, F_GETFL);
+  ::fcntl(fd, F_SETFL, on ? fl | O_NONBLOCK : fl & ~O_NONBLOCK);
+}
+
+// Sends numbered frames without blocking until the socket stays unwritable for a while (the
+// peer stopped reading) or max_frames are out. Returns how many frames were started; `rest`
+// keeps the unsent tail of the last one.
+struct Pusher {
+  int fd;
+  std::size_t payload_size;
+  int next = 0;
+  std::string rest;
+  std::uint64_t bytes = 0;
+
+  // True if the socket blocked before max_frames were sent.
+  bool push_until_blocked(int max_frames) {
+    set_nonblocking(fd, true);
+    for (;;) {
+      if (rest.empty()) {
+        if (next == max_frames) return false;
+        rest = frame(payload_of(next++, payload_size));
+      }
+      ssize_t n = ::send(fd, rest.data(), rest.size(), MSG_NOSIGNAL);
+      if (n > 0) {
+        bytes += static_cast<std::uint64_t>(n);
+        rest.erase(0, static_cast<std::size_t>(n));
+        continue;
+      }
+      if (n < 0 && errno != EAGAIN) {
+        ADD_FAILURE() << "send: " << std::strerror(errno);
+        return false;
+      }
+      // Unwritable: give the server a generous moment to drain before calling it blocked.
+      pollfd p{fd, POLLOUT, 0};
+      if (::poll(&p, 1, 500) == 0) return true;
+    }
+  }
+
+  void finish_blocking(int total_frames) {
+    set_nonblocking(fd, false);
+    while (!rest.empty() || next < total_frames) {
+      if (rest.empty()) rest = frame(payload_of(next++, payload_size));
+      ssize_t n = ::send(fd, rest.data(), rest.size(), MSG_NOSIGNAL);
+      ASSERT_GT(n, 0) << std::strerror(errno);
+      rest.erase(0, static_cast<std::size_t>(n));
+    }
+  }
+};
+
+TEST(TransportBackPressure, StopsReadingOverTheRequestBoundAndResumes) {
+  TestHandler h;
+  h.hold = true;
+  ListenerConfig cfg = test_config();
+  cfg.limits.max_inflight_requests = 8;
+  cfg.recv_buffer_count = 16;
+  cfg.recv_buffer_bytes = 4096;
+  Server srv(h, cfg);
+  ASSERT_EQ(srv.error(), "");
+  Client c(srv.port());
+  constexpr std::size_t kPayload = 1000;
+  constexpr int kCap = 60000;  // 60 MB: far beyond what kernel buffers hold
+  int sndbuf = 64 << 10;
+  ::setsockopt(c.fd(), SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
+  Pusher push{c.fd(), kPayload};
+  ASSERT_TRUE(push.push_until_blocked(kCap)) << "the server kept reading";
+
+  // Exactly the bound was delivered; what the server read past it is at most one buffer
+  // ring's worth of frames, parked until answers drain.
+  EXPECT_EQ(srv.call([&] { return h.held.size(); }), 8u);
+  auto st = srv.stats();
+  EXPECT_GE(st.recv_pauses, 1u);
+  EXPECT_LE(st.frames_in, 8u + (16 * 4096) / kPayload + 1);
+  EXPECT_LT(st.bytes_in, push.bytes);  // the rest sits in kernel buffers
+
+  const int total = push.next + 200;
+  set_nonblocking(c.fd(), false);  // the reader shares the socket
+  std::thread reader([&] {
+    for (int i = 0; i < total; ++i) {
+      std::string got = c.read_frame();
+      if (got != payload_of(i, kPayload)) {
+        ADD_FAILURE() << "answer " << i << " is wrong: " << got.substr(0, 20);
+        return;
+      }
+    }
+  });
+  srv.call([&] {
+    h.hold = false;
+    for (auto& x : h.held)
+      x.conn->respond(x.seq, answer_of(x.payload));
+  });
+  push.finish_blocking(total);
+  reader.join();
+  EXPECT_EQ(h.frames.load(), static_cast<std::uint64_t>(total));
+}
+
+TEST(TransportBackPressure, ByteBoundCountsDeliveredFrames) {
+  TestHandler h;
+  h.hold = true;
+  ListenerConfig cfg = test_config();
+  cfg.limits.max_inflight_bytes = 10000;
+  Server srv(h, cfg);
+  ASSERT_EQ(srv.error(), "");
+  Client c(srv.port());
+  std::string wire;
+  for (int i = 0; i < 10; ++i)
+    wire += frame(payload_of(i, 4000));
+  ASSERT_TRUE(c.send_all(wire));
+  ASSERT_TRUE(srv.wait_for([&] { return srv.transport().stats().frames_in >= 4; }));
+  // 0, 4000 and 8000 bytes in flight are under the bound; 12000 is not.
+  EXPECT_EQ(srv.call([&] { return h.held.size(); }), 3u);
+  srv.call([&] { h.held[0].conn->respond(0, answer_of("first")); });
+  EXPECT_EQ(c.read_frame(), "first");
+  ASSERT_TRUE(srv.wait_for([&] { return h.held.size() == 4; }));
+  srv.call([] {});
+  EXPECT_EQ(srv.call([&] { return h.held.size(); }), 4u);
+}
+
+// A client that pipelines requests and never reads answers: queued answers count as in
+// flight, so the server stops reading instead of piling answers up in memory.
+TEST(TransportBackPressure, ClientThatNeverReadsIsBounded) {
+  TestHandler h;
+  constexpr std::size_t kAnswer = 64 << 10;
+  h.on_frame_fn = [](Connection& c, std::uint64_t seq, Buffer&) {
+    Response r;
+    Buffer b(4 + kAnswer);
+    std::memset(b.data(), 'z', b.size());
+    store_be<std::int32_t>(b.data(), static_cast<std::int32_t>(kAnswer));
+    r.append(std::move(b));
+    c.respond(seq, std::move(r));
+  };
+  ListenerConfig cfg = test_config();
+  cfg.limits.max_inflight_requests = 16;
+  Server srv(h, cfg);
+  ASSERT_EQ(srv.error(), "");
+  Client c(srv.port());
+  // Fixed buffers (no autotuning) so the client blocks soon after the server stops reading.
+  int bufsize = 64 << 10;
+  ::setsockopt(c.fd(), SOL_SOCKET, SO_RCVBUF, &bufsize, sizeof bufsize);
+  ::setsockopt(c.fd(), SOL_SOCKET, SO_SNDBUF, &bufsize, sizeof bufsize);
+  Pusher push{c.fd(), 1000};
+  ASSERT_TRUE(push.push_until_blocked(4000)) << "the server kept reading";
+  // In flight plus what the kernel's socket buffers (at most 4 MiB + 128 KiB here) hold.
+  EXPECT_LE(h.frames.load(), 16u + ((4u << 20) + (256u << 10)) / kAnswer);
+  EXPECT_GE(srv.stats().recv_pauses, 1u);
+}
+
+TEST(TransportIdle, IdleConnectionIsClosedActiveOneIsNot) {
+  TestHandler h;
+  ListenerConfig cfg = test_config();
+  cfg.limits.idle_timeout_ms = 500;
+  Server srv(h, cfg);
+  ASSERT_EQ(srv.error(), "");
+  Client active(srv.port());
+  Client idle(srv.port());
+  std::atomic<bool> idle_closed{false};
+  std::thread watcher([&] { idle_closed = idle.wait_closed(); });
+  int pings = 0;
+  while (h.closes.load() == 0) {
+    ASSERT_TRUE(active.send_all(frame("ping")));
+    ASSERT_EQ(active.read_frame(), "ping");
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    ASSERT_LT(++pings, 2000);
+  }
+  watcher.join();
+  EXPECT_TRUE(idle_closed.load());
+  ASSERT_TRUE(active.send_all(frame("still open")));
+  EXPECT_EQ(active.read_frame(), "still open");
+  EXPECT_EQ(h.closes.load(), 1);
+}
+
+// A frame the handler is still working on keeps the connection from counting as idle.
+TEST(TransportIdle, UnansweredFrameIsNotIdle) {
+  TestHandler h;
+  h.hold = true;
+  ListenerConfig cfg = test_config();
+  cfg.limits.idle_timeout_ms = 100;
+  Server srv(h, cfg);
+  ASSERT_EQ(srv.error(), "");
+  Client c(srv.port());
+  ASSERT_TRUE(c.send_all(frame("slow")));
+  ASSERT_TRUE(srv.wait_for([&] { return h.held.size() == 1; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));  // several idle periods
+  EXPECT_EQ(h.closes.load(), 0);
+  srv.call([&] { h.held[0].conn->respond(0, answer_of("done")); });
+  EXPECT_EQ(c.read_frame(), "done");
+  EXPECT_TRUE(c.wait_closed());  // idle again afterwards
+  ASSERT_TRUE(srv.wait_for([&] { return h.closes.load() == 1; }));
+}
+
+// A peer that stops reading while an answer is stuck in its socket is idle all the same.
+// With zero-copy the close also races the send's notification.
+class TransportStuckPeer : public ::testing::TestWithParam<std::uint32_t> {};
+
+TEST_P(TransportStuckPeer, IsClosedWhenIdle) {
+  TestHandler h;
+  constexpr std::size_t kAnswer = 16 << 20;
+  h.on_frame_fn = [](Connection& c, std::uint64_t seq, Buffer&) {
+    Response r;
+    Buffer b(4 + kAnswer);
+    std::memset(b.data(), 'z', b.size());
+    store_be<std::int32_t>(b.data(), static_cast<std::int32_t>(kAnswer));
+    r.append(std::move(b));
+    c.respond(seq, std::move(r));
+  };
+  ListenerConfig cfg = test_config();
+  cfg.limits.idle_timeout_ms = 200;
+  cfg.zerocopy_send_min_bytes = GetParam();
+  Server srv(h, cfg);
+  ASSERT_EQ(srv.error(), "");
+  Client c(srv.port());
+  int rcvbuf = 64 << 10;
+  ::setsockopt(c.fd(), SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+  ASSERT_TRUE(c.send_all(frame("big please")));
+  ASSERT_TRUE(srv.wait_for([&] { return h.closes.load() == 1; }));
+  EXPECT_LT(srv.stats().bytes_out, kAnswer);
+}
+
+INSTANTIATE_TEST_SUITE_P(ZeroCopy, TransportStuckPeer, ::testing::Values(0u, 4096u));
+
+}  // namespace
+}  // namespace samsa::net::test
