@@ -93,6 +93,10 @@ void Shard::apply(ImagePtr image) {
       ++it;
     }
   }
+  if (!strays_checked_) {
+    strays_checked_ = true;
+    set_aside_strays();
+  }
   for (const auto& [name, topic] : image_->topics()) {
     for (const auto& p : topic->partitions) {
       if (!owns(name, p.partition)) continue;
@@ -105,6 +109,33 @@ void Shard::apply(ImagePtr image) {
     }
   }
   finish_retired();
+}
+
+// Partition directories on disk that the metadata does not know (a crash between deleting a
+// topic and renaming its directories, or a directory copied in by hand) are renamed
+// "<dir>.<id>-stray", as Kafka does: out of the way, never deleted without an operator.
+void Shard::set_aside_strays() {
+  for (io::LogDir* d : opts_.log_dirs) {
+    for (const auto& id : d->partitions()) {
+      if (!owns(id.topic, id.partition) || id.topic == "__cluster_metadata") continue;
+      const TopicState* t = image_->topic(id.topic);
+      if (t && static_cast<std::size_t>(id.partition) < t->partitions.size()) continue;
+      std::filesystem::path from = d->partition_dir(id);
+      if (!std::filesystem::exists(from)) continue;
+      std::filesystem::path to = from;
+      to += "." + hex(random_uuid()) + "-stray";
+      std::error_code ec;
+      std::filesystem::rename(from, to, ec);
+      if (ec) {
+        LOG_ERROR("stray partition directory %s could not be set aside: %s", from.c_str(),
+                  ec.message().c_str());
+      } else {
+        d->forget(id);
+        LOG_WARN("partition directory %s is not in the cluster metadata; renamed to %s",
+                 from.c_str(), to.filename().c_str());
+      }
+    }
+  }
 }
 
 void Shard::set_defaults(TopicDefaults defaults) {

@@ -83,6 +83,7 @@ class Shard {
   };
 
   io::LogDir* dir_for(const io::PartitionId& id);
+  void set_aside_strays();
   void open_partition(const TopicState& t, const PartitionState& p);
   void retire(std::unique_ptr<Partition> p, bool remove_data);
   void finish_retired();
@@ -99,6 +100,7 @@ class Shard {
   std::map<Partition*, std::shared_ptr<io::RetentionDeleter::Registration>> retention_regs_;
   std::vector<Retired> closing_;
   std::map<std::string, std::string> failed_;
+  bool strays_checked_ = false;
   struct RetryTimer : io::Timer {
     Shard* shard = nullptr;
   } retry_timer_;
