@@ -63,7 +63,8 @@ inline std::size_t write_uvarint64(std::byte* p, std::uint64_t v) {
 }
 
 inline std::size_t write_varint64(std::byte* p, std::int64_t v) {
-  return write_uvarint64(p, (static_cast<std::uint64_t>(v) << 1) ^ static_cast<std::uint64_t>(v >> 63));
+  return write_uvarint64(
+      p, (static_cast<std::uint64_t>(v) << 1) ^ static_cast<std::uint64_t>(v >> 63));
 }
 
 inline std::size_t uvarint_size(std::uint64_t v) {

@@ -17,6 +17,8 @@ inline std::int64_t mono_ns() {
   return duration_cast<nanoseconds>(steady_clock::now().time_since_epoch()).count();
 }
 
-inline std::int64_t mono_ms() { return mono_ns() / 1'000'000; }
+inline std::int64_t mono_ms() {
+  return mono_ns() / 1'000'000;
+}
 
 }  // namespace samsa

@@ -14,7 +14,8 @@ constexpr std::array<std::uint32_t, 256> make_table() {
   std::array<std::uint32_t, 256> t{};
   for (std::uint32_t i = 0; i < 256; ++i) {
     std::uint32_t c = i;
-    for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ kPoly : c >> 1;
+    for (int k = 0; k < 8; ++k)
+      c = (c & 1) ? (c >> 1) ^ kPoly : c >> 1;
     t[i] = c;
   }
   return t;
@@ -23,13 +24,13 @@ constexpr auto kTable = make_table();
 
 std::uint32_t crc_table(std::uint32_t crc, const unsigned char* p, std::size_t n) {
   crc = ~crc;
-  while (n--) crc = kTable[(crc ^ *p++) & 0xff] ^ (crc >> 8);
+  while (n--)
+    crc = kTable[(crc ^ *p++) & 0xff] ^ (crc >> 8);
   return ~crc;
 }
 
-__attribute__((target("sse4.2"))) std::uint32_t crc_sse42(std::uint32_t crc,
-                                                           const unsigned char* p,
-                                                           std::size_t n) {
+__attribute__((target("sse4.2"))) std::uint32_t crc_sse42(std::uint32_t crc, const unsigned char* p,
+                                                          std::size_t n) {
   std::uint64_t c = ~crc;
   while (n && (reinterpret_cast<std::uintptr_t>(p) & 7)) {
     c = _mm_crc32_u8(static_cast<std::uint32_t>(c), *p++);
@@ -42,7 +43,8 @@ __attribute__((target("sse4.2"))) std::uint32_t crc_sse42(std::uint32_t crc,
     p += 8;
     n -= 8;
   }
-  while (n--) c = _mm_crc32_u8(static_cast<std::uint32_t>(c), *p++);
+  while (n--)
+    c = _mm_crc32_u8(static_cast<std::uint32_t>(c), *p++);
   return ~static_cast<std::uint32_t>(c);
 }
 
@@ -55,6 +57,8 @@ std::uint32_t crc32c(std::uint32_t crc, const void* data, std::size_t n) {
   return kHardware ? crc_sse42(crc, p, n) : crc_table(crc, p, n);
 }
 
-bool crc32c_hardware() { return kHardware; }
+bool crc32c_hardware() {
+  return kHardware;
+}
 
 }  // namespace samsa

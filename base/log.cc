@@ -16,9 +16,15 @@ const bool g_journal = std::getenv("JOURNAL_STREAM") != nullptr;
 
 }  // namespace
 
-void set_level(Level l) { g_level.store(static_cast<int>(l), std::memory_order_relaxed); }
-Level level() { return static_cast<Level>(g_level.load(std::memory_order_relaxed)); }
-bool enabled(Level l) { return static_cast<int>(l) <= g_level.load(std::memory_order_relaxed); }
+void set_level(Level l) {
+  g_level.store(static_cast<int>(l), std::memory_order_relaxed);
+}
+Level level() {
+  return static_cast<Level>(g_level.load(std::memory_order_relaxed));
+}
+bool enabled(Level l) {
+  return static_cast<int>(l) <= g_level.load(std::memory_order_relaxed);
+}
 
 std::optional<Level> parse_level(std::string_view s) {
   if (s == "error") return Level::error;
@@ -30,10 +36,14 @@ std::optional<Level> parse_level(std::string_view s) {
 
 const char* level_name(Level l) {
   switch (l) {
-    case Level::error: return "error";
-    case Level::warn: return "warn";
-    case Level::info: return "info";
-    case Level::debug: return "debug";
+    case Level::error:
+      return "error";
+    case Level::warn:
+      return "warn";
+    case Level::info:
+      return "info";
+    case Level::debug:
+      return "debug";
   }
   return "?";
 }

@@ -21,10 +21,10 @@ void write(Level l, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 
 }  // namespace samsa::log
 
-#define SAMSA_LOG(lvl, ...)                                                      \
-  do {                                                                           \
-    if (::samsa::log::enabled(::samsa::log::Level::lvl))                         \
-      ::samsa::log::write(::samsa::log::Level::lvl, __VA_ARGS__);                \
+#define SAMSA_LOG(lvl, ...)                                       \
+  do {                                                            \
+    if (::samsa::log::enabled(::samsa::log::Level::lvl))          \
+      ::samsa::log::write(::samsa::log::Level::lvl, __VA_ARGS__); \
   } while (0)
 #define LOG_ERROR(...) SAMSA_LOG(error, __VA_ARGS__)
 #define LOG_WARN(...) SAMSA_LOG(warn, __VA_ARGS__)

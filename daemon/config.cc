@@ -15,64 +15,208 @@ constexpr std::int64_t kMax32 = INT32_MAX;
 const std::vector<ConfigKey> kKeys = {
     {"node.id", T::int32, "1", 0, kMax32, {}, false, "This broker's id."},
     {"broker.id", T::int32, "", -1, kMax32, {}, false, "Alias of node.id (older configs)."},
-    {"process.roles", T::list, "broker,controller", {}, {}, {}, false,
+    {"process.roles",
+     T::list,
+     "broker,controller",
+     {},
+     {},
+     {},
+     false,
      "Roles of this node (single node: both)."},
-    {"listeners", T::list, "PLAINTEXT://:9092", {}, {}, {}, false,
+    {"listeners",
+     T::list,
+     "PLAINTEXT://:9092",
+     {},
+     {},
+     {},
+     false,
      "Listeners: NAME://host:port, comma-separated. Empty host means all interfaces."},
-    {"advertised.listeners", T::list, "", {}, {}, {}, false,
+    {"advertised.listeners",
+     T::list,
+     "",
+     {},
+     {},
+     {},
+     false,
      "Addresses clients are told to use; defaults to listeners."},
     {"log.dirs", T::list, "", {}, {}, {}, false, "Data directories (defaults to log.dir)."},
     {"log.dir", T::string, "/var/lib/samsa", {}, {}, {}, false, "Data directory."},
     {"num.partitions", T::int32, "1", 1, kMax32, {}, true, "Partitions of auto-created topics."},
-    {"default.replication.factor", T::int32, "1", 1, kMax32, {}, true,
+    {"default.replication.factor",
+     T::int32,
+     "1",
+     1,
+     kMax32,
+     {},
+     true,
      "Replication factor of auto-created topics."},
-    {"auto.create.topics.enable", T::boolean, "true", {}, {}, {}, true,
+    {"auto.create.topics.enable",
+     T::boolean,
+     "true",
+     {},
+     {},
+     {},
+     true,
      "Create unknown topics on Metadata requests that allow it."},
     {"delete.topic.enable", T::boolean, "true", {}, {}, {}, true, "Allow DeleteTopics."},
-    {"message.max.bytes", T::int32, "1048588", 0, kMax32, {}, true,
+    {"message.max.bytes",
+     T::int32,
+     "1048588",
+     0,
+     kMax32,
+     {},
+     true,
      "Largest record batch accepted (topic: max.message.bytes)."},
     {"log.segment.bytes", T::int32, "1073741824", 14, kMax32, {}, true, "Segment size."},
     {"log.roll.ms", T::int64, "", 1, INT64_MAX, {}, true, "Segment age before rolling."},
     {"log.roll.hours", T::int32, "168", 1, kMax32, {}, true, "Used when log.roll.ms is unset."},
-    {"log.retention.ms", T::int64, "", -1, INT64_MAX, {}, true,
+    {"log.retention.ms",
+     T::int64,
+     "",
+     -1,
+     INT64_MAX,
+     {},
+     true,
      "Age after which closed segments are deleted (-1: never)."},
-    {"log.retention.minutes", T::int32, "", -1, kMax32, {}, true,
+    {"log.retention.minutes",
+     T::int32,
+     "",
+     -1,
+     kMax32,
+     {},
+     true,
      "Used when log.retention.ms is unset."},
-    {"log.retention.hours", T::int32, "168", -1, kMax32, {}, true,
+    {"log.retention.hours",
+     T::int32,
+     "168",
+     -1,
+     kMax32,
+     {},
+     true,
      "Used when log.retention.ms and .minutes are unset."},
-    {"log.retention.bytes", T::int64, "-1", -1, INT64_MAX, {}, true,
+    {"log.retention.bytes",
+     T::int64,
+     "-1",
+     -1,
+     INT64_MAX,
+     {},
+     true,
      "Partition size above which old segments are deleted (-1: no limit)."},
-    {"log.retention.check.interval.ms", T::int64, "300000", 1, INT64_MAX, {}, false,
+    {"log.retention.check.interval.ms",
+     T::int64,
+     "300000",
+     1,
+     INT64_MAX,
+     {},
+     false,
      "How often the retention thread looks."},
-    {"log.segment.delete.delay.ms", T::int64, "60000", 0, INT64_MAX, {}, true,
+    {"log.segment.delete.delay.ms",
+     T::int64,
+     "60000",
+     0,
+     INT64_MAX,
+     {},
+     true,
      "Delay between renaming a segment .deleted and unlinking it."},
-    {"log.index.interval.bytes", T::int32, "4096", 0, kMax32, {}, true,
+    {"log.index.interval.bytes",
+     T::int32,
+     "4096",
+     0,
+     kMax32,
+     {},
+     true,
      "Bytes between offset index entries."},
-    {"log.index.size.max.bytes", T::int32, "10485760", 4, kMax32, {}, true,
+    {"log.index.size.max.bytes",
+     T::int32,
+     "10485760",
+     4,
+     kMax32,
+     {},
+     true,
      "Index size at which the segment rolls."},
     // samsa acknowledges acks=all only after fdatasync (group commit), so the default is 1
     // message: every group commit syncs. Kafka's default (never) is available per topic.
-    {"log.flush.interval.messages", T::int64, "1", 1, INT64_MAX, {}, true,
+    {"log.flush.interval.messages",
+     T::int64,
+     "1",
+     1,
+     INT64_MAX,
+     {},
+     true,
      "1: fdatasync before acknowledging (samsa's default). More: rely on the page cache."},
-    {"log.flush.interval.ms", T::int64, "", 0, INT64_MAX, {}, true,
+    {"log.flush.interval.ms",
+     T::int64,
+     "",
+     0,
+     INT64_MAX,
+     {},
+     true,
      "Upper bound on unsynced time when log.flush.interval.messages > 1."},
-    {"log.flush.offset.checkpoint.interval.ms", T::int32, "60000", 0, kMax32, {}, false,
+    {"log.flush.offset.checkpoint.interval.ms",
+     T::int32,
+     "60000",
+     0,
+     kMax32,
+     {},
+     false,
      "How often recovery points are checkpointed."},
-    {"log.message.timestamp.type", T::enumeration, "CreateTime", {}, {}, "CreateTime,LogAppendTime",
-     true, "Timestamp kept in batches."},
+    {"log.message.timestamp.type",
+     T::enumeration,
+     "CreateTime",
+     {},
+     {},
+     "CreateTime,LogAppendTime",
+     true,
+     "Timestamp kept in batches."},
     {"log.cleanup.policy", T::list, "delete", {}, {}, {}, true, "delete or compact."},
-    {"min.insync.replicas", T::int32, "1", 1, kMax32, {}, true,
+    {"min.insync.replicas",
+     T::int32,
+     "1",
+     1,
+     kMax32,
+     {},
+     true,
      "Replicas that must have a batch before acks=all succeeds."},
-    {"socket.request.max.bytes", T::int32, "104857600", 1, kMax32, {}, false,
+    {"socket.request.max.bytes",
+     T::int32,
+     "104857600",
+     1,
+     kMax32,
+     {},
+     false,
      "Largest request frame."},
-    {"connections.max.idle.ms", T::int64, "600000", 1, INT64_MAX, {}, false,
+    {"connections.max.idle.ms",
+     T::int64,
+     "600000",
+     1,
+     INT64_MAX,
+     {},
+     false,
      "Idle connections are closed after this long."},
-    {"queued.max.requests", T::int32, "500", 1, kMax32, {}, false,
+    {"queued.max.requests",
+     T::int32,
+     "500",
+     1,
+     kMax32,
+     {},
+     false,
      "Requests in flight per connection before reading pauses (back-pressure)."},
-    {"queued.max.request.bytes", T::int64, "-1", -1, INT64_MAX, {}, false,
+    {"queued.max.request.bytes",
+     T::int64,
+     "-1",
+     -1,
+     INT64_MAX,
+     {},
+     false,
      "Bytes of requests in flight per connection before reading pauses (-1: 256 MiB)."},
     {"fetch.max.bytes", T::int32, "57671680", 0, kMax32, {}, true, "Largest fetch response."},
-    {"group.initial.rebalance.delay.ms", T::int32, "3000", 0, kMax32, {}, true,
+    {"group.initial.rebalance.delay.ms",
+     T::int32,
+     "3000",
+     0,
+     kMax32,
+     {},
+     true,
      "Delay before the first rebalance of a new group."},
     {"group.min.session.timeout.ms", T::int32, "6000", 0, kMax32, {}, true, ""},
     {"group.max.session.timeout.ms", T::int32, "1800000", 0, kMax32, {}, true, ""},
@@ -84,21 +228,53 @@ const std::vector<ConfigKey> kKeys = {
     {"controller.quorum.bootstrap.servers", T::list, "", {}, {}, {}, false, "Controller quorum."},
     {"inter.broker.listener.name", T::string, "", {}, {}, {}, false, ""},
     {"listener.security.protocol.map", T::list, "", {}, {}, {}, false, ""},
-    {"samsa.reactors", T::int32, "0", 0, 256, {}, false,
+    {"samsa.reactors",
+     T::int32,
+     "0",
+     0,
+     256,
+     {},
+     false,
      "Reactor threads (each owns an io_uring ring and a shard of partitions); 0: one per core."},
-    {"samsa.net.backend", T::enumeration, "uring", {}, {}, "uring,dpdk", false,
+    {"samsa.net.backend",
+     T::enumeration,
+     "uring",
+     {},
+     {},
+     "uring,dpdk",
+     false,
      "Network backend: kernel sockets on io_uring, or DPDK with a userspace TCP/IP stack."},
-    {"samsa.admin.socket", T::string, "/run/samsa/admin.sock", {}, {}, {}, false,
+    {"samsa.admin.socket",
+     T::string,
+     "/run/samsa/admin.sock",
+     {},
+     {},
+     {},
+     false,
      "Unix socket of the admin protocol (samsactl)."},
-    {"samsa.log.level", T::enumeration, "info", {}, {}, "error,warn,info,debug", true,
+    {"samsa.log.level",
+     T::enumeration,
+     "info",
+     {},
+     {},
+     "error,warn,info,debug",
+     true,
      "Log verbosity."},
-    {"samsa.shutdown.timeout.ms", T::int64, "30000", 0, INT64_MAX, {}, false,
+    {"samsa.shutdown.timeout.ms",
+     T::int64,
+     "30000",
+     0,
+     INT64_MAX,
+     {},
+     false,
      "How long SIGTERM waits for in-flight requests before closing connections."},
 };
 
 std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\f')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\f'))
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\f'))
+    s.remove_prefix(1);
+  while (!s.empty() &&
+         (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\f'))
     s.remove_suffix(1);
   return s;
 }
@@ -115,14 +291,22 @@ std::string unescape(std::string_view s) {
     }
     char n = s[++i];
     switch (n) {
-      case 't': out.push_back('\t'); break;
-      case 'n': out.push_back('\n'); break;
-      case 'r': out.push_back('\r'); break;
-      case 'f': out.push_back('\f'); break;
+      case 't':
+        out.push_back('\t');
+        break;
+      case 'n':
+        out.push_back('\n');
+        break;
+      case 'r':
+        out.push_back('\r');
+        break;
+      case 'f':
+        out.push_back('\f');
+        break;
       case 'u': {
         unsigned cp = 0;
-        if (i + 4 < s.size() && std::from_chars(s.data() + i + 1, s.data() + i + 5, cp, 16).ec ==
-                                        std::errc()) {
+        if (i + 4 < s.size() &&
+            std::from_chars(s.data() + i + 1, s.data() + i + 5, cp, 16).ec == std::errc()) {
           i += 4;
           if (cp < 0x80) {
             out.push_back(static_cast<char>(cp));
@@ -139,7 +323,8 @@ std::string unescape(std::string_view s) {
         }
         break;
       }
-      default: out.push_back(n);
+      default:
+        out.push_back(n);
     }
   }
   return out;
@@ -196,7 +381,8 @@ std::expected<std::map<std::string, std::string>, std::string> parse_properties(
       }
       first = false;
       std::size_t bs = 0;
-      while (bs < t.size() && t[t.size() - 1 - bs] == '\\') ++bs;
+      while (bs < t.size() && t[t.size() - 1 - bs] == '\\')
+        ++bs;
       bool cont = bs % 2 == 1;
       if (cont) t.remove_suffix(1);
       logical.append(t);
@@ -222,7 +408,9 @@ std::expected<std::map<std::string, std::string>, std::string> parse_properties(
   return out;
 }
 
-const std::vector<ConfigKey>& Config::keys() { return kKeys; }
+const std::vector<ConfigKey>& Config::keys() {
+  return kKeys;
+}
 
 const ConfigKey* Config::find_key(std::string_view name) {
   for (const auto& k : kKeys)
@@ -342,7 +530,9 @@ Config::Layer Config::source(std::string_view key) const {
   return Layer::defaults;
 }
 
-bool Config::is_set(std::string_view key) const { return source(key) != Layer::defaults; }
+bool Config::is_set(std::string_view key) const {
+  return source(key) != Layer::defaults;
+}
 
 std::string Config::get_string(std::string_view key) const {
   const std::string* v = lookup(key);

@@ -76,7 +76,8 @@ int main(int argc, char** argv) {
     LOG_ERROR("invalid configuration: %s", cfg.error().c_str());
     return 1;
   }
-  for (const auto& w : warnings) LOG_WARN("%s", w.c_str());
+  for (const auto& w : warnings)
+    LOG_WARN("%s", w.c_str());
   if (auto lvl = log::parse_level(cfg->get_string("samsa.log.level"))) log::set_level(*lvl);
 
   // Signals are taken synchronously through a signalfd on this thread; block them before any

@@ -11,7 +11,8 @@ std::expected<std::vector<Endpoint>, std::string> parse_listeners(
   std::vector<Endpoint> out;
   for (const auto& item : items) {
     auto sep = item.find("://");
-    if (sep == std::string::npos) return std::unexpected("listener " + item + ": expected NAME://host:port");
+    if (sep == std::string::npos)
+      return std::unexpected("listener " + item + ": expected NAME://host:port");
     Endpoint e;
     e.name = item.substr(0, sep);
     std::string rest = item.substr(sep + 3);
@@ -76,7 +77,8 @@ std::expected<std::shared_ptr<const BrokerSettings>, std::string> make_settings(
   s->auto_create_topics = c.get_bool("auto.create.topics.enable");
   s->delete_topic_enable = c.get_bool("delete.topic.enable");
   s->num_partitions = static_cast<std::int32_t>(c.get_int("num.partitions"));
-  s->default_replication_factor = static_cast<std::int16_t>(c.get_int("default.replication.factor"));
+  s->default_replication_factor =
+      static_cast<std::int16_t>(c.get_int("default.replication.factor"));
   s->message_max_bytes = static_cast<std::int32_t>(c.get_int("message.max.bytes"));
   s->fetch_max_bytes = static_cast<std::int32_t>(c.get_int("fetch.max.bytes"));
   s->socket_request_max_bytes = static_cast<std::uint32_t>(c.get_int("socket.request.max.bytes"));

@@ -17,11 +17,17 @@ void notify_reloading() {
   sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%llu\nSTATUS=reloading configuration", us);
 }
 
-void notify_stopping() { sd_notify(0, "STOPPING=1\nSTATUS=shutting down"); }
+void notify_stopping() {
+  sd_notify(0, "STOPPING=1\nSTATUS=shutting down");
+}
 
-void notify_status(const std::string& status) { sd_notifyf(0, "STATUS=%s", status.c_str()); }
+void notify_status(const std::string& status) {
+  sd_notifyf(0, "STATUS=%s", status.c_str());
+}
 
-void notify_watchdog() { sd_notify(0, "WATCHDOG=1"); }
+void notify_watchdog() {
+  sd_notify(0, "WATCHDOG=1");
+}
 
 std::int64_t watchdog_usec() {
   std::uint64_t us = 0;

@@ -52,8 +52,9 @@ Reactor::~Reactor() {
   if (event_fd_ >= 0) ::close(event_fd_);
 }
 
-
-Reactor* Reactor::current() { return t_current; }
+Reactor* Reactor::current() {
+  return t_current;
+}
 
 io_uring_sqe* Reactor::sqe(Completion* c) {
   io_uring_sqe* s = io_uring_get_sqe(&ring_);
@@ -66,7 +67,9 @@ io_uring_sqe* Reactor::sqe(Completion* c) {
   return s;
 }
 
-io_uring_sqe* Reactor::sqe_noreply() { return sqe(nullptr); }
+io_uring_sqe* Reactor::sqe_noreply() {
+  return sqe(nullptr);
+}
 
 void Reactor::arm_wakeup() {
   io_uring_prep_read(sqe(&wakeup_), event_fd_, &event_buf_, sizeof event_buf_, 0);
@@ -126,7 +129,8 @@ void Reactor::reap() {
 }
 
 void Reactor::run_tasks() {
-  while (auto* n = remote_.pop()) defer(static_cast<Task*>(n));
+  while (auto* n = remote_.pop())
+    defer(static_cast<Task*>(n));
   // Only the tasks present now: tasks deferred while running wait for the next turn, so a
   // task that re-defers itself cannot starve I/O.
   Task* t = local_head_;
@@ -185,7 +189,8 @@ void Reactor::run_once(std::int64_t timeout_ns) {
 
 void Reactor::run() {
   t_current = this;
-  while (!stopping()) run_once(-1);
+  while (!stopping())
+    run_once(-1);
   // Let work that is already queued finish its turn (e.g. group commits in flight).
   run_once(0);
 }

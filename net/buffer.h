@@ -46,7 +46,7 @@ struct FileRange {
 class Response {
  public:
   struct Piece {
-    Buffer bytes;     // used when file.fd < 0
+    Buffer bytes;  // used when file.fd < 0
     FileRange file;
   };
 

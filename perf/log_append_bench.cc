@@ -28,7 +28,7 @@ using namespace samsa;
 namespace fs = std::filesystem;
 
 constexpr std::size_t kRecordBytes = 1024;
-constexpr std::size_t kRecordsPerBatch = 15;  // 15 x (1 KiB + framing) + header ~ 16 KiB
+constexpr std::size_t kRecordsPerBatch = 15;    // 15 x (1 KiB + framing) + header ~ 16 KiB
 constexpr std::size_t kTotalBytes = 16u << 20;  // per measurement and method
 
 std::vector<std::byte> make_batch() {
@@ -103,7 +103,8 @@ double run_samsa(int producers, int partitions, std::size_t batches, std::uint64
   r.run_until([&] { return done == batches; }, 120'000'000'000);
   const double secs = static_cast<double>(mono_ns() - t0) / 1e9;
   fsyncs = 0;
-  for (auto& l : logs) fsyncs += l->stats().fdatasyncs;
+  for (auto& l : logs)
+    fsyncs += l->stats().fdatasyncs;
   for (auto& l : logs) {
     r.run_until([&] { return l->idle(); });
     (void)l->close();
@@ -137,9 +138,11 @@ double run_baseline(int producers, int partitions, std::size_t batches) {
       }
     });
   }
-  for (auto& t : threads) t.join();
+  for (auto& t : threads)
+    t.join();
   const double secs = static_cast<double>(mono_ns() - t0) / 1e9;
-  for (int fd : fds) ::close(fd);
+  for (int fd : fds)
+    ::close(fd);
   return secs;
 }
 
@@ -149,7 +152,8 @@ double run_ceiling(std::size_t batches) {
   const auto tmpl = make_batch();
   int fd = ::open((dir.path / "ceiling.log").c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0644);
   std::vector<std::byte> chunk;
-  for (int i = 0; i < 64; ++i) chunk.insert(chunk.end(), tmpl.begin(), tmpl.end());
+  for (int i = 0; i < 64; ++i)
+    chunk.insert(chunk.end(), tmpl.begin(), tmpl.end());
   const std::int64_t t0 = mono_ns();
   std::size_t written = 0;
   const std::size_t total = batches * tmpl.size();

@@ -128,7 +128,8 @@ void Controller::applied(std::size_t reactor, std::int64_t version) {
 
 void Controller::run_waiters() {
   std::int64_t min_applied = INT64_MAX;
-  for (auto v : applied_) min_applied = std::min(min_applied, v);
+  for (auto v : applied_)
+    min_applied = std::min(min_applied, v);
   if (applied_.empty()) min_applied = INT64_MAX;
   std::vector<Waiter> ready;
   for (auto it = waiters_.begin(); it != waiters_.end();) {
@@ -139,7 +140,8 @@ void Controller::run_waiters() {
       ++it;
     }
   }
-  for (auto& w : ready) w.fn();
+  for (auto& w : ready)
+    w.fn();
 }
 
 void Controller::commit(std::vector<MetadataRecord> records, std::function<void(bool)> then) {
@@ -151,9 +153,8 @@ void Controller::commit(std::vector<MetadataRecord> records, std::function<void(
   const std::int64_t now = wall_ms();
   for (const auto& r : c->records) {
     auto v = encode_record(r);
-    recs.push_back(io::SimpleRecord{now, std::nullopt,
-                                    std::string(reinterpret_cast<const char*>(v.data()), v.size()),
-                                    {}});
+    recs.push_back(io::SimpleRecord{
+        now, std::nullopt, std::string(reinterpret_cast<const char*>(v.data()), v.size()), {}});
   }
   c->bytes = io::build_batch(recs);
   c->batch = c->bytes;
@@ -195,9 +196,11 @@ void Controller::create_topics(std::vector<TopicSpec> specs, bool validate_only,
   auto outcomes = std::make_shared<std::vector<TopicOutcome>>();
   std::vector<MetadataRecord> records;
   std::map<std::string, int> seen;
-  for (const auto& s : specs) ++seen[s.name];
+  for (const auto& s : specs)
+    ++seen[s.name];
   std::map<std::string, std::string> collisions;
-  for (const auto& [name, t] : image_->topics()) collisions.emplace(collision_key(name), name);
+  for (const auto& [name, t] : image_->topics())
+    collisions.emplace(collision_key(name), name);
   std::vector<std::string> reserved;
 
   for (auto& s : specs) {
@@ -350,7 +353,8 @@ void Controller::alter_configs(std::vector<ConfigChange> changes, bool validate_
   commit(std::move(records), [results, done = std::move(done)](bool ok) {
     if (!ok) {
       for (auto& r : *results)
-        if (r.first == ErrorCode::none) r = {ErrorCode::kafka_storage_error, "metadata log write failed"};
+        if (r.first == ErrorCode::none)
+          r = {ErrorCode::kafka_storage_error, "metadata log write failed"};
     }
     done(std::move(*results));
   });

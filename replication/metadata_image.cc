@@ -31,8 +31,8 @@ bool MetadataImage::apply(const MetadataRecord& rec) {
           auto t = std::make_shared<TopicState>(*slot);
           auto p = static_cast<std::size_t>(r.partition);
           if (p > t->partitions.size()) return false;  // partitions are added in order
-          PartitionState ps{r.partition, r.replicas, r.isr, r.leader, r.leader_epoch,
-                            r.partition_epoch};
+          PartitionState ps{r.partition, r.replicas,     r.isr,
+                            r.leader,    r.leader_epoch, r.partition_epoch};
           if (p == t->partitions.size()) {
             t->partitions.push_back(std::move(ps));
           } else {

@@ -28,7 +28,7 @@ struct PartitionState {
 struct TopicState {
   std::string name;
   Uuid id{};
-  std::vector<PartitionState> partitions;     // index == partition number
+  std::vector<PartitionState> partitions;      // index == partition number
   std::map<std::string, std::string> configs;  // overrides only
 };
 

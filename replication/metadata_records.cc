@@ -37,11 +37,13 @@ class Out {
     }
   }
   void uuid(const Uuid& u) {
-    for (auto x : u) b_.push_back(std::byte(x));
+    for (auto x : u)
+      b_.push_back(std::byte(x));
   }
   void ints(const std::vector<std::int32_t>& v) {
     be<std::int32_t>(static_cast<std::int32_t>(v.size()));
-    for (auto x : v) be<std::int32_t>(x);
+    for (auto x : v)
+      be<std::int32_t>(x);
   }
   std::vector<std::byte> take() { return std::move(b_); }
 
@@ -80,7 +82,8 @@ class In {
   Uuid uuid() {
     Uuid u{};
     if (!need(16)) return u;
-    for (auto& x : u) x = static_cast<std::uint8_t>(b_[pos_++]);
+    for (auto& x : u)
+      x = static_cast<std::uint8_t>(b_[pos_++]);
     return u;
   }
   std::vector<std::int32_t> ints() {
@@ -91,7 +94,8 @@ class In {
       return v;
     }
     v.reserve(static_cast<std::size_t>(n));
-    for (std::int32_t i = 0; i < n; ++i) v.push_back(be<std::int32_t>());
+    for (std::int32_t i = 0; i < n; ++i)
+      v.push_back(be<std::int32_t>());
     return v;
   }
 

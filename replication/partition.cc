@@ -82,6 +82,8 @@ void Partition::on_log_advanced(io::Log& log) {
   }
 }
 
-io::Result<void> Partition::close() { return log_->close(); }
+io::Result<void> Partition::close() {
+  return log_->close();
+}
 
 }  // namespace samsa::replication

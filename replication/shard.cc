@@ -25,7 +25,9 @@ Shard::Shard(io::Reactor& r, Options opts) : reactor_(r), opts_(std::move(opts))
   retry_timer_.fn = [](io::Timer* t) { static_cast<RetryTimer*>(t)->shard->finish_retired(); };
 }
 
-Shard::~Shard() { reactor_.disarm(&retry_timer_); }
+Shard::~Shard() {
+  reactor_.disarm(&retry_timer_);
+}
 
 std::size_t Shard::owner(std::string_view topic, std::int32_t partition, std::size_t count) {
   if (count <= 1) return 0;
@@ -72,8 +74,8 @@ void Shard::open_partition(const TopicState& t, const PartitionState& p) {
     return;
   }
   failed_.erase(id.dir_name());
-  auto part = std::make_unique<Partition>(t.name, t.id, p.partition, p.leader_epoch,
-                                          std::move(*log));
+  auto part =
+      std::make_unique<Partition>(t.name, t.id, p.partition, p.leader_epoch, std::move(*log));
   if (opts_.retention) retention_regs_[part.get()] = opts_.retention->add(reactor_, part->log());
   partitions_.emplace(Key{t.name, p.partition}, std::move(part));
 }
@@ -192,7 +194,8 @@ void Shard::finish_retired() {
       }
     }
   }
-  if (!closing_.empty() && !retry_timer_.armed()) reactor_.arm(&retry_timer_, mono_ns() + 5'000'000);
+  if (!closing_.empty() && !retry_timer_.armed())
+    reactor_.arm(&retry_timer_, mono_ns() + 5'000'000);
 }
 
 void Shard::close_all() {

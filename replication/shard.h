@@ -63,7 +63,8 @@ class Shard {
   std::size_t partition_count() const { return partitions_.size(); }
   template <class F>
   void for_each(F&& f) {
-    for (auto& [key, p] : partitions_) f(*p);
+    for (auto& [key, p] : partitions_)
+      f(*p);
   }
 
   // Partitions whose logs could not be opened (storage error), by "topic-partition".

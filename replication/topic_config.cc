@@ -10,7 +10,11 @@ constexpr std::int64_t kMax32 = INT32_MAX;
 
 const std::vector<TopicConfigKey> kTopicKeys = {
     {"cleanup.policy", T::list, "delete", {}, {}, "delete,compact"},
-    {"compression.type", T::enumeration, "producer", {}, {},
+    {"compression.type",
+     T::enumeration,
+     "producer",
+     {},
+     {},
      "producer,uncompressed,gzip,snappy,lz4,zstd"},
     {"delete.retention.ms", T::integer, "86400000", 0, INT64_MAX, {}},
     {"file.delete.delay.ms", T::integer, "60000", 0, INT64_MAX, {}},
@@ -54,7 +58,9 @@ bool in_list(std::string_view choices, std::string_view item) {
 
 }  // namespace
 
-const std::vector<TopicConfigKey>& topic_config_keys() { return kTopicKeys; }
+const std::vector<TopicConfigKey>& topic_config_keys() {
+  return kTopicKeys;
+}
 
 const TopicConfigKey* find_topic_config(std::string_view name) {
   for (const auto& k : kTopicKeys)
@@ -87,8 +93,10 @@ std::optional<std::string> validate_topic_config(std::string_view key, std::stri
       while (!v.empty()) {
         auto c = v.find(',');
         auto item = v.substr(0, c);
-        while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
-        while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+        while (!item.empty() && item.front() == ' ')
+          item.remove_prefix(1);
+        while (!item.empty() && item.back() == ' ')
+          item.remove_suffix(1);
         if (!in_list(k->choices, item))
           return what + ": items must be among " + std::string(k->choices);
         if (c == std::string_view::npos) break;
@@ -131,10 +139,10 @@ io::LogConfig make_log_config(const std::map<std::string, std::string>& override
   c.retention_bytes = num("retention.bytes");
   c.max_batch_bytes = static_cast<std::uint32_t>(num("max.message.bytes"));
   c.file_delete_delay_ms = num("file.delete.delay.ms");
-  c.timestamp_type = topic_config_value(overrides, defaults, "message.timestamp.type") ==
-                             "LogAppendTime"
-                         ? io::TimestampType::log_append_time
-                         : io::TimestampType::create_time;
+  c.timestamp_type =
+      topic_config_value(overrides, defaults, "message.timestamp.type") == "LogAppendTime"
+          ? io::TimestampType::log_append_time
+          : io::TimestampType::create_time;
   c.fsync = num("flush.messages") <= 1;
   return c;
 }

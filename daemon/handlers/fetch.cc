@@ -71,7 +71,9 @@ struct FetchCtx final : ParkedRequest {
 void start_round(FetchCtx* ctx, Phase phase);
 void respond(FetchCtx* ctx);
 
-Broker& broker_of(FetchCtx* ctx) { return *ctx->req->rc.broker; }
+Broker& broker_of(FetchCtx* ctx) {
+  return *ctx->req->rc.broker;
+}
 
 // ---- shard side ----
 
@@ -84,7 +86,8 @@ void read_part(Part& p, ReactorContext& rc) {
     const auto* t = rc.image->topic(p.topic);
     if (!t || static_cast<std::size_t>(p.partition) >= t->partitions.size()) {
       p.error = ErrorCode::unknown_topic_or_partition;
-    } else if (rc.shard->failed().contains(std::string(p.topic) + "-" + std::to_string(p.partition))) {
+    } else if (rc.shard->failed().contains(std::string(p.topic) + "-" +
+                                           std::to_string(p.partition))) {
       p.error = ErrorCode::kafka_storage_error;
     } else {
       p.error = ErrorCode::not_leader_or_follower;
@@ -99,8 +102,7 @@ void read_part(Part& p, ReactorContext& rc) {
   p.high_watermark = part->high_watermark();
   p.last_stable = part->last_stable_offset();
   p.log_start = part->log_start_offset();
-  const std::int64_t limit =
-      p.ctx->body.isolation_level == 1 ? p.last_stable : p.high_watermark;
+  const std::int64_t limit = p.ctx->body.isolation_level == 1 ? p.last_stable : p.high_watermark;
   if (p.fetch_offset < p.log_start || p.fetch_offset > part->log().log_end_offset()) {
     p.error = ErrorCode::offset_out_of_range;
     return;
@@ -117,7 +119,8 @@ void read_part(Part& p, ReactorContext& rc) {
     return;
   }
   p.slices = std::move(r->slices);
-  for (const auto& s : p.slices) p.bytes += s.length;
+  for (const auto& s : p.slices)
+    p.bytes += s.length;
 }
 
 void back_to_origin(FetchCtx* ctx) {
@@ -175,7 +178,8 @@ void run_group(FetchCtx* ctx, std::size_t gi, Phase phase, ReactorContext& rc) {
   Group& g = ctx->groups[gi];
   switch (phase) {
     case Phase::reading:
-      for (std::size_t pi : g.parts) read_part(ctx->parts[pi], rc);
+      for (std::size_t pi : g.parts)
+        read_part(ctx->parts[pi], rc);
       break;
     case Phase::parking: {
       g.wake_sent = false;
@@ -243,8 +247,8 @@ void respond(FetchCtx* raw) {
   const std::int16_t v = r.version();
   kafka::FetchResponse resp;
   resp.session_id = 0;
-  std::size_t budget = static_cast<std::size_t>(
-      std::max(0, std::min(ctx->body.max_bytes, s.fetch_max_bytes)));
+  std::size_t budget =
+      static_cast<std::size_t>(std::max(0, std::min(ctx->body.max_bytes, s.fetch_max_bytes)));
   bool any = false;
   std::size_t pi = 0;
   for (const auto& t : ctx->body.topics) {
@@ -299,7 +303,8 @@ void fetch(RequestPtr r) {
   ctx->deadline_ns = mono_ns() + std::int64_t{std::max(ctx->body.max_wait_ms, 0)} * 1'000'000;
 
   std::size_t n = 0;
-  for (const auto& t : ctx->body.topics) n += t.partitions.size();
+  for (const auto& t : ctx->body.topics)
+    n += t.partitions.size();
   ctx->parts.resize(n);
   std::vector<std::size_t> group_of_shard(req.rc.broker->reactor_count(), SIZE_MAX);
   std::size_t pi = 0;

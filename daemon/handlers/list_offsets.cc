@@ -155,7 +155,8 @@ void list_offsets(RequestPtr r) {
   for (std::size_t gi = 0; gi < raw->groups.size(); ++gi) {
     b.reactor(raw->groups[gi].first).reactor->post_fn([raw, gi, isolation, origin, &b] {
       auto& g = raw->groups[gi];
-      for (std::size_t i : g.second) lookup(raw->items[i], isolation, b.reactor(g.first));
+      for (std::size_t i : g.second)
+        lookup(raw->items[i], isolation, b.reactor(g.first));
       b.on_reactor(origin, [raw](ReactorContext&) {
         if (--raw->pending == 0) respond(raw);
       });

@@ -46,7 +46,8 @@ void answer(RequestPtr r, const MetadataRequest& req) {
 
   const bool all = !req.topics || (v == 0 && req.topics->empty());
   if (all) {
-    for (const auto& [name, t] : image.topics()) resp.topics.push_back(describe(*t));
+    for (const auto& [name, t] : image.topics())
+      resp.topics.push_back(describe(*t));
   } else {
     for (const auto& want : *req.topics) {
       const replication::TopicState* t =
@@ -77,7 +78,8 @@ void metadata(RequestPtr r) {
   MetadataRequest req;
   if (!r->decode(req)) return;
   const auto& s = *r->rc.settings;
-  const bool allow_create = s.auto_create_topics && (r->version() < 4 || req.allow_auto_topic_creation);
+  const bool allow_create =
+      s.auto_create_topics && (r->version() < 4 || req.allow_auto_topic_creation);
   std::vector<replication::TopicSpec> create;
   if (allow_create && req.topics && !(r->version() == 0 && req.topics->empty())) {
     for (const auto& want : *req.topics) {
@@ -97,23 +99,20 @@ void metadata(RequestPtr r) {
   const std::size_t origin = r->rc.index;
   auto* raw = r.release();
   auto shared_req = std::make_shared<MetadataRequest>(std::move(req));
-  b.on_controller([&b, origin, raw, shared_req, create = std::move(create)](
-                      replication::Controller& c) mutable {
-    c.create_topics(std::move(create), false,
-                    [&b, origin, raw, shared_req](std::vector<replication::TopicOutcome> out) {
-                      for (const auto& o : out) {
-                        if (o.error != ErrorCode::none &&
-                            o.error != ErrorCode::topic_already_exists)
-                          LOG_WARN("auto-creating topic %s failed: %s", o.name.c_str(),
-                                   o.message.c_str());
-                        else if (o.error == ErrorCode::none)
-                          LOG_INFO("auto-created topic %s with %d partitions", o.name.c_str(),
-                                   o.partitions);
-                      }
-                      b.on_reactor(origin, [raw, shared_req](ReactorContext&) {
-                        answer(RequestPtr(raw), *shared_req);
-                      });
-                    });
+  b.on_controller([&b, origin, raw, shared_req,
+                   create = std::move(create)](replication::Controller& c) mutable {
+    c.create_topics(
+        std::move(create), false,
+        [&b, origin, raw, shared_req](std::vector<replication::TopicOutcome> out) {
+          for (const auto& o : out) {
+            if (o.error != ErrorCode::none && o.error != ErrorCode::topic_already_exists)
+              LOG_WARN("auto-creating topic %s failed: %s", o.name.c_str(), o.message.c_str());
+            else if (o.error == ErrorCode::none)
+              LOG_INFO("auto-created topic %s with %d partitions", o.name.c_str(), o.partitions);
+          }
+          b.on_reactor(
+              origin, [raw, shared_req](ReactorContext&) { answer(RequestPtr(raw), *shared_req); });
+        });
   });
 }
 

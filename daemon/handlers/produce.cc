@@ -79,7 +79,9 @@ void group_step(ProduceCtx* ctx, std::size_t gi) {
   ctx->req->rc.broker->on_reactor(ctx->origin, [ctx](ReactorContext&) { group_done(ctx); });
 }
 
-void slot_done(Slot& s) { group_step(s.ctx, s.group); }
+void slot_done(Slot& s) {
+  group_step(s.ctx, s.group);
+}
 
 void on_appended(io::AppendOp* op) {
   auto& s = *static_cast<Slot*>(op);
@@ -103,7 +105,8 @@ void run_group(ProduceCtx* ctx, std::size_t gi, ReactorContext& shard_ctx) {
     Slot& s = ctx->slots[si];
     replication::Partition* p = shard_ctx.shard->find(s.topic, s.partition);
     if (!p) {
-      auto failed = shard_ctx.shard->failed().find(std::string(s.topic) + "-" + std::to_string(s.partition));
+      auto failed =
+          shard_ctx.shard->failed().find(std::string(s.topic) + "-" + std::to_string(s.partition));
       s.error = failed != shard_ctx.shard->failed().end() ? ErrorCode::kafka_storage_error
                                                           : ErrorCode::not_leader_or_follower;
       slot_done(s);
@@ -115,8 +118,8 @@ void run_group(ProduceCtx* ctx, std::size_t gi, ReactorContext& shard_ctx) {
     if (!r) {
       s.error = map_log_error(r.error().code);
       s.message = r.error().detail;
-      LOG_DEBUG("produce to %.*s-%d rejected: %s", static_cast<int>(s.topic.size()),
-                s.topic.data(), s.partition, r.error().detail.c_str());
+      LOG_DEBUG("produce to %.*s-%d rejected: %s", static_cast<int>(s.topic.size()), s.topic.data(),
+                s.partition, r.error().detail.c_str());
       slot_done(s);
       continue;
     }
@@ -137,7 +140,8 @@ ErrorCode precheck(std::span<const std::byte> records, std::string& why) {
     return ErrorCode::invalid_record;
   }
   const std::int32_t len = load_be<std::int32_t>(records.data() + io::batch::kLength);
-  const std::uint64_t total = io::batch::kLogOverhead + static_cast<std::uint64_t>(len < 0 ? 0 : len);
+  const std::uint64_t total =
+      io::batch::kLogOverhead + static_cast<std::uint64_t>(len < 0 ? 0 : len);
   if (len < 0 || total > records.size()) {
     why = "record batch length " + std::to_string(len) + " exceeds the " +
           std::to_string(records.size()) + " bytes sent";
@@ -196,7 +200,8 @@ void produce(RequestPtr r) {
   const bool acks_ok = body.acks == 0 || body.acks == 1 || body.acks == -1;
 
   std::size_t n = 0;
-  for (const auto& t : body.topic_data) n += t.partition_data.size();
+  for (const auto& t : body.topic_data)
+    n += t.partition_data.size();
   ctx->slots.resize(n);
   std::vector<std::size_t> group_of_shard(req.rc.broker->reactor_count(), SIZE_MAX);
   std::size_t si = 0;

@@ -15,9 +15,9 @@ namespace {
 using kafka::ErrorCode;
 
 // Kafka's DescribeConfigs config sources.
-constexpr std::int8_t kTopicConfigSource = 1;    // DYNAMIC_TOPIC_CONFIG
-constexpr std::int8_t kStaticBrokerSource = 4;   // STATIC_BROKER_CONFIG
-constexpr std::int8_t kDefaultSource = 5;        // DEFAULT_CONFIG
+constexpr std::int8_t kTopicConfigSource = 1;   // DYNAMIC_TOPIC_CONFIG
+constexpr std::int8_t kStaticBrokerSource = 4;  // STATIC_BROKER_CONFIG
+constexpr std::int8_t kDefaultSource = 5;       // DEFAULT_CONFIG
 
 }  // namespace
 
@@ -50,8 +50,9 @@ void create_topics(RequestPtr r) {
         replication::TopicOutcome o;
         o.name = t.name;
         o.error = ErrorCode::invalid_replica_assignment;
-        o.message = "Replica assignments must name live brokers, for partitions 0..n-1 in order, "
-                    "with numPartitions and replicationFactor set to -1.";
+        o.message =
+            "Replica assignments must name live brokers, for partitions 0..n-1 in order, "
+            "with numPartitions and replicationFactor set to -1.";
         early[i] = std::move(o);
         continue;
       }
@@ -88,7 +89,7 @@ void create_topics(RequestPtr r) {
             kafka::CreateTopicsResponse::CreatableTopicConfigs cfg;
             cfg.name = std::string(k.name);
             cfg.value = replication::topic_config_value(overrides, s.topic_defaults, k.name);
-            cfg.config_source = overrides.contains(cfg.name)          ? kTopicConfigSource
+            cfg.config_source = overrides.contains(cfg.name)        ? kTopicConfigSource
                                 : s.topic_defaults.contains(k.name) ? kStaticBrokerSource
                                                                     : kDefaultSource;
             configs.push_back(std::move(cfg));
@@ -118,31 +119,36 @@ void delete_topics(RequestPtr r) {
   if (!r->decode(req)) return;
   std::vector<std::pair<std::string, replication::Uuid>> topics;
   if (r->version() >= 6) {
-    for (const auto& t : req.topics) topics.emplace_back(t.name.value_or(""), t.topic_id);
+    for (const auto& t : req.topics)
+      topics.emplace_back(t.name.value_or(""), t.topic_id);
   } else {
-    for (const auto& n : req.topic_names) topics.emplace_back(n, replication::Uuid{});
+    for (const auto& n : req.topic_names)
+      topics.emplace_back(n, replication::Uuid{});
   }
   Broker& b = *r->rc.broker;
   const std::size_t origin = r->rc.index;
   auto* raw = r.release();
-  b.on_controller([&b, origin, raw, topics = std::move(topics)](replication::Controller& c) mutable {
-    c.delete_topics(std::move(topics), [&b, origin, raw](std::vector<replication::DeleteOutcome> out) {
-      b.on_reactor(origin, [raw, out = std::move(out)](ReactorContext&) {
-        RequestPtr r(raw);
-        kafka::DeleteTopicsResponse resp;
-        for (const auto& o : out) {
-          kafka::DeleteTopicsResponse::DeletableTopicResult res;
-          res.name = o.name.empty() ? std::nullopt : std::optional(o.name);
-          res.topic_id = o.id;
-          res.error_code = kafka::code(o.error);
-          res.error_message = o.message.empty() ? std::nullopt : std::optional(o.message);
-          if (o.error == kafka::ErrorCode::none) LOG_INFO("deleted topic %s", o.name.c_str());
-          resp.responses.push_back(std::move(res));
-        }
-        r->reply(resp);
+  b.on_controller(
+      [&b, origin, raw, topics = std::move(topics)](replication::Controller& c) mutable {
+        c.delete_topics(
+            std::move(topics), [&b, origin, raw](std::vector<replication::DeleteOutcome> out) {
+              b.on_reactor(origin, [raw, out = std::move(out)](ReactorContext&) {
+                RequestPtr r(raw);
+                kafka::DeleteTopicsResponse resp;
+                for (const auto& o : out) {
+                  kafka::DeleteTopicsResponse::DeletableTopicResult res;
+                  res.name = o.name.empty() ? std::nullopt : std::optional(o.name);
+                  res.topic_id = o.id;
+                  res.error_code = kafka::code(o.error);
+                  res.error_message = o.message.empty() ? std::nullopt : std::optional(o.message);
+                  if (o.error == kafka::ErrorCode::none)
+                    LOG_INFO("deleted topic %s", o.name.c_str());
+                  resp.responses.push_back(std::move(res));
+                }
+                r->reply(resp);
+              });
+            });
       });
-    });
-  });
 }
 
 }  // namespace samsa::daemon::handlers

@@ -19,7 +19,8 @@ TEST(Crc32c, KnownVectors) {
 
 TEST(Crc32c, IncrementalEqualsWhole) {
   std::string s(1000, 'x');
-  for (std::size_t i = 0; i < s.size(); ++i) s[i] = static_cast<char>(i * 31 + 7);
+  for (std::size_t i = 0; i < s.size(); ++i)
+    s[i] = static_cast<char>(i * 31 + 7);
   std::uint32_t whole = crc32c(0, s.data(), s.size());
   for (std::size_t cut : {0u, 1u, 7u, 8u, 9u, 500u, 999u}) {
     std::uint32_t part = crc32c(crc32c(0, s.data(), cut), s.data() + cut, s.size() - cut);

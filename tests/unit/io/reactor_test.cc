@@ -32,7 +32,8 @@ TEST(Reactor, PostFromOtherThreadWakesLoop) {
   Reactor* rx = r->get();
   std::atomic<int> ran{0};
   std::thread t([&] {
-    for (int i = 0; i < 1000; ++i) rx->post_fn([&] { ran.fetch_add(1); });
+    for (int i = 0; i < 1000; ++i)
+      rx->post_fn([&] { ran.fetch_add(1); });
   });
   EXPECT_TRUE(rx->run_until([&] { return ran.load() == 1000; }, 5'000'000'000));
   t.join();
