@@ -133,6 +133,13 @@ std::expected<void, std::string> Broker::init(Config cfg) {
       if (!t->error.empty()) return std::unexpected(t->error);
   }
 
+  coordinator_thread_ = std::thread([this] { run_coordinator(); });
+  {
+    std::unique_lock lk(mu_);
+    cv_.wait(lk, [&] { return coordinator_ready_ || !coordinator_error_.empty(); });
+    if (!coordinator_error_.empty()) return std::unexpected(coordinator_error_);
+  }
+
   controller_thread_ = std::thread([this] { run_controller(); });
   {
     std::unique_lock lk(mu_);
@@ -150,6 +157,7 @@ std::expected<void, std::string> Broker::init(Config cfg) {
   std::string where;
   for (const auto& e : settings_->listeners)
     where += (where.empty() ? "" : ", ") + e.name + "://" + e.host + ":" + std::to_string(e.port);
+  start_group_coordinator();
   LOG_INFO("samsad %s node %d cluster %s: %zu reactors, listening on %s", SAMSA_VERSION,
            settings_->node_id, cluster_id_.c_str(), reactors_.size(), where.c_str());
   return {};
@@ -242,6 +250,110 @@ void Broker::run_controller() {
   controller_.reset();
 }
 
+namespace {
+
+coordinator::GroupCoordinator::Options coordinator_options(const Config& c) {
+  coordinator::GroupCoordinator::Options o;
+  o.initial_rebalance_delay_ms =
+      static_cast<std::int32_t>(c.get_int("group.initial.rebalance.delay.ms"));
+  o.min_session_timeout_ms = static_cast<std::int32_t>(c.get_int("group.min.session.timeout.ms"));
+  o.max_session_timeout_ms = static_cast<std::int32_t>(c.get_int("group.max.session.timeout.ms"));
+  o.offsets_retention_ms = c.get_int("offsets.retention.minutes") * 60'000;
+  // __consumer_offsets keeps offsets.retention.minutes of records (see start_group_coordinator).
+  o.state_rewrite_interval_ms = o.offsets_retention_ms / 4;
+  return o;
+}
+
+}  // namespace
+
+void Broker::run_coordinator() {
+  set_thread_name("coordinator");
+  auto r = io::Reactor::create({.name = "coordinator"});
+  if (!r) {
+    std::lock_guard lk(mu_);
+    coordinator_error_ =
+        std::string("coordinator: io_uring setup failed: ") + std::strerror(-r.error());
+    cv_.notify_all();
+    return;
+  }
+  io::Reactor* reactor = r->get();
+  // The offsets topic's logs belong to the shards: the store runs its work on the owner.
+  auto store = std::make_unique<coordinator::PartitionStore>(
+      *reactor, [this](std::int32_t p, coordinator::PartitionStore::PartitionFn fn) {
+        on_reactor(owner(coordinator::kOffsetsTopic, p),
+                   [p, fn = std::move(fn)](ReactorContext& ctx) mutable {
+                     fn(ctx.shard ? ctx.shard->find(coordinator::kOffsetsTopic, p) : nullptr);
+                   });
+      });
+  {
+    std::lock_guard lk(mu_);
+    coordinator_reactor_owned_ = std::move(*r);
+    coordinator_reactor_ = reactor;
+    // Producer id blocks are reserved durably by the controller.
+    auto allocate_ids = [this](std::int32_t block,
+                               std::move_only_function<void(std::int64_t)> done) {
+      auto shared = std::make_shared<std::move_only_function<void(std::int64_t)>>(std::move(done));
+      on_controller([this, block, shared](replication::Controller& c) {
+        c.allocate_producer_ids(block, [this, shared](std::int64_t first) {
+          on_coordinator([shared, first](coordinator::GroupCoordinator&) { (*shared)(first); });
+        });
+      });
+    };
+    coordinator_ = std::make_unique<coordinator::GroupCoordinator>(
+        *reactor, coordinator_options(config_), std::move(store), std::move(allocate_ids));
+    coordinator_ready_ = true;
+  }
+  cv_.notify_all();
+  reactor->run();
+  coordinator_.reset();
+}
+
+void Broker::start_group_coordinator() {
+  const auto partitions =
+      static_cast<std::int32_t>(config_.get_int("offsets.topic.num.partitions"));
+  const auto rf = static_cast<std::int16_t>(config_.get_int("offsets.topic.replication.factor"));
+  const std::string retention_ms = std::to_string(coordinator_options(config_).offsets_retention_ms);
+  on_controller([this, partitions, rf, retention_ms](replication::Controller& c) {
+    auto begin = [this](std::int32_t n) {
+      on_coordinator([n](coordinator::GroupCoordinator& g) { g.start(n); });
+    };
+    const std::string name(coordinator::kOffsetsTopic);
+    if (const auto* t = c.image()->topic(name)) {
+      const auto n = static_cast<std::int32_t>(t->partitions.size());
+      if (n != partitions)
+        LOG_WARN("%s has %d partitions, offsets.topic.num.partitions says %d; keeping %d",
+                 name.c_str(), n, partitions, n);
+      begin(n);
+      return;
+    }
+    // cleanup.policy=compact as Kafka has it. samsa's logs do not compact yet and their
+    // retention ignores the policy, so the topic keeps offsets.retention.minutes of records
+    // and no size limit: the coordinator rewrites its live state every quarter of that, so
+    // retention only ever drops superseded records (Kafka ignores retention.ms on a
+    // compact-only topic, so the override stays harmless once compaction lands).
+    replication::TopicSpec spec{name,
+                                partitions,
+                                rf,
+                                {{"cleanup.policy", "compact"},
+                                 {"segment.bytes", "104857600"},
+                                 {"retention.ms", retention_ms},
+                                 {"retention.bytes", "-1"}}};
+    c.create_topics({std::move(spec)}, false,
+                    [&c, name, begin](std::vector<replication::TopicOutcome> out) {
+                      const auto& o = out.front();
+                      if (o.error == kafka::ErrorCode::none) {
+                        LOG_INFO("created %s with %d partitions", name.c_str(), o.partitions);
+                        begin(o.partitions);
+                      } else if (const auto* t = c.image()->topic(name)) {
+                        begin(static_cast<std::int32_t>(t->partitions.size()));
+                      } else {
+                        LOG_ERROR("cannot create %s (%s): consumer groups are unavailable",
+                                  name.c_str(), o.message.c_str());
+                      }
+                    });
+  });
+}
+
 // Controller thread: hand the image to every reactor; each applies it to its shard, starts
 // listening the first time, and reports back.
 void Broker::publish(replication::ImagePtr image) {
@@ -310,6 +422,11 @@ std::expected<void, std::string> Broker::reload() {
       ctx->shard->set_defaults(next->topic_defaults);
     });
   }
+  if (coordinator_reactor_) {
+    on_coordinator([o = coordinator_options(config_)](coordinator::GroupCoordinator& g) {
+      g.set_options(o);
+    });
+  }
   on_controller([next](replication::Controller& c) {
     c.set_defaults(next->topic_defaults);
     c.set_default_partitions(next->num_partitions);
@@ -365,6 +482,9 @@ void Broker::shutdown() {
     while (left.load() != 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     return busy.load();
   };
+  // Group requests parked in the coordinator (a JoinGroup waits up to its rebalance timeout)
+  // are answered now, so the wait below is for real work only.
+  if (coordinator_reactor_) on_coordinator([](coordinator::GroupCoordinator& g) { g.shutdown(); });
   const std::int64_t end = mono_ms() + timeout_ms;
   bool first = true;
   while (!running.empty() && count_busy(first) != 0 && mono_ms() < end) {
@@ -386,10 +506,15 @@ void Broker::shutdown() {
     }
     while (left.load() != 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  // 4. The controller (it may still be finishing a change), then the shards' logs.
+  // 4. The controller (it may still be finishing a change), the coordinator (its writes in
+  // flight complete on the shards, which are still running), then the shards' logs.
   if (controller_thread_.joinable()) {
     if (controller_reactor_) controller_reactor_->stop();
     controller_thread_.join();
+  }
+  if (coordinator_thread_.joinable()) {
+    if (coordinator_reactor_) coordinator_reactor_->stop();
+    coordinator_thread_.join();
   }
   for (ReactorThread* t : running) {
     t->ctx->reactor->post_fn([t] {
@@ -417,6 +542,10 @@ void Broker::shutdown() {
   if (controller_thread_.joinable()) {
     if (controller_reactor_) controller_reactor_->stop();
     controller_thread_.join();
+  }
+  if (coordinator_thread_.joinable()) {
+    if (coordinator_reactor_) coordinator_reactor_->stop();
+    coordinator_thread_.join();
   }
   if (retention_) retention_->stop();
   bool clean = true;

@@ -2,8 +2,8 @@
 // connections and its shard of partitions), the controller thread that owns cluster metadata,
 // and the retention thread. Built by start(), torn down by shutdown().
 //
-// Threads: "reactor-N" (one per samsa.reactors), "controller", "retention"; the main thread
-// only waits for signals.
+// Threads: "reactor-N" (one per samsa.reactors), "controller", "coordinator" (consumer groups),
+// "retention"; the main thread only waits for signals.
 #pragma once
 
 #include <atomic>
@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "coordinator/coordinator.h"
 #include "daemon/config.h"
 #include "daemon/settings.h"
 #include "io/log_dir.h"
@@ -99,6 +100,9 @@ class Broker {
   // Runs f(controller) on the controller thread.
   template <class F>
   void on_controller(F&& f);
+  // Runs f(coordinator) on the group coordinator's thread.
+  template <class F>
+  void on_coordinator(F&& f);
 
   const std::string& cluster_id() const { return cluster_id_; }
 
@@ -114,6 +118,9 @@ class Broker {
   std::expected<void, std::string> init(Config cfg);
   void run_reactor(ReactorThread* t);
   void run_controller();
+  void run_coordinator();
+  // Creates __consumer_offsets if needed (through the controller), then starts the coordinator.
+  void start_group_coordinator();
   void publish(replication::ImagePtr image);
   std::expected<std::string, std::string> load_or_create_meta();
 
@@ -131,6 +138,12 @@ class Broker {
   std::unique_ptr<replication::Controller> controller_;
   std::string controller_error_;
   bool controller_ready_ = false;
+  std::thread coordinator_thread_;
+  std::unique_ptr<io::Reactor> coordinator_reactor_owned_;  // outlives the thread, as above
+  io::Reactor* coordinator_reactor_ = nullptr;
+  std::unique_ptr<coordinator::GroupCoordinator> coordinator_;
+  std::string coordinator_error_;
+  bool coordinator_ready_ = false;
 
   std::mutex mu_;  // start-up and shutdown hand-offs only
   std::condition_variable cv_;
@@ -152,6 +165,12 @@ template <class F>
 void Broker::on_controller(F&& f) {
   controller_reactor_->post_fn(
       [this, f = std::forward<F>(f)]() mutable { f(*controller_); });
+}
+
+template <class F>
+void Broker::on_coordinator(F&& f) {
+  coordinator_reactor_->post_fn(
+      [this, f = std::forward<F>(f)]() mutable { f(*coordinator_); });
 }
 
 }  // namespace samsa::daemon

@@ -22,6 +22,21 @@ const std::array kHandlers = {
     ApiHandler{key(ApiKey::api_versions), 0, 4, &handlers::api_versions},
     ApiHandler{key(ApiKey::create_topics), 2, 7, &handlers::create_topics},
     ApiHandler{key(ApiKey::delete_topics), 1, 6, &handlers::delete_topics},
+    // Groups: every version the codecs have, except OffsetCommit/OffsetFetch v10 (topic ids;
+    // unstable in Kafka 4.1). ConsumerGroupHeartbeat (KIP-848) is not served yet.
+    ApiHandler{key(ApiKey::offset_commit), 2, 9, &handlers::offset_commit},
+    ApiHandler{key(ApiKey::offset_fetch), 1, 9, &handlers::offset_fetch},
+    ApiHandler{key(ApiKey::find_coordinator), 0, 6, &handlers::find_coordinator},
+    ApiHandler{key(ApiKey::join_group), 0, 9, &handlers::join_group},
+    ApiHandler{key(ApiKey::heartbeat), 0, 4, &handlers::heartbeat},
+    ApiHandler{key(ApiKey::leave_group), 0, 5, &handlers::leave_group},
+    ApiHandler{key(ApiKey::sync_group), 0, 5, &handlers::sync_group},
+    ApiHandler{key(ApiKey::describe_groups), 0, 6, &handlers::describe_groups},
+    ApiHandler{key(ApiKey::list_groups), 0, 5, &handlers::list_groups},
+    ApiHandler{key(ApiKey::delete_groups), 0, 2, &handlers::delete_groups},
+    ApiHandler{key(ApiKey::offset_delete), 0, 0, &handlers::offset_delete},
+    // Idempotent producers only; v6 (two-phase commit) is unstable in Kafka 4.1.
+    ApiHandler{key(ApiKey::init_producer_id), 0, 5, &handlers::init_producer_id},
 };
 
 const ApiHandler* find_handler(std::int16_t k) {

@@ -13,6 +13,20 @@ void fetch(RequestPtr r);
 void list_offsets(RequestPtr r);
 void create_topics(RequestPtr r);
 void delete_topics(RequestPtr r);
+// Consumer groups and committed offsets (groups.cc), answered by the coordinator thread.
+void find_coordinator(RequestPtr r);
+void join_group(RequestPtr r);
+void sync_group(RequestPtr r);
+void heartbeat(RequestPtr r);
+void leave_group(RequestPtr r);
+void offset_commit(RequestPtr r);
+void offset_fetch(RequestPtr r);
+void list_groups(RequestPtr r);
+void describe_groups(RequestPtr r);
+void delete_groups(RequestPtr r);
+void offset_delete(RequestPtr r);
+// Producer ids for idempotent producers (groups.cc: the coordinator thread hands them out).
+void init_producer_id(RequestPtr r);
 
 // The answer to a Produce v0-2 request (which Kafka advertises but refuses): every partition
 // gets UNSUPPORTED_VERSION. Hand-encoded: the codec starts at v3.

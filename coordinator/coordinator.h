@@ -1,0 +1,414 @@
+// coordinator::GroupCoordinator — Kafka's classic consumer group protocol (JoinGroup,
+// SyncGroup, Heartbeat, LeaveGroup) and committed offsets, for every group whose
+// __consumer_offsets partition this node leads (on a single node: all of them).
+//
+// Threading: one thread ("coordinator") with its own io::Reactor owns this object; every
+// method is called on that thread and every callback is invoked on it, either before the call
+// returns (answers known at once) or later (a JoinGroup parked until the rebalance completes, a
+// commit acknowledged once its batch is durable). Session, rebalance and initial-delay timeouts
+// are timers on that reactor. State is kept in memory and written to __consumer_offsets through
+// an OffsetsStore; start() replays those partitions (last write wins, tombstones delete), and
+// groups of a partition still loading answer COORDINATOR_LOAD_IN_PROGRESS.
+//
+// The request structs are the protocol's content without its wire versions; the daemon maps
+// versions (MEMBER_ID_REQUIRED from JoinGroup v4, per-member LeaveGroup from v3, ...) onto
+// them. Error codes are Kafka's.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "coordinator/producer_ids.h"
+#include "coordinator/records.h"
+#include "coordinator/store.h"
+#include "io/reactor.h"
+#include "net/kafka/errors.h"
+
+namespace samsa::coordinator {
+
+using kafka::ErrorCode;
+
+enum class GroupState : std::uint8_t {
+  empty,
+  preparing_rebalance,
+  completing_rebalance,
+  stable,
+  dead
+};
+// Kafka's names: "Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead".
+std::string_view state_name(GroupState s);
+
+struct Protocol {
+  std::string name;
+  Bytes metadata;
+  bool operator==(const Protocol&) const = default;
+};
+
+struct JoinRequest {
+  std::string group_id;
+  std::string member_id;  // "" for a member joining for the first time
+  std::optional<std::string> group_instance_id;
+  std::string client_id;
+  std::string client_host;
+  std::int32_t session_timeout_ms = 0;
+  std::int32_t rebalance_timeout_ms = 0;
+  std::string protocol_type;
+  std::vector<Protocol> protocols;
+  // JoinGroup v4+: a new dynamic member first gets MEMBER_ID_REQUIRED with its id.
+  bool require_known_member_id = false;
+  // JoinGroup v9+: a rejoining static leader may be told to keep the current assignment.
+  bool supports_skip_assignment = false;
+};
+
+struct JoinMember {
+  std::string member_id;
+  std::optional<std::string> group_instance_id;
+  Bytes metadata;
+};
+
+struct JoinResult {
+  ErrorCode error = ErrorCode::none;
+  std::int32_t generation = -1;
+  std::optional<std::string> protocol_type;
+  std::optional<std::string> protocol_name;
+  std::string leader;
+  std::string member_id;
+  bool skip_assignment = false;
+  std::vector<JoinMember> members;  // the leader's answer only
+};
+
+struct SyncRequest {
+  std::string group_id;
+  std::int32_t generation = -1;
+  std::string member_id;
+  std::optional<std::string> group_instance_id;
+  std::optional<std::string> protocol_type;  // v5+, checked when given
+  std::optional<std::string> protocol_name;
+  std::vector<std::pair<std::string, Bytes>> assignments;  // the leader's
+};
+
+struct SyncResult {
+  ErrorCode error = ErrorCode::none;
+  std::optional<std::string> protocol_type;
+  std::optional<std::string> protocol_name;
+  Bytes assignment;
+};
+
+struct HeartbeatRequest {
+  std::string group_id;
+  std::int32_t generation = -1;
+  std::string member_id;
+  std::optional<std::string> group_instance_id;
+};
+
+struct LeaveMember {
+  std::string member_id;  // "" with an instance id: an administrative removal
+  std::optional<std::string> group_instance_id;
+  std::optional<std::string> reason;
+};
+
+struct LeaveRequest {
+  std::string group_id;
+  std::vector<LeaveMember> members;
+};
+
+struct LeaveMemberResult {
+  std::string member_id;
+  std::optional<std::string> group_instance_id;
+  ErrorCode error = ErrorCode::none;
+};
+
+struct LeaveResult {
+  ErrorCode error = ErrorCode::none;
+  std::vector<LeaveMemberResult> members;  // in request order
+};
+
+struct CommitPartition {
+  std::string topic;
+  std::int32_t partition = 0;
+  std::int64_t offset = 0;
+  std::int32_t leader_epoch = -1;
+  std::optional<std::string> metadata;
+};
+
+struct CommitRequest {
+  std::string group_id;
+  std::int32_t generation = -1;  // -1: a commit from outside group management
+  std::string member_id;
+  std::optional<std::string> group_instance_id;
+  std::int64_t retention_time_ms = -1;  // OffsetCommit v2-4; -1: the broker's retention
+  std::vector<CommitPartition> partitions;
+  // OffsetCommit v9+ answers GROUP_ID_NOT_FOUND (older versions ILLEGAL_GENERATION) for a
+  // member commit to a group that does not exist.
+  bool group_id_not_found_for_unknown_group = false;
+};
+
+// One error per requested partition, in request order.
+using CommitResult = std::vector<ErrorCode>;
+
+struct FetchTopic {
+  std::string topic;
+  std::vector<std::int32_t> partitions;
+};
+
+struct FetchRequest {
+  std::string group_id;
+  std::optional<std::vector<FetchTopic>> topics;  // nullopt: every committed offset
+  bool require_stable = false;
+};
+
+struct FetchedOffset {
+  std::string topic;
+  std::int32_t partition = 0;
+  std::int64_t offset = -1;
+  std::int32_t leader_epoch = -1;
+  std::string metadata;
+  ErrorCode error = ErrorCode::none;
+};
+
+struct FetchResult {
+  ErrorCode error = ErrorCode::none;  // group-level
+  std::vector<FetchedOffset> offsets;
+};
+
+struct ListRequest {
+  std::vector<std::string> states;  // Kafka's state names, any case; empty: all
+  std::vector<std::string> types;   // "classic"/"consumer", any case; empty: all
+};
+
+struct ListedGroup {
+  std::string group_id;
+  std::string protocol_type;
+  std::string state;
+  std::string type = "classic";
+};
+
+struct ListResult {
+  ErrorCode error = ErrorCode::none;
+  std::vector<ListedGroup> groups;
+};
+
+struct DescribedMember {
+  std::string member_id;
+  std::optional<std::string> group_instance_id;
+  std::string client_id;
+  std::string client_host;
+  Bytes metadata;    // only while Stable
+  Bytes assignment;  // only while Stable
+};
+
+struct DescribedGroup {
+  ErrorCode error = ErrorCode::none;
+  std::string group_id;
+  std::string state;
+  std::string protocol_type;
+  std::string protocol;  // the selected protocol, only while Stable
+  std::vector<DescribedMember> members;
+};
+
+struct DeleteGroupResult {
+  std::string group_id;
+  ErrorCode error = ErrorCode::none;
+};
+
+struct OffsetDeleteRequest {
+  std::string group_id;
+  std::vector<std::pair<std::string, std::int32_t>> partitions;
+};
+
+struct OffsetDeleteResult {
+  ErrorCode error = ErrorCode::none;  // group-level
+  std::vector<ErrorCode> partitions;  // in request order
+};
+
+class GroupCoordinator {
+ public:
+  struct Options {
+    std::int32_t initial_rebalance_delay_ms = 3000;              // group.initial.rebalance.delay.ms
+    std::int32_t min_session_timeout_ms = 6000;                  // group.min.session.timeout.ms
+    std::int32_t max_session_timeout_ms = 1800000;               // group.max.session.timeout.ms
+    std::int64_t offsets_retention_ms = 7LL * 24 * 3600 * 1000;  // offsets.retention.minutes
+    std::int64_t offsets_retention_check_interval_ms = 600000;
+    // How often the live state (every group's metadata and committed offsets) is written again
+    // (0: never). Until the log compacts __consumer_offsets, this is what lets the topic keep
+    // a time retention: every live record has a copy younger than this interval, so retention
+    // longer than it never deletes the last copy. samsad uses a quarter of the retention.
+    std::int64_t state_rewrite_interval_ms = 0;
+    std::int32_t max_metadata_bytes = 4096;  // offset.metadata.max.bytes
+    // How long a member that joined but has not received its first JoinGroup answer may stay
+    // without a heartbeat (Kafka's fixed 5 minutes).
+    std::int32_t new_member_join_timeout_ms = 300000;
+    // Where the logs are retried when a partition failed to load.
+    std::int64_t load_retry_ms = 1000;
+  };
+
+  template <class T>
+  using Done = std::move_only_function<void(T)>;
+
+  // allocate_ids reserves producer id blocks (the controller, in samsad); without it
+  // InitProducerId always answers COORDINATOR_LOAD_IN_PROGRESS.
+  GroupCoordinator(io::Reactor& r, Options opts, std::unique_ptr<OffsetsStore> store,
+                   ProducerIdManager::Allocate allocate_ids = {});
+  ~GroupCoordinator();
+  GroupCoordinator(const GroupCoordinator&) = delete;
+  GroupCoordinator& operator=(const GroupCoordinator&) = delete;
+
+  // Starts serving with the offsets topic's partition count: replays every partition. Until
+  // then every group answers COORDINATOR_NOT_AVAILABLE.
+  void start(std::int32_t partitions);
+  // Stops serving: parked JoinGroup/SyncGroup requests are answered NOT_COORDINATOR at once,
+  // new requests get COORDINATOR_NOT_AVAILABLE; writes in flight still complete.
+  void shutdown();
+
+  bool started() const { return partitions_ > 0; }
+  // Every partition has been replayed.
+  bool loaded() const;
+  std::int32_t partitions() const { return partitions_; }
+  std::int32_t partition_of(std::string_view group) const {
+    return partition_for(group, partitions_);
+  }
+  const Options& options() const { return opts_; }
+  void set_options(const Options& o);
+
+  void join_group(JoinRequest req, Done<JoinResult> done);
+  void sync_group(SyncRequest req, Done<SyncResult> done);
+  void heartbeat(HeartbeatRequest req, Done<ErrorCode> done);
+  void leave_group(LeaveRequest req, Done<LeaveResult> done);
+  void commit_offsets(CommitRequest req, Done<CommitResult> done);
+  void fetch_offsets(FetchRequest req, Done<FetchResult> done);
+  void list_groups(ListRequest req, Done<ListResult> done);
+  void describe_groups(std::vector<std::string> groups, Done<std::vector<DescribedGroup>> done);
+  void delete_groups(std::vector<std::string> groups, Done<std::vector<DeleteGroupResult>> done);
+  void delete_offsets(OffsetDeleteRequest req, Done<OffsetDeleteResult> done);
+  // Producer ids of idempotent producers (InitProducerId without a transactional id) are
+  // handed out on this thread too (DESIGN.md: the coordinator owns producer ids).
+  ProducerIdManager& producer_ids() { return producer_ids_; }
+
+  // Runs the offsets expiry now (normally on a timer): Empty groups' offsets older than the
+  // retention are deleted, and with them groups left with nothing.
+  void expire_offsets(std::int64_t now_ms);
+  // Writes every loaded group's metadata (Stable and Empty groups; a rebalancing group writes
+  // its own when it completes) and committed offsets again (normally on a timer, see
+  // state_rewrite_interval_ms). Keys with a write in flight are skipped: that write is newer.
+  void rewrite_state();
+
+  // For tests and the admin socket: a group's state, generation and member ids (join order).
+  struct GroupSnapshot {
+    GroupState state = GroupState::dead;
+    std::int32_t generation = 0;
+    std::string protocol_type;
+    std::optional<std::string> protocol;
+    std::optional<std::string> leader;
+    std::vector<std::string> members;
+    std::size_t offsets = 0;
+  };
+  std::optional<GroupSnapshot> snapshot(std::string_view group) const;
+  std::size_t group_count() const { return groups_.size(); }
+
+  struct Stats {
+    std::uint64_t rebalances = 0;       // generations completed
+    std::uint64_t expired_members = 0;  // session timeouts
+    std::uint64_t records_loaded = 0;
+    std::uint64_t batches_written = 0;
+    std::uint64_t records_rewritten = 0;
+  };
+  const Stats& stats() const { return stats_; }
+
+ private:
+  struct Member;
+  struct Group;
+  struct PendingMember;
+  enum class LoadState : std::uint8_t { loading, loaded, failed };
+
+  // Common checks for a request about group_id: the coordinator serves, the partition is loaded.
+  ErrorCode check_group_id(std::string_view group_id) const;
+  Group* find_group(std::string_view group_id);
+  const Group* find_group(std::string_view group_id) const;
+  Group* create_group(const std::string& group_id);
+  void erase_group(Group* g);
+
+  // Loading.
+  void load_partition(std::int32_t p);
+  void replay_batch(std::int32_t p, std::span<const std::byte> batch);
+  void on_loaded(std::int32_t p, std::optional<io::Error> err);
+  void apply_group_value(std::int32_t p, const std::string& group_id, GroupValue v);
+
+  // Membership.
+  void join_new_member(Group& g, JoinRequest& req, Done<JoinResult>& done);
+  void join_known_member(Group& g, JoinRequest& req, Done<JoinResult>& done);
+  void join_static_replacement(Group& g, Member& old, JoinRequest& req, Done<JoinResult>& done);
+  Member& add_member(Group& g, JoinRequest& req, std::string id, Done<JoinResult> done);
+  void update_member(Group& g, Member& m, JoinRequest& req, Done<JoinResult> done);
+  // Takes a member out (answering whatever it waits for with UNKNOWN_MEMBER_ID); remove_member
+  // then moves the group on (rebalance, or completing a join that waited only for it).
+  void drop_member(Group& g, const std::string& id);
+  void remove_member(Group& g, Member& m, const char* why);
+  void remove_pending_member(Group& g, const std::string& id);
+  void maybe_prepare_rebalance(Group& g, const std::string& why);
+  void prepare_rebalance(Group& g, const std::string& why);
+  void try_complete_join(Group& g);
+  void complete_join(Group& g);
+  void complete_sync(Group& g, std::int32_t generation, std::map<std::string, Bytes> assignments,
+                     std::optional<io::Error> err);
+  void reset_and_propagate_sync_error(Group& g, ErrorCode e);
+  JoinResult join_result(const Group& g, const Member& m, bool with_members) const;
+  std::string select_protocol(const Group& g) const;
+  bool supports_protocols(const Group& g, const std::string& type,
+                          const std::vector<Protocol>& protocols) const;
+  // Validates member id and instance id against the group (UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID).
+  ErrorCode validate_member(const Group& g, const std::string& member_id,
+                            const std::optional<std::string>& instance_id) const;
+  void touch_member(Member& m, std::int64_t timeout_ms);
+  std::int32_t rebalance_timeout(const Group& g) const;
+  std::optional<std::set<std::string>> subscribed_topics(const Group& g) const;
+
+  // Timers.
+  static void on_heartbeat_expired(io::Timer* t);
+  static void on_pending_expired(io::Timer* t);
+  static void on_join_timer(io::Timer* t);
+  static void on_sync_timer(io::Timer* t);
+  static void on_expiry_timer(io::Timer* t);
+  static void on_load_retry(io::Timer* t);
+  static void on_rewrite_timer(io::Timer* t);
+
+  // Storage.
+  GroupValue group_value(const Group& g) const;
+  void store_records(std::int32_t partition,
+                     const std::vector<std::pair<Bytes, std::optional<Bytes>>>& records,
+                     OffsetsStore::AppendDone done);
+
+  io::Reactor& reactor_;
+  Options opts_;
+  std::unique_ptr<OffsetsStore> store_;
+  ProducerIdManager producer_ids_;
+  std::int32_t partitions_ = 0;
+  std::vector<LoadState> load_state_;
+  std::vector<bool> load_failed_before_;
+  std::size_t loading_ = 0;
+  bool shutting_down_ = false;
+  std::uint64_t next_incarnation_ = 1;
+  std::unordered_map<std::string, std::unique_ptr<Group>> groups_;
+  struct ExpiryTimer : io::Timer {
+    GroupCoordinator* self = nullptr;
+  } expiry_timer_;
+  struct RetryTimer : io::Timer {
+    GroupCoordinator* self = nullptr;
+  } retry_timer_;
+  struct RewriteTimer : io::Timer {
+    GroupCoordinator* self = nullptr;
+  } rewrite_timer_;
+  // Encoded keys of records written but not yet durable, with their count (rewrite_state must
+  // not put an older value after them in the log).
+  std::unordered_map<std::string, std::uint32_t> in_flight_keys_;
+  Stats stats_;
+};
+
+}  // namespace samsa::coordinator

@@ -1,0 +1,159 @@
+#include "coordinator/store.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "base/bytes.h"
+#include "coordinator/records.h"
+#include "io/record_batch.h"
+#include "replication/partition.h"
+
+namespace samsa::coordinator {
+namespace {
+
+// One load step reads at most this much (at least one whole batch).
+constexpr std::size_t kLoadChunkBytes = 1u << 20;
+
+struct PendingAppend : io::AppendOp {
+  std::vector<std::byte> bytes;
+  OffsetsStore::AppendDone reply;
+  io::Reactor* home = nullptr;
+};
+
+// Any thread: hands the outcome to the coordinator's thread, which owns (and frees) the op.
+void finish_append(PendingAppend* op, std::optional<io::Error> err) {
+  op->home->post_fn([op, err = std::move(err)]() mutable {
+    std::unique_ptr<PendingAppend> own(op);
+    own->reply(std::move(err));
+  });
+}
+
+bool pread_full(int fd, std::byte* out, std::size_t n, std::uint64_t pos, std::string* why) {
+  while (n > 0) {
+    ssize_t r = ::pread(fd, out, n, static_cast<off_t>(pos));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      *why = std::string("pread: ") + std::strerror(errno);
+      return false;
+    }
+    if (r == 0) {
+      *why = "pread: unexpected end of file";
+      return false;
+    }
+    out += r;
+    n -= static_cast<std::size_t>(r);
+    pos += static_cast<std::uint64_t>(r);
+  }
+  return true;
+}
+
+}  // namespace
+
+void PartitionStore::append(std::int32_t partition, std::vector<std::byte> batch, AppendDone done) {
+  auto* op = new PendingAppend();
+  op->bytes = std::move(batch);
+  op->reply = std::move(done);
+  op->home = &home_;
+  run_on_(partition, [op, partition](replication::Partition* part) {
+    if (!part) {
+      finish_append(op,
+                    io::Error{io::Errc::not_found, std::string(kOffsetsTopic) + "-" +
+                                                       std::to_string(partition) + " is not open"});
+      return;
+    }
+    op->batch = op->bytes;
+    op->durability = io::Durability::durable;
+    op->done = [](io::AppendOp* a) {
+      auto* self = static_cast<PendingAppend*>(a);
+      finish_append(self, self->error);
+    };
+    if (auto r = part->append(op); !r) finish_append(op, r.error());
+  });
+}
+
+struct PartitionStore::Load {
+  std::int32_t partition = 0;
+  BatchVisitor visit;
+  LoadDone done;
+  std::int64_t next = -1;
+  std::int64_t end = -1;  // the partition's high watermark when the load began
+};
+
+void PartitionStore::load(std::int32_t partition, BatchVisitor visit, LoadDone done) {
+  auto* l = new Load();
+  l->partition = partition;
+  l->visit = std::move(visit);
+  l->done = std::move(done);
+  load_step(l);
+}
+
+// Coordinator thread: asks the owning thread for the next run of batches. The read happens
+// there (the log is that thread's); the bytes are read here, from the segment files the slices
+// keep open, so the shard's loop never blocks on the disk for us.
+void PartitionStore::load_step(Load* l) {
+  io::Reactor* home = &home_;
+  auto finish = [home, l](std::optional<io::Error> err) {
+    home->post_fn([l, err = std::move(err)]() mutable {
+      std::unique_ptr<Load> own(l);
+      own->done(std::move(err));
+    });
+  };
+  run_on_(l->partition, [this, home, l, finish](replication::Partition* part) mutable {
+    if (!part) {
+      finish(io::Error{io::Errc::not_found, std::string(kOffsetsTopic) + "-" +
+                                                std::to_string(l->partition) + " is not open"});
+      return;
+    }
+    if (l->end < 0) {
+      l->end = part->high_watermark();
+      l->next = part->log_start_offset();
+    }
+    if (l->next >= l->end) {
+      finish(std::nullopt);
+      return;
+    }
+    auto rr = part->log().read(l->next, kLoadChunkBytes, l->end, true);
+    if (!rr) {
+      finish(rr.error());
+      return;
+    }
+    home->post_fn([this, l, rr = std::move(*rr)]() mutable { load_chunk(l, std::move(rr)); });
+  });
+}
+
+void PartitionStore::load_chunk(Load* l, io::ReadResult rr) {
+  std::vector<std::byte> buf;
+  for (const io::Slice& s : rr.slices) {
+    buf.resize(s.length);
+    std::string why;
+    if (!pread_full(s.file->fd, buf.data(), buf.size(), s.position, &why)) {
+      std::unique_ptr<Load> own(l);
+      own->done(io::Error{io::Errc::io_error, s.file->path.string() + ": " + why});
+      return;
+    }
+    std::span<const std::byte> rest(buf);
+    while (rest.size() >= io::batch::kLogOverhead) {
+      const std::int32_t len = load_be<std::int32_t>(rest.data() + io::batch::kLength);
+      const std::size_t total =
+          io::batch::kLogOverhead + static_cast<std::size_t>(len < 0 ? 0 : len);
+      if (len < 0 || total > rest.size()) break;
+      l->visit(rest.first(total));
+      rest = rest.subspan(total);
+    }
+  }
+  // No progress means nothing more can be read below the end (a gap the log reports as
+  // empty); stop rather than spin.
+  if (rr.next_offset <= l->next) {
+    std::unique_ptr<Load> own(l);
+    own->done(std::nullopt);
+    return;
+  }
+  l->next = rr.next_offset;
+  load_step(l);
+}
+
+}  // namespace samsa::coordinator
