@@ -302,9 +302,9 @@ void Controller::delete_topics(std::vector<std::pair<std::string, Uuid>> topics,
       o.error = name.empty() ? ErrorCode::unknown_topic_id : ErrorCode::unknown_topic_or_partition;
       o.message = name.empty() ? "This server does not host this topic ID."
                                : "This server does not host this topic-partition.";
-    } else if (t->name == kMetadataPartition.topic) {
-      o.error = ErrorCode::invalid_request;
-      o.message = "The metadata topic cannot be deleted.";
+    } else if (is_internal_topic(t->name)) {
+      o.error = ErrorCode::invalid_topic_exception;
+      o.message = "Cannot delete internal topic " + t->name + ".";
     } else {
       o.name = t->name;
       o.id = t->id;

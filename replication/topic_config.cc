@@ -147,6 +147,11 @@ io::LogConfig make_log_config(const std::map<std::string, std::string>& override
   return c;
 }
 
+bool is_internal_topic(std::string_view name) {
+  return name == "__consumer_offsets" || name == "__transaction_state" ||
+         name == "__cluster_metadata";
+}
+
 std::optional<std::string> check_topic_name(std::string_view name) {
   if (name.empty()) return "topic name is empty";
   if (name == "." || name == "..") return "topic name cannot be \".\" or \"..\"";

@@ -40,6 +40,10 @@ std::string topic_config_value(const std::map<std::string, std::string>& overrid
 io::LogConfig make_log_config(const std::map<std::string, std::string>& overrides,
                               const TopicDefaults& defaults);
 
+// Topics the broker itself writes (consumer offsets, transactions, cluster metadata):
+// clients may read them but not produce to or delete them.
+bool is_internal_topic(std::string_view name);
+
 // Legal topic name (Kafka's rules: 1-249 chars of [a-zA-Z0-9._-], not "." or ".."); nullopt if
 // legal, else why not.
 std::optional<std::string> check_topic_name(std::string_view name);

@@ -11,6 +11,7 @@
 #include "io/record_batch.h"
 #include "net/kafka/gen/produce_request.h"
 #include "net/kafka/gen/produce_response.h"
+#include "replication/topic_config.h"
 
 namespace samsa::daemon::handlers {
 namespace {
@@ -223,6 +224,9 @@ void produce(RequestPtr r) {
                                       : ErrorCode::unknown_topic_or_partition;
       } else if (pd.index < 0 || static_cast<std::size_t>(pd.index) >= topic->partitions.size()) {
         s.error = ErrorCode::unknown_topic_or_partition;
+      } else if (replication::is_internal_topic(topic->name)) {
+        s.error = ErrorCode::invalid_topic_exception;
+        s.message = "Cannot append to internal topic " + topic->name;
       } else if (pd.records.is_null()) {
         s.error = ErrorCode::invalid_record;
         s.message = "no record batch";

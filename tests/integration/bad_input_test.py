@@ -247,6 +247,14 @@ def run(port: int):
     r = c.request(0, 3, produce_v3("bad", 7, bytes(good)))
     check(parse_produce_v3(r)[0] == 3, "produce to a missing partition gets UNKNOWN_TOPIC_OR_PARTITION")
 
+    r = c.request(0, 3, produce_v3("__consumer_offsets", 0, bytes(good)))
+    check(parse_produce_v3(r)[0] == 17,
+          "produce to __consumer_offsets gets INVALID_TOPIC_EXCEPTION")
+    r = c.request(20, 1, struct.pack(">i", 1) + s16("__consumer_offsets") + struct.pack(">i", 30000))
+    off = 4 + 4 + 2 + len("__consumer_offsets")
+    check(r is not None and struct.unpack(">h", r[off:off + 2])[0] == 17,
+          "DeleteTopics of __consumer_offsets gets INVALID_TOPIC_EXCEPTION")
+
     # Produce v2 is advertised but refused: UNSUPPORTED_VERSION per partition.
     body = struct.pack(">hi", -1, 1000) + struct.pack(">i", 1) + s16("bad")
     body += struct.pack(">i", 1) + struct.pack(">i", 0) + struct.pack(">i", 0)
