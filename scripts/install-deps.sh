@@ -36,3 +36,6 @@ fi
 if [ -f tests/clients/install.sh ]; then
   bash tests/clients/install.sh
 fi
+# Apache Kafka's jars from Maven Central (~55 MB, cached in ~/.cache/samsa): the Java client
+# driver runs on them, and perf/vs-kafka runs the broker from them.
+bash perf/vs-kafka/kafka.sh fetch
