@@ -31,6 +31,11 @@ std::expected<std::unique_ptr<Reactor>, int> Reactor::create(Options opts) {
     r->defer_taskrun_ = true;
   }
   if (rc < 0) return std::unexpected(rc);
+  // fdatasync and buffered file writes run on io_uring's worker threads, at most 4 per CPU by
+  // default. Many logs syncing at once (one fdatasync per dirty partition per turn) need them
+  // concurrently: the file system batches concurrent syncs into one journal commit.
+  unsigned workers[2] = {opts.io_workers, 0};
+  if (opts.io_workers) io_uring_register_iowq_max_workers(&r->ring_, workers);
   r->event_fd_ = ::eventfd(0, EFD_CLOEXEC);
   if (r->event_fd_ < 0) {
     int e = errno;

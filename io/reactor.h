@@ -58,6 +58,8 @@ class Reactor {
   struct Options {
     std::string name = "reactor";
     unsigned sq_entries = 1024;
+    // Upper bound on io_uring's bounded worker threads (file I/O, fdatasync); 0: kernel default.
+    unsigned io_workers = 64;
   };
 
   // Must be called on the thread that will run the loop (the ring is single-issuer).
