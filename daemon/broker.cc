@@ -35,7 +35,9 @@ std::expected<std::unique_ptr<Broker>, std::string> Broker::start(Config cfg) {
   return b;
 }
 
-Broker::~Broker() { shutdown(); }
+Broker::~Broker() {
+  shutdown();
+}
 
 // meta.properties, as Kafka's KRaft nodes keep it in every log dir: the cluster id (made up on
 // first start) and this node's id, which must not change under existing data.
@@ -178,7 +180,8 @@ void Broker::run_reactor(ReactorThread* t) {
       replication::Shard::Options so;
       so.index = ctx.index;
       so.count = contexts_.size();
-      for (auto& d : log_dirs_) so.log_dirs.push_back(d.get());
+      for (auto& d : log_dirs_)
+        so.log_dirs.push_back(d.get());
       so.defaults = settings_->topic_defaults;
       so.retention = retention_.get();
       ctx.shard = std::make_unique<replication::Shard>(*ctx.reactor, std::move(so));
@@ -213,7 +216,8 @@ void Broker::run_controller() {
   auto r = io::Reactor::create({.name = "controller"});
   if (!r) {
     std::lock_guard lk(mu_);
-    controller_error_ = std::string("controller: io_uring setup failed: ") + std::strerror(-r.error());
+    controller_error_ =
+        std::string("controller: io_uring setup failed: ") + std::strerror(-r.error());
     cv_.notify_all();
     return;
   }
@@ -246,7 +250,8 @@ void Broker::run_controller() {
   }
   cv_.notify_all();
   reactor->run();
-  if (auto c = controller_->close(); !c) LOG_ERROR("closing the metadata log: %s", c.error().detail.c_str());
+  if (auto c = controller_->close(); !c)
+    LOG_ERROR("closing the metadata log: %s", c.error().detail.c_str());
   controller_.reset();
 }
 
@@ -312,7 +317,8 @@ void Broker::start_group_coordinator() {
   const auto partitions =
       static_cast<std::int32_t>(config_.get_int("offsets.topic.num.partitions"));
   const auto rf = static_cast<std::int16_t>(config_.get_int("offsets.topic.replication.factor"));
-  const std::string retention_ms = std::to_string(coordinator_options(config_).offsets_retention_ms);
+  const std::string retention_ms =
+      std::to_string(coordinator_options(config_).offsets_retention_ms);
   on_controller([this, partitions, rf, retention_ms](replication::Controller& c) {
     auto begin = [this](std::int32_t n) {
       on_coordinator([n](coordinator::GroupCoordinator& g) { g.start(n); });
@@ -379,7 +385,8 @@ void Broker::publish(replication::ImagePtr image) {
           lc.limits.max_inflight_bytes = ctx.settings->queued_max_request_bytes;
           lc.limits.idle_timeout_ms = ctx.settings->connections_max_idle_ms;
           if (!tr->listen(lc, &error)) {
-            error = "listener " + e.name + "://" + e.host + ":" + std::to_string(e.port) + ": " + error;
+            error =
+                "listener " + e.name + "://" + e.host + ":" + std::to_string(e.port) + ": " + error;
           }
           ctx.transports.push_back(std::move(tr));
         }
@@ -399,7 +406,8 @@ void Broker::publish(replication::ImagePtr image) {
 std::expected<void, std::string> Broker::reload() {
   std::vector<std::string> warnings;
   auto changed = config_.reload_file(&warnings);
-  for (const auto& w : warnings) LOG_WARN("%s", w.c_str());
+  for (const auto& w : warnings)
+    LOG_WARN("%s", w.c_str());
   if (!changed) return std::unexpected(changed.error());
   auto settings = make_settings(config_, cluster_id_);
   if (!settings) return std::unexpected(settings.error());
@@ -423,9 +431,8 @@ std::expected<void, std::string> Broker::reload() {
     });
   }
   if (coordinator_reactor_) {
-    on_coordinator([o = coordinator_options(config_)](coordinator::GroupCoordinator& g) {
-      g.set_options(o);
-    });
+    on_coordinator(
+        [o = coordinator_options(config_)](coordinator::GroupCoordinator& g) { g.set_options(o); });
   }
   on_controller([next](replication::Controller& c) {
     c.set_defaults(next->topic_defaults);
@@ -466,7 +473,8 @@ void Broker::shutdown() {
         ReactorContext& ctx = *t->ctx;
         if (first) {
           ctx.shutting_down = true;
-          for (auto& tr : ctx.transports) tr->stop_accepting();
+          for (auto& tr : ctx.transports)
+            tr->stop_accepting();
         }
         while (ctx.parked) {
           ParkedRequest* p = ctx.parked;
@@ -474,12 +482,14 @@ void Broker::shutdown() {
           p->expire();
         }
         std::size_t n = 0;
-        for (auto& d : ctx.dispatchers) n += d->in_flight();
+        for (auto& d : ctx.dispatchers)
+          n += d->in_flight();
         busy.fetch_add(n);
         left.fetch_sub(1);
       });
     }
-    while (left.load() != 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    while (left.load() != 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
     return busy.load();
   };
   // Group requests parked in the coordinator (a JoinGroup waits up to its rebalance timeout)
@@ -500,11 +510,13 @@ void Broker::shutdown() {
     std::atomic<std::size_t> left{running.size()};
     for (ReactorThread* t : running) {
       t->ctx->reactor->post_fn([t, &left] {
-        for (auto& tr : t->ctx->transports) tr->close_all();
+        for (auto& tr : t->ctx->transports)
+          tr->close_all();
         left.fetch_sub(1);
       });
     }
-    while (left.load() != 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    while (left.load() != 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   // 4. The controller (it may still be finishing a change), the coordinator (its writes in
   // flight complete on the shards, which are still running), then the shards' logs.
@@ -549,7 +561,8 @@ void Broker::shutdown() {
   }
   if (retention_) retention_->stop();
   bool clean = true;
-  for (auto& t : reactors_) clean &= t->ctx->reactor != nullptr;
+  for (auto& t : reactors_)
+    clean &= t->ctx->reactor != nullptr;
   for (auto& d : log_dirs_) {
     auto r = clean ? d->shutdown_clean() : d->write_checkpoints();
     if (!r) LOG_WARN("log dir %s: %s", d->root().c_str(), r.error().detail.c_str());

@@ -52,7 +52,7 @@ struct ReactorContext {
   replication::ImagePtr image;
   std::shared_ptr<const BrokerSettings> settings;
   std::vector<std::unique_ptr<KafkaDispatcher>> dispatchers;  // one per listener
-  std::vector<std::unique_ptr<net::Transport>> transports;     // one per listener
+  std::vector<std::unique_ptr<net::Transport>> transports;    // one per listener
   std::atomic<std::uint64_t> turns{0};
   ParkedRequest* parked = nullptr;  // intrusive list
   bool shutting_down = false;
@@ -163,14 +163,12 @@ void Broker::on_reactor(std::size_t i, F&& f) {
 
 template <class F>
 void Broker::on_controller(F&& f) {
-  controller_reactor_->post_fn(
-      [this, f = std::forward<F>(f)]() mutable { f(*controller_); });
+  controller_reactor_->post_fn([this, f = std::forward<F>(f)]() mutable { f(*controller_); });
 }
 
 template <class F>
 void Broker::on_coordinator(F&& f) {
-  coordinator_reactor_->post_fn(
-      [this, f = std::forward<F>(f)]() mutable { f(*coordinator_); });
+  coordinator_reactor_->post_fn([this, f = std::forward<F>(f)]() mutable { f(*coordinator_); });
 }
 
 }  // namespace samsa::daemon

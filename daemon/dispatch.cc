@@ -47,7 +47,9 @@ const ApiHandler* find_handler(std::int16_t k) {
 
 }  // namespace
 
-std::span<const ApiHandler> api_handlers() { return kHandlers; }
+std::span<const ApiHandler> api_handlers() {
+  return kHandlers;
+}
 
 Request::Request(ReactorContext& rc_, KafkaDispatcher& d, net::Connection* c, std::uint64_t s,
                  kafka::DecodedRequestHeader h, net::Buffer f)
@@ -81,8 +83,8 @@ void Request::skip() {
 void Request::fail(const char* why) {
   if (done_) return;
   done_ = true;
-  LOG_WARN("closing connection from %s: %s (%s v%d, correlation id %d)", conn->peer().c_str(),
-           why, std::string(kafka::api_name(api_key())).c_str(), version(), correlation_id());
+  LOG_WARN("closing connection from %s: %s (%s v%d, correlation id %d)", conn->peer().c_str(), why,
+           std::string(kafka::api_name(api_key())).c_str(), version(), correlation_id());
   conn->skip(seq);
   conn->close(false);
 }
@@ -122,14 +124,15 @@ void KafkaDispatcher::on_frame(net::Connection& c, std::uint64_t seq, net::Buffe
   const std::int16_t v = h.header.request_api_version;
   const ApiHandler* handler = find_handler(k);
   if (!handler) {
-    LOG_WARN("closing connection from %s: api %s (key %d) is not served",
-             c.peer().c_str(), std::string(kafka::api_name(k)).c_str(), k);
+    LOG_WARN("closing connection from %s: api %s (key %d) is not served", c.peer().c_str(),
+             std::string(kafka::api_name(k)).c_str(), k);
     c.skip(seq);
     c.close(false);
     return;
   }
   auto req = std::make_unique<Request>(rc_, *this, &c, seq, std::move(h), std::move(frame));
-  const std::int16_t min_served = handler->min_served >= 0 ? handler->min_served : handler->min_version;
+  const std::int16_t min_served =
+      handler->min_served >= 0 ? handler->min_served : handler->min_version;
   if (v < min_served || v > handler->max_version) {
     if (k == kafka::key(ApiKey::api_versions)) {
       // Clients probe with their newest version and expect error 35 with our list, in the v0
