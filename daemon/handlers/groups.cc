@@ -12,6 +12,7 @@
 #include "coordinator/coordinator.h"
 #include "daemon/broker.h"
 #include "daemon/handlers/handlers.h"
+#include "daemon/handlers/round_trip.h"
 #include "net/kafka/gen/delete_groups_request.h"
 #include "net/kafka/gen/delete_groups_response.h"
 #include "net/kafka/gen/describe_groups_request.h"
@@ -51,25 +52,6 @@ constexpr std::int8_t kShareKey = 2;
 // What DescribeGroups reports as authorized operations on a group when asked (no ACLs yet:
 // everything a group has: READ, DELETE, DESCRIBE).
 constexpr std::int32_t kGroupOperations = (1 << 3) | (1 << 6) | (1 << 8);
-
-// Runs call(coordinator, done) on the coordinator thread; done(result) carries the result back
-// to the request's reactor, where answer(request, result) replies.
-template <class Result, class Call, class Answer>
-void via_coordinator(RequestPtr r, Call call, Answer answer) {
-  Broker& b = *r->rc.broker;
-  const std::size_t origin = r->rc.index;
-  Request* raw = r.release();
-  b.on_coordinator([&b, origin, raw, call = std::move(call),
-                    answer = std::move(answer)](GroupCoordinator& c) mutable {
-    call(c, GroupCoordinator::Done<Result>(
-                [&b, origin, raw, answer = std::move(answer)](Result res) mutable {
-                  b.on_reactor(origin, [raw, answer = std::move(answer),
-                                        res = std::move(res)](ReactorContext&) mutable {
-                    answer(RequestPtr(raw), std::move(res));
-                  });
-                }));
-  });
-}
 
 // Kafka reports the address a member connected from as Java's InetAddress prints it: "/ip".
 std::string client_host(const Request& r) {

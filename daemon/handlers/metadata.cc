@@ -1,6 +1,7 @@
 #include "base/log.h"
 #include "daemon/broker.h"
 #include "daemon/handlers/handlers.h"
+#include "daemon/handlers/round_trip.h"
 #include "net/kafka/gen/metadata_request.h"
 #include "net/kafka/gen/metadata_response.h"
 #include "replication/topic_config.h"
@@ -95,25 +96,21 @@ void metadata(RequestPtr r) {
   }
   // Auto-create, then answer from the image that holds the new topics (the controller answers
   // only once every reactor has applied it).
-  Broker& b = *r->rc.broker;
-  const std::size_t origin = r->rc.index;
-  auto* raw = r.release();
-  auto shared_req = std::make_shared<MetadataRequest>(std::move(req));
-  b.on_controller([&b, origin, raw, shared_req,
-                   create = std::move(create)](replication::Controller& c) mutable {
-    c.create_topics(
-        std::move(create), false,
-        [&b, origin, raw, shared_req](std::vector<replication::TopicOutcome> out) {
-          for (const auto& o : out) {
-            if (o.error != ErrorCode::none && o.error != ErrorCode::topic_already_exists)
-              LOG_WARN("auto-creating topic %s failed: %s", o.name.c_str(), o.message.c_str());
-            else if (o.error == ErrorCode::none)
-              LOG_INFO("auto-created topic %s with %d partitions", o.name.c_str(), o.partitions);
+  via_controller<std::vector<replication::TopicOutcome>>(
+      std::move(r),
+      [create = std::move(create)](replication::Controller& c, auto done) mutable {
+        c.create_topics(std::move(create), false, std::move(done));
+      },
+      [req = std::move(req)](RequestPtr r, std::vector<replication::TopicOutcome> out) {
+        for (const auto& o : out) {
+          if (o.error == ErrorCode::none) {
+            LOG_INFO("auto-created topic %s with %d partitions", o.name.c_str(), o.partitions);
+          } else if (o.error != ErrorCode::topic_already_exists) {
+            LOG_WARN("auto-creating topic %s failed: %s", o.name.c_str(), o.message.c_str());
           }
-          b.on_reactor(
-              origin, [raw, shared_req](ReactorContext&) { answer(RequestPtr(raw), *shared_req); });
-        });
-  });
+        }
+        answer(std::move(r), req);
+      });
 }
 
 }  // namespace samsa::daemon::handlers

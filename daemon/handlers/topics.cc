@@ -3,6 +3,7 @@
 #include "base/log.h"
 #include "daemon/broker.h"
 #include "daemon/handlers/handlers.h"
+#include "daemon/handlers/round_trip.h"
 #include "net/kafka/gen/create_topics_request.h"
 #include "net/kafka/gen/create_topics_response.h"
 #include "net/kafka/gen/delete_topics_request.h"
@@ -62,56 +63,52 @@ void create_topics(RequestPtr r) {
     specs.push_back(std::move(spec));
   }
 
-  Broker& b = *r->rc.broker;
-  const std::size_t origin = r->rc.index;
-  auto* raw = r.release();
-  auto finish = [&b, origin, raw, req, early](std::vector<replication::TopicOutcome> out) {
-    b.on_reactor(origin, [raw, req, early, out = std::move(out)](ReactorContext& rc) {
-      RequestPtr r(raw);
-      const auto& s = *rc.settings;
-      kafka::CreateTopicsResponse resp;
-      std::size_t next = 0;
-      for (std::size_t i = 0; i < req->topics.size(); ++i) {
-        const replication::TopicOutcome& o = early[i] ? *early[i] : out[next++];
-        kafka::CreateTopicsResponse::CreatableTopicResult res;
-        res.name = o.name;
-        res.error_code = kafka::code(o.error);
-        res.error_message = o.message.empty() ? std::nullopt : std::optional(o.message);
-        res.topic_id = o.id;
-        if (o.error == ErrorCode::none) {
-          res.num_partitions = o.partitions;
-          res.replication_factor = o.replication_factor;
-          std::map<std::string, std::string> overrides;
-          for (const auto& c : req->topics[i].configs)
-            if (c.value) overrides[c.name] = *c.value;
-          std::vector<kafka::CreateTopicsResponse::CreatableTopicConfigs> configs;
-          for (const auto& k : replication::topic_config_keys()) {
-            kafka::CreateTopicsResponse::CreatableTopicConfigs cfg;
-            cfg.name = std::string(k.name);
-            cfg.value = replication::topic_config_value(overrides, s.topic_defaults, k.name);
-            cfg.config_source = overrides.contains(cfg.name)        ? kTopicConfigSource
-                                : s.topic_defaults.contains(k.name) ? kStaticBrokerSource
-                                                                    : kDefaultSource;
-            configs.push_back(std::move(cfg));
-          }
-          res.configs = std::move(configs);
-        } else {
-          res.configs = std::nullopt;
+  auto answer = [req, early](RequestPtr r, std::vector<replication::TopicOutcome> out) {
+    const auto& s = *r->rc.settings;
+    kafka::CreateTopicsResponse resp;
+    std::size_t next = 0;
+    for (std::size_t i = 0; i < req->topics.size(); ++i) {
+      const replication::TopicOutcome& o = early[i] ? *early[i] : out[next++];
+      kafka::CreateTopicsResponse::CreatableTopicResult res;
+      res.name = o.name;
+      res.error_code = kafka::code(o.error);
+      res.error_message = o.message.empty() ? std::nullopt : std::optional(o.message);
+      res.topic_id = o.id;
+      if (o.error == ErrorCode::none) {
+        res.num_partitions = o.partitions;
+        res.replication_factor = o.replication_factor;
+        std::map<std::string, std::string> overrides;
+        for (const auto& c : req->topics[i].configs)
+          if (c.value) overrides[c.name] = *c.value;
+        std::vector<kafka::CreateTopicsResponse::CreatableTopicConfigs> configs;
+        for (const auto& k : replication::topic_config_keys()) {
+          kafka::CreateTopicsResponse::CreatableTopicConfigs cfg;
+          cfg.name = std::string(k.name);
+          cfg.value = replication::topic_config_value(overrides, s.topic_defaults, k.name);
+          cfg.config_source = overrides.contains(cfg.name)        ? kTopicConfigSource
+                              : s.topic_defaults.contains(k.name) ? kStaticBrokerSource
+                                                                  : kDefaultSource;
+          configs.push_back(std::move(cfg));
         }
-        resp.topics.push_back(std::move(res));
+        res.configs = std::move(configs);
+      } else {
+        res.configs = std::nullopt;
       }
-      r->reply(resp);
-    });
+      resp.topics.push_back(std::move(res));
+    }
+    r->reply(resp);
   };
   if (specs.empty()) {
-    finish({});
+    answer(std::move(r), {});
     return;
   }
   const bool validate_only = req->validate_only;
-  b.on_controller([specs = std::move(specs), validate_only,
-                   finish = std::move(finish)](replication::Controller& c) mutable {
-    c.create_topics(std::move(specs), validate_only, std::move(finish));
-  });
+  via_controller<std::vector<replication::TopicOutcome>>(
+      std::move(r),
+      [specs = std::move(specs), validate_only](replication::Controller& c, auto done) mutable {
+        c.create_topics(std::move(specs), validate_only, std::move(done));
+      },
+      std::move(answer));
 }
 
 void delete_topics(RequestPtr r) {
@@ -125,29 +122,23 @@ void delete_topics(RequestPtr r) {
     for (const auto& n : req.topic_names)
       topics.emplace_back(n, replication::Uuid{});
   }
-  Broker& b = *r->rc.broker;
-  const std::size_t origin = r->rc.index;
-  auto* raw = r.release();
-  b.on_controller(
-      [&b, origin, raw, topics = std::move(topics)](replication::Controller& c) mutable {
-        c.delete_topics(
-            std::move(topics), [&b, origin, raw](std::vector<replication::DeleteOutcome> out) {
-              b.on_reactor(origin, [raw, out = std::move(out)](ReactorContext&) {
-                RequestPtr r(raw);
-                kafka::DeleteTopicsResponse resp;
-                for (const auto& o : out) {
-                  kafka::DeleteTopicsResponse::DeletableTopicResult res;
-                  res.name = o.name.empty() ? std::nullopt : std::optional(o.name);
-                  res.topic_id = o.id;
-                  res.error_code = kafka::code(o.error);
-                  res.error_message = o.message.empty() ? std::nullopt : std::optional(o.message);
-                  if (o.error == kafka::ErrorCode::none)
-                    LOG_INFO("deleted topic %s", o.name.c_str());
-                  resp.responses.push_back(std::move(res));
-                }
-                r->reply(resp);
-              });
-            });
+  via_controller<std::vector<replication::DeleteOutcome>>(
+      std::move(r),
+      [topics = std::move(topics)](replication::Controller& c, auto done) mutable {
+        c.delete_topics(std::move(topics), std::move(done));
+      },
+      [](RequestPtr r, std::vector<replication::DeleteOutcome> out) {
+        kafka::DeleteTopicsResponse resp;
+        for (const auto& o : out) {
+          kafka::DeleteTopicsResponse::DeletableTopicResult res;
+          res.name = o.name.empty() ? std::nullopt : std::optional(o.name);
+          res.topic_id = o.id;
+          res.error_code = kafka::code(o.error);
+          res.error_message = o.message.empty() ? std::nullopt : std::optional(o.message);
+          if (o.error == kafka::ErrorCode::none) LOG_INFO("deleted topic %s", o.name.c_str());
+          resp.responses.push_back(std::move(res));
+        }
+        r->reply(resp);
       });
 }
 
