@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <sstream>
@@ -84,6 +85,18 @@ std::expected<std::string, std::string> Broker::load_or_create_meta() {
 
 std::expected<void, std::string> Broker::init(Config cfg) {
   config_ = std::move(cfg);
+  // Before touching any data: another broker may hold the port (or the log dirs, below).
+  if (auto listeners = parse_listeners(config_.get_list("listeners")); listeners) {
+    const auto controller_names = config_.get_list("controller.listener.names");
+    for (const auto& e : *listeners) {
+      if (std::find(controller_names.begin(), controller_names.end(), e.name) !=
+          controller_names.end())
+        continue;  // not opened by this broker (see settings.cc)
+      std::string why;
+      if (!net::check_address_free(e.host, e.port, &why))
+        return std::unexpected("listener " + e.name + ": " + why);
+    }
+  }
   std::vector<io::LogDir*> dirs;
   for (const auto& d : config_.log_dirs()) {
     std::error_code ec;

@@ -846,6 +846,40 @@ bool UringTransportImpl::listen(const ListenerConfig& cfg, std::string* error) {
   return true;
 }
 
+}  // namespace
+
+bool check_address_free(const std::string& host, std::uint16_t port, std::string* error) {
+  if (port == 0) return true;  // an ephemeral port cannot collide
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* res = nullptr;
+  const std::string p = std::to_string(port);
+  int rc = ::getaddrinfo(host.empty() ? nullptr : host.c_str(), p.c_str(), &hints, &res);
+  if (rc != 0) {
+    if (error) *error = "resolving " + host + ": " + ::gai_strerror(rc);
+    return false;
+  }
+  bool ok = true;
+  for (addrinfo* ai = res; ai && ok; ai = ai->ai_next) {
+    int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+    if (fd < 0) continue;
+    int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (::bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 && errno == EADDRINUSE) {
+      ok = false;
+      if (error) *error = host + ":" + p + " is already in use by another process";
+    }
+    ::close(fd);
+    break;  // the first address is the one listen() takes
+  }
+  ::freeaddrinfo(res);
+  return ok;
+}
+
+namespace {
+
 void UringTransportImpl::arm_accept() {
   io_uring_prep_multishot_accept(r_.sqe(&accept_op_), lfd_, nullptr, nullptr, SOCK_CLOEXEC);
   accept_armed_ = true;

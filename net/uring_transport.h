@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "net/transport.h"
 
@@ -27,6 +28,12 @@ struct UringTransportStats {
   std::uint64_t recv_enobufs = 0;  // recvs ended because the buffer ring ran dry
   std::uint64_t bad_frames = 0;    // connections closed for a size outside 1..max_frame_bytes
 };
+
+// Every reactor's listening socket sets SO_REUSEPORT, which would also let a second broker
+// process of the same user join the group and silently take half the connections. Call this
+// once per listener before the reactors bind: it binds a plain socket (SO_REUSEADDR only, so
+// TIME_WAIT leftovers do not count) and fails if anything listens there already.
+bool check_address_free(const std::string& host, std::uint16_t port, std::string* error);
 
 class UringTransport : public Transport {
  public:

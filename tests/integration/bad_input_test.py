@@ -161,6 +161,14 @@ def main() -> int:
                 time.sleep(0.05)
         run(port)
         check(proc.poll() is None, "samsad is still running after every bad input")
+        # A second broker on the same port must refuse to start (SO_REUSEPORT would otherwise
+        # let it share the port and take half the connections).
+        second = subprocess.run([a.samsad, "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
+                                 "--override", f"log.dirs={work}/data2"],
+                                capture_output=True, text=True, timeout=30)
+        check(second.returncode == 1 and "already in use" in second.stderr,
+              f"a second samsad on the same port exits 1 naming the port (rc {second.returncode})")
+        check(not os.path.exists(f"{work}/data2"), "and leaves no data directory behind")
         logf.flush()
         log = open(os.path.join(work, "broker.log"), errors="replace").read()
         check("unknown api key 9999" in log, "unknown api key is logged")
