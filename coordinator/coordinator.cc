@@ -385,30 +385,46 @@ void GroupCoordinator::on_load_retry(io::Timer* t) {
   }
 }
 
+namespace {
+
+// Join and sync requests parked on members, taken out so they can be answered once the state
+// that held them is gone (answering may re-enter the coordinator).
+struct ParkedAnswers {
+  std::vector<GroupCoordinator::Done<JoinResult>> joins;
+  std::vector<GroupCoordinator::Done<SyncResult>> syncs;
+
+  template <class M>
+  void take(M& m) {
+    if (m.awaiting_join) joins.push_back(std::exchange(m.awaiting_join, nullptr));
+    if (m.awaiting_sync) syncs.push_back(std::exchange(m.awaiting_sync, nullptr));
+  }
+  void fail(ErrorCode e) {
+    for (auto& j : joins) {
+      JoinResult r;
+      r.error = e;
+      j(std::move(r));
+    }
+    for (auto& s : syncs) {
+      SyncResult r;
+      r.error = e;
+      s(std::move(r));
+    }
+  }
+};
+
+}  // namespace
+
 void GroupCoordinator::shutdown() {
   if (shutting_down_) return;
   shutting_down_ = true;
   reactor_.disarm(&expiry_timer_);
   reactor_.disarm(&retry_timer_);
   reactor_.disarm(&rewrite_timer_);
-  std::vector<Done<JoinResult>> joins;
-  std::vector<Done<SyncResult>> syncs;
-  for (auto& [id, g] : groups_) {
-    for (auto& [mid, m] : g->members) {
-      if (m->awaiting_join) joins.push_back(std::exchange(m->awaiting_join, nullptr));
-      if (m->awaiting_sync) syncs.push_back(std::exchange(m->awaiting_sync, nullptr));
-    }
-  }
-  for (auto& j : joins) {
-    JoinResult r;
-    r.error = ErrorCode::not_coordinator;
-    j(std::move(r));
-  }
-  for (auto& s : syncs) {
-    SyncResult r;
-    r.error = ErrorCode::not_coordinator;
-    s(std::move(r));
-  }
+  ParkedAnswers parked;
+  for (auto& [id, g] : groups_)
+    for (auto& [mid, m] : g->members)
+      parked.take(*m);
+  parked.fail(ErrorCode::not_coordinator);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -456,26 +472,15 @@ GroupCoordinator::Group* GroupCoordinator::create_group(const std::string& group
 void GroupCoordinator::erase_group(Group* g) {
   reactor_.disarm(&g->join_timer);
   reactor_.disarm(&g->sync_timer);
-  std::vector<Done<JoinResult>> joins;
-  std::vector<Done<SyncResult>> syncs;
+  ParkedAnswers parked;
   for (auto& [mid, m] : g->members) {
     reactor_.disarm(&m->heartbeat);
-    if (m->awaiting_join) joins.push_back(std::exchange(m->awaiting_join, nullptr));
-    if (m->awaiting_sync) syncs.push_back(std::exchange(m->awaiting_sync, nullptr));
+    parked.take(*m);
   }
   for (auto& [pid, p] : g->pending)
     reactor_.disarm(&p->timer);
   groups_.erase(g->id);
-  for (auto& j : joins) {
-    JoinResult r;
-    r.error = ErrorCode::unknown_member_id;
-    j(std::move(r));
-  }
-  for (auto& s : syncs) {
-    SyncResult r;
-    r.error = ErrorCode::unknown_member_id;
-    s(std::move(r));
-  }
+  parked.fail(ErrorCode::unknown_member_id);
 }
 
 std::optional<GroupCoordinator::GroupSnapshot> GroupCoordinator::snapshot(
