@@ -2,7 +2,7 @@
 
 #include <random>
 
-#include "base/bytes.h"
+#include "base/byte_io.h"
 
 namespace samsa::replication {
 namespace {
@@ -15,99 +15,30 @@ enum Type : std::int16_t {
   kProducerIds = 15,
 };
 
-class Out {
- public:
-  void i8(std::int8_t v) { b_.push_back(std::byte(v)); }
-  template <class T>
-  void be(T v) {
-    std::byte tmp[sizeof(T)];
-    store_be<T>(tmp, v);
-    b_.insert(b_.end(), tmp, tmp + sizeof(T));
-  }
-  void str(const std::string& s) {
-    be<std::int16_t>(static_cast<std::int16_t>(s.size()));
-    auto p = reinterpret_cast<const std::byte*>(s.data());
-    b_.insert(b_.end(), p, p + s.size());
-  }
-  void nstr(const std::optional<std::string>& s) {
-    if (!s) {
-      be<std::int16_t>(-1);
-    } else {
-      str(*s);
-    }
-  }
-  void uuid(const Uuid& u) {
-    for (auto x : u)
-      b_.push_back(std::byte(x));
-  }
-  void ints(const std::vector<std::int32_t>& v) {
-    be<std::int32_t>(static_cast<std::int32_t>(v.size()));
-    for (auto x : v)
-      be<std::int32_t>(x);
-  }
-  std::vector<std::byte> take() { return std::move(b_); }
+void put_uuid(ByteWriter& w, const Uuid& u) {
+  w.raw(u.data(), u.size());
+}
 
- private:
-  std::vector<std::byte> b_;
-};
+Uuid get_uuid(ByteReader& r) {
+  Uuid u{};
+  auto b = r.raw(u.size());
+  for (std::size_t i = 0; i < b.size(); ++i)
+    u[i] = static_cast<std::uint8_t>(b[i]);
+  return u;
+}
 
-class In {
- public:
-  explicit In(std::span<const std::byte> b) : b_(b) {}
-  bool ok() const { return ok_; }
-  bool done() const { return pos_ == b_.size(); }
-  template <class T>
-  T be() {
-    if (!need(sizeof(T))) return T{};
-    T v = load_be<T>(b_.data() + pos_);
-    pos_ += sizeof(T);
-    return v;
-  }
-  std::optional<std::string> nstr() {
-    auto n = be<std::int16_t>();
-    if (n == -1) return std::nullopt;
-    if (n < 0 || !need(static_cast<std::size_t>(n))) {
-      ok_ = false;
-      return std::string();
-    }
-    std::string s(reinterpret_cast<const char*>(b_.data() + pos_), static_cast<std::size_t>(n));
-    pos_ += static_cast<std::size_t>(n);
-    return s;
-  }
-  std::string str() {
-    auto s = nstr();
-    if (!s) ok_ = false;
-    return s.value_or(std::string());
-  }
-  Uuid uuid() {
-    Uuid u{};
-    if (!need(16)) return u;
-    for (auto& x : u)
-      x = static_cast<std::uint8_t>(b_[pos_++]);
-    return u;
-  }
-  std::vector<std::int32_t> ints() {
-    auto n = be<std::int32_t>();
-    std::vector<std::int32_t> v;
-    if (n < 0 || !need(static_cast<std::size_t>(n) * 4)) {
-      ok_ = false;
-      return v;
-    }
-    v.reserve(static_cast<std::size_t>(n));
-    for (std::int32_t i = 0; i < n; ++i)
-      v.push_back(be<std::int32_t>());
-    return v;
-  }
+void put_ints(ByteWriter& w, const std::vector<std::int32_t>& v) {
+  w.i32(static_cast<std::int32_t>(v.size()));
+  for (auto x : v)
+    w.i32(x);
+}
 
- private:
-  bool need(std::size_t n) {
-    if (b_.size() - pos_ < n) ok_ = false;
-    return ok_;
-  }
-  std::span<const std::byte> b_;
-  std::size_t pos_ = 0;
-  bool ok_ = true;
-};
+std::vector<std::int32_t> get_ints(ByteReader& r) {
+  std::vector<std::int32_t> v(static_cast<std::size_t>(r.array(false, 4)));
+  for (auto& x : v)
+    x = r.i32();
+  return v;
+}
 
 constexpr char kB64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 
@@ -166,101 +97,101 @@ std::optional<Uuid> uuid_from_string(std::string_view s) {
 }
 
 std::vector<std::byte> encode_record(const MetadataRecord& r) {
-  Out o;
-  o.i8(0);
+  ByteWriter w;
+  w.i8(0);
   std::visit(
       [&](const auto& rec) {
         using R = std::decay_t<decltype(rec)>;
         if constexpr (std::is_same_v<R, TopicRecord>) {
-          o.be<std::int16_t>(kTopic);
-          o.be<std::int16_t>(0);
-          o.str(rec.name);
-          o.uuid(rec.topic_id);
+          w.i16(kTopic);
+          w.i16(0);
+          w.string(rec.name);
+          put_uuid(w, rec.topic_id);
         } else if constexpr (std::is_same_v<R, PartitionRecord>) {
-          o.be<std::int16_t>(kPartition);
-          o.be<std::int16_t>(0);
-          o.uuid(rec.topic_id);
-          o.be<std::int32_t>(rec.partition);
-          o.ints(rec.replicas);
-          o.ints(rec.isr);
-          o.be<std::int32_t>(rec.leader);
-          o.be<std::int32_t>(rec.leader_epoch);
-          o.be<std::int32_t>(rec.partition_epoch);
+          w.i16(kPartition);
+          w.i16(0);
+          put_uuid(w, rec.topic_id);
+          w.i32(rec.partition);
+          put_ints(w, rec.replicas);
+          put_ints(w, rec.isr);
+          w.i32(rec.leader);
+          w.i32(rec.leader_epoch);
+          w.i32(rec.partition_epoch);
         } else if constexpr (std::is_same_v<R, RemoveTopicRecord>) {
-          o.be<std::int16_t>(kRemoveTopic);
-          o.be<std::int16_t>(0);
-          o.uuid(rec.topic_id);
+          w.i16(kRemoveTopic);
+          w.i16(0);
+          put_uuid(w, rec.topic_id);
         } else if constexpr (std::is_same_v<R, ConfigRecord>) {
-          o.be<std::int16_t>(kConfig);
-          o.be<std::int16_t>(0);
-          o.i8(static_cast<std::int8_t>(rec.resource));
-          o.str(rec.resource_name);
-          o.str(rec.key);
-          o.nstr(rec.value);
+          w.i16(kConfig);
+          w.i16(0);
+          w.i8(static_cast<std::int8_t>(rec.resource));
+          w.string(rec.resource_name);
+          w.string(rec.key);
+          w.nullable_string(rec.value);
         } else if constexpr (std::is_same_v<R, ProducerIdsRecord>) {
-          o.be<std::int16_t>(kProducerIds);
-          o.be<std::int16_t>(0);
-          o.be<std::int32_t>(rec.broker_id);
-          o.be<std::int64_t>(rec.next_producer_id);
+          w.i16(kProducerIds);
+          w.i16(0);
+          w.i32(rec.broker_id);
+          w.i64(rec.next_producer_id);
         }
       },
       r);
-  return o.take();
+  return w.take();
 }
 
 std::optional<MetadataRecord> decode_record(std::span<const std::byte> value) {
-  In in(value);
-  if (in.be<std::int8_t>() != 0) return std::nullopt;
-  auto type = in.be<std::int16_t>();
-  auto version = in.be<std::int16_t>();
+  ByteReader in(value, "metadata record");
+  if (in.i8() != 0) return std::nullopt;
+  auto type = in.i16();
+  auto version = in.i16();
   if (!in.ok() || version != 0) return std::nullopt;
   MetadataRecord out;
   switch (type) {
     case kTopic: {
       TopicRecord r;
-      r.name = in.str();
-      r.topic_id = in.uuid();
+      r.name = in.string(false);
+      r.topic_id = get_uuid(in);
       out = std::move(r);
       break;
     }
     case kPartition: {
       PartitionRecord r;
-      r.topic_id = in.uuid();
-      r.partition = in.be<std::int32_t>();
-      r.replicas = in.ints();
-      r.isr = in.ints();
-      r.leader = in.be<std::int32_t>();
-      r.leader_epoch = in.be<std::int32_t>();
-      r.partition_epoch = in.be<std::int32_t>();
+      r.topic_id = get_uuid(in);
+      r.partition = in.i32();
+      r.replicas = get_ints(in);
+      r.isr = get_ints(in);
+      r.leader = in.i32();
+      r.leader_epoch = in.i32();
+      r.partition_epoch = in.i32();
       out = std::move(r);
       break;
     }
     case kRemoveTopic: {
       RemoveTopicRecord r;
-      r.topic_id = in.uuid();
+      r.topic_id = get_uuid(in);
       out = r;
       break;
     }
     case kConfig: {
       ConfigRecord r;
-      r.resource = static_cast<ConfigResource>(in.be<std::int8_t>());
-      r.resource_name = in.str();
-      r.key = in.str();
-      r.value = in.nstr();
+      r.resource = static_cast<ConfigResource>(in.i8());
+      r.resource_name = in.string(false);
+      r.key = in.string(false);
+      r.value = in.nullable_string(false);
       out = std::move(r);
       break;
     }
     case kProducerIds: {
       ProducerIdsRecord r;
-      r.broker_id = in.be<std::int32_t>();
-      r.next_producer_id = in.be<std::int64_t>();
+      r.broker_id = in.i32();
+      r.next_producer_id = in.i64();
       out = r;
       break;
     }
     default:
       return std::nullopt;
   }
-  if (!in.ok() || !in.done()) return std::nullopt;
+  if (!in.ok() || !in.at_end()) return std::nullopt;
   return out;
 }
 
