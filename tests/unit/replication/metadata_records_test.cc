@@ -1,0 +1,85 @@
+#include "replication/metadata_records.h"
+
+#include <gtest/gtest.h>
+
+#include "replication/metadata_image.h"
+
+namespace samsa::replication {
+namespace {
+
+std::vector<std::byte> bytes(std::initializer_list<int> v) {
+  std::vector<std::byte> out;
+  for (int x : v)
+    out.push_back(static_cast<std::byte>(x));
+  return out;
+}
+
+TEST(MetadataRecords, TopicRecordBytesAreAsDocumented) {
+  Uuid id{};
+  for (int i = 0; i < 16; ++i)
+    id[i] = static_cast<std::uint8_t>(i + 1);
+  auto b = encode_record(TopicRecord{"ab", id});
+  // frame version 0, type 2, version 0, "ab" (int16 length), 16 id bytes
+  auto want = bytes({0, 0, 2, 0, 0, 0, 2, 'a', 'b'});
+  for (int i = 0; i < 16; ++i)
+    want.push_back(static_cast<std::byte>(i + 1));
+  EXPECT_EQ(b, want);
+}
+
+TEST(MetadataRecords, EveryRecordRoundTripsAndEveryPrefixIsRejected) {
+  Uuid id = random_uuid();
+  std::vector<MetadataRecord> recs = {
+      TopicRecord{"orders", id},
+      PartitionRecord{id, 3, {1, 2}, {1}, 1, 7, 9},
+      RemoveTopicRecord{id},
+      ConfigRecord{ConfigResource::topic, "orders", "retention.ms", "1000"},
+      ConfigRecord{ConfigResource::broker, "", "num.partitions", std::nullopt},
+      ProducerIdsRecord{1, 123456789012},
+  };
+  for (const auto& r : recs) {
+    auto b = encode_record(r);
+    auto d = decode_record(b);
+    ASSERT_TRUE(d.has_value());
+    EXPECT_EQ(encode_record(*d), b);
+    for (std::size_t n = 0; n < b.size(); ++n)
+      EXPECT_FALSE(decode_record(std::span(b).first(n)).has_value()) << "prefix " << n;
+    auto longer = b;
+    longer.push_back(std::byte{0});
+    EXPECT_FALSE(decode_record(longer).has_value());
+  }
+  EXPECT_FALSE(decode_record(bytes({0, 0, 99, 0, 0})).has_value());  // unknown type
+}
+
+TEST(MetadataRecords, UuidTextIsKafkasBase64) {
+  Uuid u{};
+  EXPECT_EQ(uuid_to_string(u), "AAAAAAAAAAAAAAAAAAAAAA");
+  for (int i = 0; i < 100; ++i) {
+    Uuid r = random_uuid();
+    auto s = uuid_to_string(r);
+    EXPECT_EQ(s.size(), 22u);
+    EXPECT_NE(s[0], '-');
+    EXPECT_EQ(uuid_from_string(s), r);
+  }
+  EXPECT_FALSE(uuid_from_string("not a uuid").has_value());
+}
+
+TEST(MetadataImage, ReplayBuildsTopicsAndRefusesContradictions) {
+  MetadataImage img;
+  Uuid id = random_uuid();
+  EXPECT_TRUE(img.apply(TopicRecord{"t", id}));
+  EXPECT_FALSE(img.apply(TopicRecord{"t", random_uuid()}));            // name taken
+  EXPECT_FALSE(img.apply(PartitionRecord{id, 1, {1}, {1}, 1, 0, 0}));  // partitions in order
+  EXPECT_TRUE(img.apply(PartitionRecord{id, 0, {1}, {1}, 1, 0, 0}));
+  EXPECT_TRUE(img.apply(ConfigRecord{ConfigResource::topic, "t", "segment.bytes", "1024"}));
+  EXPECT_FALSE(img.apply(PartitionRecord{random_uuid(), 0, {1}, {1}, 1, 0, 0}));
+  ASSERT_NE(img.topic("t"), nullptr);
+  EXPECT_EQ(img.topic(id), img.topic("t"));
+  EXPECT_EQ(img.topic("t")->partitions.size(), 1u);
+  EXPECT_EQ(img.topic("t")->configs.at("segment.bytes"), "1024");
+  EXPECT_TRUE(img.apply(RemoveTopicRecord{id}));
+  EXPECT_EQ(img.topic("t"), nullptr);
+  EXPECT_EQ(img.topic(id), nullptr);
+}
+
+}  // namespace
+}  // namespace samsa::replication
