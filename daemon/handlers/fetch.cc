@@ -244,7 +244,6 @@ void respond(FetchCtx* raw) {
   std::unique_ptr<FetchCtx> ctx(raw);
   Request& r = *ctx->req;
   const auto& s = *r.rc.settings;
-  const std::int16_t v = r.version();
   kafka::FetchResponse resp;
   resp.session_id = 0;
   std::size_t budget =
@@ -283,7 +282,6 @@ void respond(FetchCtx* raw) {
     }
     resp.responses.push_back(std::move(tr));
   }
-  (void)v;
   ctx->req->reply(resp);
 }
 
