@@ -144,6 +144,8 @@ io::LogConfig make_log_config(const std::map<std::string, std::string>& override
           ? io::TimestampType::log_append_time
           : io::TimestampType::create_time;
   c.fsync = num("flush.messages") <= 1;
+  c.flush_messages = num("flush.messages");
+  c.flush_ms = num("flush.ms");
   return c;
 }
 
