@@ -22,6 +22,15 @@ const std::array kHandlers = {
     ApiHandler{key(ApiKey::api_versions), 0, 4, &handlers::api_versions},
     ApiHandler{key(ApiKey::create_topics), 2, 7, &handlers::create_topics},
     ApiHandler{key(ApiKey::delete_topics), 1, 6, &handlers::delete_topics},
+    ApiHandler{key(ApiKey::create_partitions), 0, 3, &handlers::create_partitions},
+    ApiHandler{key(ApiKey::delete_records), 0, 2, &handlers::delete_records},
+    ApiHandler{key(ApiKey::offset_for_leader_epoch), 2, 4, &handlers::offset_for_leader_epoch},
+    ApiHandler{key(ApiKey::describe_configs), 1, 4, &handlers::describe_configs},
+    ApiHandler{key(ApiKey::alter_configs), 0, 2, &handlers::alter_configs},
+    ApiHandler{key(ApiKey::incremental_alter_configs), 0, 1, &handlers::incremental_alter_configs},
+    ApiHandler{key(ApiKey::describe_log_dirs), 1, 4, &handlers::describe_log_dirs},
+    ApiHandler{key(ApiKey::describe_cluster), 0, 2, &handlers::describe_cluster},
+    ApiHandler{key(ApiKey::describe_topic_partitions), 0, 0, &handlers::describe_topic_partitions},
     // Groups: every version the codecs have, except OffsetCommit/OffsetFetch v10 (topic ids;
     // unstable in Kafka 4.1). ConsumerGroupHeartbeat (KIP-848) is not served yet.
     ApiHandler{key(ApiKey::offset_commit), 2, 9, &handlers::offset_commit},

@@ -12,6 +12,12 @@ const TopicState* MetadataImage::topic(const Uuid& id) const {
   return it == name_by_id_.end() ? nullptr : topic(it->second);
 }
 
+const MetadataImage::ConfigMap& MetadataImage::broker_configs(std::string_view resource) const {
+  static const ConfigMap empty;
+  auto it = broker_configs_.find(std::string(resource));
+  return it == broker_configs_.end() ? empty : it->second;
+}
+
 bool MetadataImage::apply(const MetadataRecord& rec) {
   return std::visit(
       [&](const auto& r) -> bool {
@@ -35,6 +41,7 @@ bool MetadataImage::apply(const MetadataRecord& rec) {
                             r.leader,    r.leader_epoch, r.partition_epoch};
           if (p == t->partitions.size()) {
             t->partitions.push_back(std::move(ps));
+            ++partition_count_;
           } else {
             t->partitions[p] = std::move(ps);
           }
@@ -43,15 +50,19 @@ bool MetadataImage::apply(const MetadataRecord& rec) {
         } else if constexpr (std::is_same_v<R, RemoveTopicRecord>) {
           auto id = name_by_id_.find(r.topic_id);
           if (id == name_by_id_.end()) return false;
+          if (auto t = by_name_.find(id->second); t != by_name_.end())
+            partition_count_ -= static_cast<std::int64_t>(t->second->partitions.size());
           by_name_.erase(id->second);
           name_by_id_.erase(id);
           return true;
         } else if constexpr (std::is_same_v<R, ConfigRecord>) {
           if (r.resource == ConfigResource::broker) {
+            auto& layer = broker_configs_[r.resource_name];
             if (r.value) {
-              broker_configs_[r.key] = *r.value;
+              layer[r.key] = *r.value;
             } else {
-              broker_configs_.erase(r.key);
+              layer.erase(r.key);
+              if (layer.empty()) broker_configs_.erase(r.resource_name);
             }
             return true;
           }

@@ -13,6 +13,18 @@ void fetch(RequestPtr r);
 void list_offsets(RequestPtr r);
 void create_topics(RequestPtr r);
 void delete_topics(RequestPtr r);
+void create_partitions(RequestPtr r);
+// Topic configs and dynamic broker settings (configs.cc).
+void describe_configs(RequestPtr r);
+void alter_configs(RequestPtr r);
+void incremental_alter_configs(RequestPtr r);
+// Per-partition admin work on the owning shards (records.cc).
+void delete_records(RequestPtr r);
+void offset_for_leader_epoch(RequestPtr r);
+// Brokers, log directories and partitions (cluster.cc).
+void describe_cluster(RequestPtr r);
+void describe_log_dirs(RequestPtr r);
+void describe_topic_partitions(RequestPtr r);
 // Consumer groups and committed offsets (groups.cc), answered by the coordinator thread.
 void find_coordinator(RequestPtr r);
 void join_group(RequestPtr r);

@@ -1,3 +1,6 @@
+#include <algorithm>
+#include <set>
+
 #include "base/log.h"
 #include "daemon/broker.h"
 #include "daemon/handlers/handlers.h"
@@ -34,7 +37,9 @@ MetadataResponse::MetadataResponseTopic describe(const replication::TopicState& 
   return out;
 }
 
-void answer(RequestPtr r, const MetadataRequest& req) {
+// failed: topics whose auto-creation was refused, with the reason (sorted by name).
+void answer(RequestPtr r, const MetadataRequest& req,
+            const std::vector<std::pair<std::string, ErrorCode>>& failed = {}) {
   const auto& image = *r->rc.image;
   const auto& s = *r->rc.settings;
   const std::int16_t v = r->version();
@@ -60,7 +65,14 @@ void answer(RequestPtr r, const MetadataRequest& req) {
       MetadataResponse::MetadataResponseTopic miss;
       miss.name = want.name;
       miss.topic_id = want.topic_id;
-      if (!want.name) {
+      auto f = want.name ? std::lower_bound(failed.begin(), failed.end(), *want.name,
+                                            [](const auto& e, const std::string& n) {
+                                              return e.first < n;
+                                            })
+                         : failed.end();
+      if (f != failed.end() && want.name && f->first == *want.name) {
+        miss.error_code = kafka::code(f->second);
+      } else if (!want.name) {
         miss.error_code = kafka::code(ErrorCode::unknown_topic_id);
       } else if (replication::check_topic_name(*want.name)) {
         miss.error_code = kafka::code(ErrorCode::invalid_topic_exception);
@@ -83,10 +95,12 @@ void metadata(RequestPtr r) {
       s.auto_create_topics && (r->version() < 4 || req.allow_auto_topic_creation);
   std::vector<replication::TopicSpec> create;
   if (allow_create && req.topics && !(r->version() == 0 && req.topics->empty())) {
+    std::set<std::string_view> named;
     for (const auto& want : *req.topics) {
       if (!want.name || r->rc.image->topic(*want.name)) continue;
       if (replication::check_topic_name(*want.name)) continue;
       if (want.name->starts_with("__")) continue;  // internal names are created by the broker
+      if (!named.insert(*want.name).second) continue;
       create.push_back({*want.name, s.num_partitions, s.default_replication_factor, {}});
     }
   }
@@ -99,17 +113,33 @@ void metadata(RequestPtr r) {
   via_controller<std::vector<replication::TopicOutcome>>(
       std::move(r),
       [create = std::move(create)](replication::Controller& c, auto done) mutable {
-        c.create_topics(std::move(create), false, std::move(done));
+        // Topics are created in order while they fit samsa.max.partitions and the per-request
+        // cap; the rest are answered with the reason (each topic is whole or absent).
+        c.create_topics(std::move(create), false, std::move(done), true);
       },
       [req = std::move(req)](RequestPtr r, std::vector<replication::TopicOutcome> out) {
-        for (const auto& o : out) {
+        std::vector<std::pair<std::string, ErrorCode>> failed;
+        std::size_t created = 0;
+        const replication::TopicOutcome* one = nullptr;
+        for (auto& o : out) {
           if (o.error == ErrorCode::none) {
-            LOG_INFO("auto-created topic %s with %d partitions", o.name.c_str(), o.partitions);
+            ++created;
+            one = &o;
           } else if (o.error != ErrorCode::topic_already_exists) {
-            LOG_WARN("auto-creating topic %s failed: %s", o.name.c_str(), o.message.c_str());
+            // One line for the first refusal: a request may name thousands of topics.
+            if (failed.empty())
+              LOG_WARN("auto-creating topic %s failed: %s", o.name.c_str(), o.message.c_str());
+            failed.emplace_back(std::move(o.name), o.error);
           }
         }
-        answer(std::move(r), req);
+        if (created == 1) {
+          LOG_INFO("auto-created topic %s with %d partitions", one->name.c_str(), one->partitions);
+        } else if (created > 1) {
+          LOG_INFO("auto-created %zu topics", created);
+        }
+        if (failed.size() > 1) LOG_WARN("auto-creation refused %zu topics", failed.size());
+        std::sort(failed.begin(), failed.end());
+        answer(std::move(r), req, failed);
       });
 }
 
