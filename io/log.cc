@@ -1558,15 +1558,26 @@ std::vector<std::filesystem::path> Log::Impl::apply_retention(std::int64_t now_m
   if (!fence_) {
     std::uint64_t total = total_size();
     bool changed = false;
-    while (segs_.size() > 1) {
+    while (!segs_.empty()) {
       const Segment& s = *segs_.front();
+      const bool active = segs_.size() == 1;
       if (s.next_offset > written_end_) break;  // never data still on its way to the file
+      // As in Kafka, the active segment goes too once all of it is expired, but only when the
+      // log is quiet and every record in it is acknowledged: it is rolled first, so the log
+      // continues at the same offset in a fresh segment.
+      if (active && (s.size == 0 || !idle() || durable_end_ < leo_)) break;
       bool by_time =
           cfg_.retention_ms >= 0 && now_ms - effective_max_timestamp(s) > cfg_.retention_ms;
       bool by_size = cfg_.retention_bytes >= 0 &&
                      total - s.size >= static_cast<std::uint64_t>(cfg_.retention_bytes);
-      bool by_start = segs_[1]->base <= log_start_;
+      bool by_start = !active && segs_[1]->base <= log_start_;
       if (!by_time && !by_size && !by_start) break;
+      if (active) {
+        if (auto r = roll(now_ms); !r) {
+          LOG_WARN("%s: roll before retention failed: %s", dir_.c_str(), r.error().detail.c_str());
+          break;
+        }
+      }
       LOG_INFO("retention removes %s (%s)", s.file->path.c_str(),
                by_start  ? "below the log start"
                : by_time ? "retention.ms"
