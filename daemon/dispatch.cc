@@ -13,10 +13,13 @@ using kafka::ApiKey;
 using kafka::key;
 
 // The served apis and versions. Each range is what the handler implements, from Kafka 4.0's
-// minimum (FACTS.md) up to the newest the current clients send.
+// minimum (FACTS.md) up to what Kafka 4.1.1 advertises (so every current client, the Java 4.1
+// client included, gets its newest): README.md has the table.
 const std::array kHandlers = {
-    ApiHandler{key(ApiKey::produce), 0, 12, &handlers::produce, 3},
-    ApiHandler{key(ApiKey::fetch), 4, 17, &handlers::fetch},
+    // v13 names topics by id (the handler resolves them through the image).
+    ApiHandler{key(ApiKey::produce), 0, 13, &handlers::produce, 3},
+    // v18 only adds the follower's HighWatermark (a tagged field consumers never send).
+    ApiHandler{key(ApiKey::fetch), 4, 18, &handlers::fetch},
     ApiHandler{key(ApiKey::list_offsets), 1, 10, &handlers::list_offsets},
     ApiHandler{key(ApiKey::metadata), 0, 13, &handlers::metadata},
     ApiHandler{key(ApiKey::api_versions), 0, 4, &handlers::api_versions},
