@@ -547,7 +547,6 @@ Result<void> Log::Impl::load(const OpenOptions& opts) {
   auto epochs = LeaderEpochCache::load(dir_ / kEpochFile);
   if (!epochs) return std::unexpected(epochs.error());
   epochs_ = std::move(*epochs);
-  window_.resize(kWindow);
 
   // What is in the directory.
   std::map<std::int64_t, int> found;  // base -> bit 1 .log, 2 .index, 4 .timeindex
@@ -1177,6 +1176,8 @@ Result<const std::byte*> Log::Impl::header_at(const Segment& s, std::uint64_t po
     // Small batches: read ahead a window of headers; large ones: just the next header.
     std::size_t ahead = window_batch_len_ < kWindow / 4 ? kWindow : batch::kHeaderSize;
     std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(ahead, s.size - pos));
+    // Allocated on the first read: a partition nobody reads costs nothing here.
+    if (window_.empty()) window_.resize(kWindow);
     ssize_t n = detail::pread_full(s.file->fd, window_.data(), want, pos);
     if (n < 0) return std::unexpected(sys_error("read", s.file->path, static_cast<int>(-n)));
     window_file_ = s.file.get();
