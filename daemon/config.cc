@@ -471,7 +471,8 @@ std::expected<Config, std::string> Config::load(const std::string& file,
                                                 std::vector<std::string>* warnings) {
   Config c;
   for (const auto& k : kKeys)
-    if (!k.default_value.empty()) c.layers_[static_cast<int>(Layer::defaults)].emplace(std::string(k.name), k.default_value);
+    if (!k.default_value.empty())
+      c.layers_[static_cast<int>(Layer::defaults)].emplace(std::string(k.name), k.default_value);
   c.file_ = file;
   if (!file.empty()) {
     auto changed = c.reload_file(warnings);

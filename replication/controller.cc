@@ -387,21 +387,21 @@ void Controller::create_topics(std::vector<TopicSpec> specs, bool validate_only,
     return;
   }
   in_flight_partitions_ += accepted;
-  commit_groups(std::move(groups), [this, outcomes, reserved, accepted,
-                                    done = std::move(done)](bool ok) {
-    in_flight_partitions_ -= accepted;
-    for (const auto& n : reserved)
-      if (--in_flight_names_[n] == 0) in_flight_names_.erase(n);
-    if (!ok) {
-      for (auto& o : *outcomes) {
-        if (o.error == ErrorCode::none && !image_->topic(o.name)) {
-          o.error = ErrorCode::kafka_storage_error;
-          o.message = "The metadata log could not be written.";
-        }
-      }
-    }
-    done(std::move(*outcomes));
-  });
+  commit_groups(std::move(groups),
+                [this, outcomes, reserved, accepted, done = std::move(done)](bool ok) {
+                  in_flight_partitions_ -= accepted;
+                  for (const auto& n : reserved)
+                    if (--in_flight_names_[n] == 0) in_flight_names_.erase(n);
+                  if (!ok) {
+                    for (auto& o : *outcomes) {
+                      if (o.error == ErrorCode::none && !image_->topic(o.name)) {
+                        o.error = ErrorCode::kafka_storage_error;
+                        o.message = "The metadata log could not be written.";
+                      }
+                    }
+                  }
+                  done(std::move(*outcomes));
+                });
 }
 
 void Controller::create_partitions(std::vector<PartitionsSpec> specs, bool validate_only,
@@ -436,20 +436,21 @@ void Controller::create_partitions(std::vector<PartitionsSpec> specs, bool valid
     const TopicState* t = image_->topic(s.name);
     const std::int32_t have = t ? pending_partitions(*t) : 0;
     const std::int64_t add = static_cast<std::int64_t>(s.count) - have;
-    const std::int64_t on_broker = image_->partition_count() + in_flight_partitions_ + accepted + add;
+    const std::int64_t on_broker =
+        image_->partition_count() + in_flight_partitions_ + accepted + add;
     if (seen[s.name] > 1) {
       fail(ErrorCode::invalid_request, "Duplicate topic name " + s.name + " in the request.");
     } else if (!t || in_flight_names_.contains(s.name)) {
-      fail(ErrorCode::unknown_topic_or_partition, "This server does not host this topic-partition.");
+      fail(ErrorCode::unknown_topic_or_partition,
+           "This server does not host this topic-partition.");
     } else if (is_internal_topic(s.name)) {
       // The group coordinator maps groups to __consumer_offsets partitions by their count.
       fail(ErrorCode::invalid_request,
            "Cannot increase the partition count of the internal topic " + s.name + ".");
     } else if (s.count < have) {
-      fail(ErrorCode::invalid_partitions, "The topic " + s.name + " currently has " +
-                                              std::to_string(have) + " partition(s); " +
-                                              std::to_string(s.count) +
-                                              " would not be an increase.");
+      fail(ErrorCode::invalid_partitions,
+           "The topic " + s.name + " currently has " + std::to_string(have) + " partition(s); " +
+               std::to_string(s.count) + " would not be an increase.");
     } else if (s.count == have) {
       fail(ErrorCode::invalid_partitions,
            "Topic already has " + std::to_string(have) + " partition(s).");
@@ -510,23 +511,24 @@ void Controller::create_partitions(std::vector<PartitionsSpec> specs, bool valid
     return;
   }
   in_flight_partitions_ += accepted;
-  commit_groups(std::move(groups), [this, outcomes, raised, accepted,
-                                    done = std::move(done)](bool ok) {
-    in_flight_partitions_ -= accepted;
-    for (const auto& [name, count] : raised) {
-      auto it = pending_counts_.find(name);
-      if (it != pending_counts_.end() && it->second == count) pending_counts_.erase(it);
-    }
-    if (!ok) {
-      for (auto& o : *outcomes) {
-        if (o.error == ErrorCode::none) {
-          o.error = ErrorCode::kafka_storage_error;
-          o.message = "The metadata log could not be written.";
-        }
-      }
-    }
-    done(std::move(*outcomes));
-  });
+  commit_groups(std::move(groups),
+                [this, outcomes, raised, accepted, done = std::move(done)](bool ok) {
+                  in_flight_partitions_ -= accepted;
+                  for (const auto& [name, count] : raised) {
+                    auto it = pending_counts_.find(name);
+                    if (it != pending_counts_.end() && it->second == count)
+                      pending_counts_.erase(it);
+                  }
+                  if (!ok) {
+                    for (auto& o : *outcomes) {
+                      if (o.error == ErrorCode::none) {
+                        o.error = ErrorCode::kafka_storage_error;
+                        o.message = "The metadata log could not be written.";
+                      }
+                    }
+                  }
+                  done(std::move(*outcomes));
+                });
 }
 
 void Controller::delete_topics(std::vector<std::pair<std::string, Uuid>> topics, DeleteDone done) {
@@ -665,11 +667,12 @@ void Controller::alter_configs(std::vector<ConfigAlteration> changes, bool valid
     }
     std::map<std::string, int> seen;
     for (const auto& op : a.ops)
-      if (++seen[op.key] == 2) fail(ErrorCode::invalid_request, "Error due to duplicate config keys");
+      if (++seen[op.key] == 2)
+        fail(ErrorCode::invalid_request, "Error due to duplicate config keys");
     // Kafka reports bad topic configs as INVALID_CONFIG and bad broker ones as INVALID_REQUEST.
     const ErrorCode bad = topic ? ErrorCode::invalid_config : ErrorCode::invalid_request;
-    std::map<std::string, std::string> next = a.replace ? std::map<std::string, std::string>{}
-                                                        : current;
+    std::map<std::string, std::string> next =
+        a.replace ? std::map<std::string, std::string>{} : current;
     for (const auto& op : a.ops) {
       if (o.error != ErrorCode::none) break;
       const TopicConfigKey* tk = topic ? find_topic_config(op.key) : nullptr;
@@ -691,9 +694,8 @@ void Controller::alter_configs(std::vector<ConfigAlteration> changes, bool valid
         case ConfigOpType::append:
         case ConfigOpType::subtract: {
           if (topic && tk->type != TopicConfigType::list) {
-            fail(ErrorCode::invalid_config, std::string("Can't ") + op_name(op.op) +
-                                                " to key " + op.key +
-                                                " because its type is not LIST.");
+            fail(ErrorCode::invalid_config, std::string("Can't ") + op_name(op.op) + " to key " +
+                                                op.key + " because its type is not LIST.");
             break;
           }
           std::string now;

@@ -66,6 +66,7 @@ class MetadataImage {
   void set_offset(std::int64_t o) { offset_ = o; }
 
  private:
+  TopicState* writable(std::shared_ptr<const TopicState>& slot);
   std::map<std::string, std::shared_ptr<const TopicState>, std::less<>> by_name_;
   std::unordered_map<Uuid, std::string, UuidHash> name_by_id_;
   std::map<std::string, ConfigMap> broker_configs_;

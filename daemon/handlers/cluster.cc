@@ -40,8 +40,8 @@ void describe_cluster(RequestPtr r) {
   if (req.endpoint_type != kBrokerEndpoints) {
     // samsa has no controller listener yet: its controller answers only in-process.
     resp.error_code = kafka::code(ErrorCode::unsupported_endpoint_type);
-    resp.error_message = "The broker does not support EndpointType " +
-                         std::to_string(req.endpoint_type) + ".";
+    resp.error_message =
+        "The broker does not support EndpointType " + std::to_string(req.endpoint_type) + ".";
     r->reply(resp);
     return;
   }
@@ -114,8 +114,9 @@ void describe_log_dirs(RequestPtr r) {
             for (const auto& e : shard)
               if (e.dir == res.log_dir) by_topic[e.topic].push_back(&e);
           for (auto& [topic, entries] : by_topic) {
-            std::sort(entries.begin(), entries.end(),
-                      [](const DirEntry* a, const DirEntry* b) { return a->partition < b->partition; });
+            std::sort(entries.begin(), entries.end(), [](const DirEntry* a, const DirEntry* b) {
+              return a->partition < b->partition;
+            });
             kafka::DescribeLogDirsResponse::DescribeLogDirsTopic t;
             t.name = topic;
             for (const DirEntry* e : entries) {
@@ -174,9 +175,9 @@ void describe_topic_partitions(RequestPtr r) {
     out.name = name;
     const replication::TopicState* t = image.topic(name);
     if (!t) {
-      out.error_code = kafka::code(replication::check_topic_name(name)
-                                       ? ErrorCode::invalid_topic_exception
-                                       : ErrorCode::unknown_topic_or_partition);
+      out.error_code =
+          kafka::code(replication::check_topic_name(name) ? ErrorCode::invalid_topic_exception
+                                                          : ErrorCode::unknown_topic_or_partition);
       resp.topics.push_back(std::move(out));
       continue;
     }

@@ -34,8 +34,8 @@ constexpr std::int8_t kBrokerLogger = 8;
 
 // DescribeConfigsResponse.ConfigSource.
 using Source = std::int8_t;
-constexpr Source kTopicConfig = 1, kDynamicBroker = 2, kDynamicDefaultBroker = 3,
-                 kStaticBroker = 4, kDefault = 5;
+constexpr Source kTopicConfig = 1, kDynamicBroker = 2, kDynamicDefaultBroker = 3, kStaticBroker = 4,
+                 kDefault = 5;
 
 // DescribeConfigsResponse.ConfigType.
 using KafkaType = std::int8_t;
@@ -161,8 +161,7 @@ void describe_topic(const Request& r, const kafka::DescribeConfigsRequest& req,
     e.config_source = syn.empty() ? kDefault : syn.front().source;
     if (req.include_synonyms) e.synonyms = std::move(syn);
     e.config_type = kafka_type(k.type);
-    e.documentation =
-        req.include_documentation ? std::optional(std::string(k.doc)) : std::nullopt;
+    e.documentation = req.include_documentation ? std::optional(std::string(k.doc)) : std::nullopt;
     out.configs.push_back(std::move(e));
   }
 }
@@ -199,8 +198,7 @@ void describe_broker(const Request& r, const kafka::DescribeConfigsRequest& req,
     e.is_sensitive = false;
     if (req.include_synonyms) e.synonyms = std::move(syn);
     e.config_type = kafka_type(k.type);
-    e.documentation =
-        req.include_documentation ? std::optional(std::string(k.doc)) : std::nullopt;
+    e.documentation = req.include_documentation ? std::optional(std::string(k.doc)) : std::nullopt;
     out.configs.push_back(std::move(e));
   }
 }
@@ -229,8 +227,8 @@ template <class Response, class Entry>
 void alter(RequestPtr r, std::vector<std::pair<std::int8_t, std::string>> names,
            std::vector<std::optional<Early>> early,
            std::vector<replication::ConfigAlteration> changes, bool validate_only) {
-  auto answer = [names = std::move(names), early](
-                    RequestPtr r, std::vector<replication::ConfigOutcome> out) {
+  auto answer = [names = std::move(names), early](RequestPtr r,
+                                                  std::vector<replication::ConfigOutcome> out) {
     Response resp;
     std::size_t next = 0;
     for (std::size_t i = 0; i < names.size(); ++i) {
@@ -259,8 +257,7 @@ void alter(RequestPtr r, std::vector<std::pair<std::int8_t, std::string>> names,
   }
   via_controller<std::vector<replication::ConfigOutcome>>(
       std::move(r),
-      [changes = std::move(changes), validate_only](replication::Controller& c,
-                                                    auto done) mutable {
+      [changes = std::move(changes), validate_only](replication::Controller& c, auto done) mutable {
         c.alter_configs(std::move(changes), validate_only, std::move(done));
       },
       std::move(answer));
@@ -314,7 +311,8 @@ void incremental_alter_configs(RequestPtr r) {
     a.resource = resource_of(res.resource_type);
     a.name = std::move(res.resource_name);
     for (auto& c : res.configs)
-      a.ops.push_back({std::move(c.name), static_cast<replication::ConfigOpType>(c.config_operation),
+      a.ops.push_back({std::move(c.name),
+                       static_cast<replication::ConfigOpType>(c.config_operation),
                        std::move(c.value)});
     changes.push_back(std::move(a));
   }

@@ -65,10 +65,9 @@ void answer(RequestPtr r, const MetadataRequest& req,
       MetadataResponse::MetadataResponseTopic miss;
       miss.name = want.name;
       miss.topic_id = want.topic_id;
-      auto f = want.name ? std::lower_bound(failed.begin(), failed.end(), *want.name,
-                                            [](const auto& e, const std::string& n) {
-                                              return e.first < n;
-                                            })
+      auto f = want.name ? std::lower_bound(
+                               failed.begin(), failed.end(), *want.name,
+                               [](const auto& e, const std::string& n) { return e.first < n; })
                          : failed.end();
       if (f != failed.end() && want.name && f->first == *want.name) {
         miss.error_code = kafka::code(f->second);

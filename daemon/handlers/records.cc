@@ -20,7 +20,7 @@ using kafka::ErrorCode;
 struct Item {
   std::string_view topic;  // into the image the state holds
   std::int32_t partition = 0;
-  std::int64_t in = 0;           // DeleteRecords: the offset; OffsetForLeaderEpoch: the epoch
+  std::int64_t in = 0;  // DeleteRecords: the offset; OffsetForLeaderEpoch: the epoch
   std::int32_t current_epoch = -1;
   std::size_t shard = SIZE_MAX;  // SIZE_MAX: answered without the shard (error set)
   ErrorCode error = ErrorCode::none;
@@ -113,9 +113,8 @@ void delete_records(RequestPtr r) {
         it.shard = SIZE_MAX;
       } else if (it.error == ErrorCode::none) {
         const auto* topic = st->image->topic(t.name);
-        const auto policy = replication::topic_config_value(topic->configs,
-                                                            r->rc.settings->topic_defaults,
-                                                            "cleanup.policy");
+        const auto policy = replication::topic_config_value(
+            topic->configs, r->rc.settings->topic_defaults, "cleanup.policy");
         if (policy.find("delete") == std::string::npos) {
           // Kafka: records of a compact-only topic cannot be deleted.
           it.error = ErrorCode::policy_violation;
@@ -127,7 +126,8 @@ void delete_records(RequestPtr r) {
   }
   auto topics = std::make_shared<kafka::DeleteRecordsRequest>(std::move(req));
   fan_out(
-      std::move(r), std::move(st), n, [](const State& s, std::size_t i) { return s.items[i].shard; },
+      std::move(r), std::move(st), n,
+      [](const State& s, std::size_t i) { return s.items[i].shard; },
       [](State& s, std::size_t i, ReactorContext& rc) { delete_on_shard(s.items[i], rc); },
       [topics](RequestPtr r, State& s) {
         kafka::DeleteRecordsResponse resp;
@@ -171,7 +171,8 @@ void offset_for_leader_epoch(RequestPtr r) {
   }
   auto topics = std::make_shared<kafka::OffsetForLeaderEpochRequest>(std::move(req));
   fan_out(
-      std::move(r), std::move(st), n, [](const State& s, std::size_t i) { return s.items[i].shard; },
+      std::move(r), std::move(st), n,
+      [](const State& s, std::size_t i) { return s.items[i].shard; },
       [](State& s, std::size_t i, ReactorContext& rc) { epoch_on_shard(s.items[i], rc); },
       [topics](RequestPtr r, State& s) {
         kafka::OffsetForLeaderEpochResponse resp;

@@ -1,5 +1,5 @@
-// CreateTopics, DeleteTopics and CreatePartitions: validated and committed by the controller thread; answered
-// from the origin reactor once every reactor has applied the change.
+// CreateTopics, DeleteTopics and CreatePartitions: validated and committed by the controller
+// thread; answered from the origin reactor once every reactor has applied the change.
 #include "base/log.h"
 #include "daemon/broker.h"
 #include "daemon/handlers/handlers.h"
@@ -172,7 +172,8 @@ void create_partitions(RequestPtr r) {
           res.name = std::move(o.name);
           res.error_code = kafka::code(o.error);
           res.error_message = o.error == ErrorCode::none ? std::nullopt : std::optional(o.message);
-          if (o.error == ErrorCode::none) LOG_INFO("added partitions to topic %s", res.name.c_str());
+          if (o.error == ErrorCode::none)
+            LOG_INFO("added partitions to topic %s", res.name.c_str());
           resp.results.push_back(std::move(res));
         }
         r->reply(resp);
