@@ -4,6 +4,7 @@
 // shard that owns the partition.
 #include "base/log.h"
 #include "daemon/broker.h"
+#include "daemon/handlers/fan_out.h"
 #include "daemon/handlers/handlers.h"
 #include "net/kafka/gen/list_offsets_request.h"
 #include "net/kafka/gen/list_offsets_response.h"
@@ -32,8 +33,6 @@ struct Ctx {
   replication::ImagePtr image;
   kafka::ListOffsetsRequest body;
   std::vector<Item> items;
-  std::vector<std::pair<std::size_t, std::vector<std::size_t>>> groups;  // shard -> items
-  std::size_t pending = 0;
 };
 
 void lookup(Item& it, std::int8_t isolation, ReactorContext& rc) {
@@ -91,8 +90,7 @@ void lookup(Item& it, std::int8_t isolation, ReactorContext& rc) {
   }
 }
 
-void respond(Ctx* raw) {
-  std::unique_ptr<Ctx> ctx(raw);
+void respond(std::unique_ptr<Ctx> ctx) {
   kafka::ListOffsetsResponse resp;
   std::size_t i = 0;
   for (const auto& t : ctx->body.topics) {
@@ -120,8 +118,6 @@ void list_offsets(RequestPtr r) {
   if (!r->decode(ctx->body)) return;
   ctx->req = std::move(r);
   ctx->image = ctx->req->rc.image;
-  Broker& b = *ctx->req->rc.broker;
-  std::vector<std::size_t> group_of(b.reactor_count(), SIZE_MAX);
   for (const auto& t : ctx->body.topics) {
     const replication::TopicState* topic = ctx->image->topic(t.name);
     for (const auto& p : t.partitions) {
@@ -134,34 +130,23 @@ void list_offsets(RequestPtr r) {
         it.error = ErrorCode::unknown_topic_or_partition;
       } else {
         it.topic = topic->name;
-        std::size_t shard = b.owner(it.topic, it.partition);
-        if (group_of[shard] == SIZE_MAX) {
-          group_of[shard] = ctx->groups.size();
-          ctx->groups.push_back({shard, {}});
-        }
-        ctx->groups[group_of[shard]].second.push_back(ctx->items.size());
       }
       ctx->items.push_back(it);
     }
   }
-  Ctx* raw = ctx.release();
-  if (raw->groups.empty()) {
-    respond(raw);
-    return;
-  }
-  raw->pending = raw->groups.size();
-  const std::size_t origin = raw->req->rc.index;
-  const std::int8_t isolation = raw->body.isolation_level;
-  for (std::size_t gi = 0; gi < raw->groups.size(); ++gi) {
-    b.reactor(raw->groups[gi].first).reactor->post_fn([raw, gi, isolation, origin, &b] {
-      auto& g = raw->groups[gi];
-      for (std::size_t i : g.second)
-        lookup(raw->items[i], isolation, b.reactor(g.first));
-      b.on_reactor(origin, [raw](ReactorContext&) {
-        if (--raw->pending == 0) respond(raw);
-      });
-    });
-  }
+  const std::size_t n = ctx->items.size();
+  const std::int8_t isolation = ctx->body.isolation_level;
+  fan_out_to_shards(
+      std::move(ctx), n,
+      [](Ctx& c, std::size_t i) -> std::optional<std::size_t> {
+        const Item& it = c.items[i];
+        if (it.error != ErrorCode::none) return std::nullopt;
+        return c.req->rc.broker->owner(it.topic, it.partition);
+      },
+      [isolation](ReactorContext& shard, Ctx& c, std::size_t i) {
+        lookup(c.items[i], isolation, shard);
+      },
+      [](std::unique_ptr<Ctx> c) { respond(std::move(c)); });
 }
 
 }  // namespace samsa::daemon::handlers
