@@ -91,13 +91,13 @@ def assignment(parts):
     return b.hex()
 
 
-def produce_body(v, topic, partition, records, acks=-1, timeout=10000, txn=None):
+def produce_body(topic, partition, records, acks=-1, timeout=10000, txn=None):
     return {"TransactionalId": txn, "Acks": acks, "TimeoutMs": timeout,
             "TopicData": [{"Name": topic,
                            "PartitionData": [{"Index": partition, "Records": records}]}]}
 
 
-def fetch_body(v, topics, max_wait=0, min_bytes=1, max_bytes=1 << 20, part_max=1 << 20,
+def fetch_body(topics, max_wait=0, min_bytes=1, max_bytes=1 << 20, part_max=1 << 20,
                session_epoch=-1, session_id=0, isolation=0, rack=""):
     """topics: [(name, topic_id, [(partition, offset), ...])]."""
     out = {"ReplicaId": -1, "MaxWaitMs": max_wait, "MinBytes": min_bytes,
@@ -122,7 +122,7 @@ def list_offsets_body(topic, parts, isolation=0):
                 for p, ts in parts]}]}
 
 
-def metadata_topics(names, v):
+def metadata_topics(names):
     if names is None:
         return None
     return [{"Name": n, "TopicId": "AAAAAAAAAAAAAAAAAAAAAA"} for n in names]
@@ -185,7 +185,7 @@ def wait_metadata(ctx, label, names, want_ok=True, partitions=None):
         return True
 
     return ctx.wait(label, "Metadata", 12,
-                    {"Topics": metadata_topics(names, 12), "AllowAutoTopicCreation": False,
+                    {"Topics": metadata_topics(names), "AllowAutoTopicCreation": False,
                      "IncludeTopicAuthorizedOperations": False}, ready)
 
 
@@ -195,7 +195,7 @@ def topic_id(ctx, name):
 
 
 def learn_topic_ids(ctx, names):
-    resp = ctx.quiet("Metadata", 12, {"Topics": metadata_topics(names, 12),
+    resp = ctx.quiet("Metadata", 12, {"Topics": metadata_topics(names),
                                       "AllowAutoTopicCreation": False})
     for t in (resp or {}).get("Topics", []):
         if t.get("ErrorCode") == NONE:
@@ -251,23 +251,23 @@ def metadata_and_topics(ctx):
 
     # Metadata: versions 0..13, named topics, unknown and invalid names, auto-creation.
     named = [TOPIC_A, TOPIC_B]
-    ctx.call("metadata_v0_named", "Metadata", 0, {"Topics": metadata_topics(named, 0)})
+    ctx.call("metadata_v0_named", "Metadata", 0, {"Topics": metadata_topics(named)})
     # Before v4 a Metadata request always auto-creates the topics it names.
     ctx.call("metadata_v1_named_auto_creates", "Metadata", 1,
-             {"Topics": metadata_topics([TOPIC_A, TOPIC_AUTO_V1], 1)})
+             {"Topics": metadata_topics([TOPIC_A, TOPIC_AUTO_V1])})
     wait_metadata(ctx, "auto_v1_topic_ready", [TOPIC_AUTO_V1])
     ctx.call("metadata_v2_after_auto_create", "Metadata", 2,
-             {"Topics": metadata_topics([TOPIC_AUTO_V1], 2)})
+             {"Topics": metadata_topics([TOPIC_AUTO_V1])})
     ctx.call("metadata_v4_no_auto_create", "Metadata", 4,
-             {"Topics": metadata_topics([UNKNOWN, "bad name!"], 4),
+             {"Topics": metadata_topics([UNKNOWN, "bad name!"]),
               "AllowAutoTopicCreation": False})
-    ctx.call("metadata_v5_named", "Metadata", 5, {"Topics": metadata_topics(named, 5),
+    ctx.call("metadata_v5_named", "Metadata", 5, {"Topics": metadata_topics(named),
                                                   "AllowAutoTopicCreation": False})
     ctx.call("metadata_v8_authorized_ops", "Metadata", 8,
-             {"Topics": metadata_topics(named + [UNKNOWN], 8), "AllowAutoTopicCreation": False,
+             {"Topics": metadata_topics(named + [UNKNOWN]), "AllowAutoTopicCreation": False,
               "IncludeClusterAuthorizedOperations": True,
               "IncludeTopicAuthorizedOperations": True})
-    ctx.call("metadata_v9_named", "Metadata", 9, {"Topics": metadata_topics(named, 9),
+    ctx.call("metadata_v9_named", "Metadata", 9, {"Topics": metadata_topics(named),
                                                   "AllowAutoTopicCreation": False})
     ctx.call("metadata_v10_all", "Metadata", 10, {"Topics": None,
                                                   "AllowAutoTopicCreation": False})
@@ -277,19 +277,19 @@ def metadata_and_topics(ctx):
         {"TopicId": topic_id(ctx, TOPIC_A), "Name": None},
         {"TopicId": UNKNOWN_ID, "Name": None}], "AllowAutoTopicCreation": False})
     ctx.call("metadata_v12_invalid_name", "Metadata", 12,
-             {"Topics": metadata_topics(["bad name!", "", "x" * 250], 12),
+             {"Topics": metadata_topics(["bad name!", "", "x" * 250]),
               "AllowAutoTopicCreation": True})
     ctx.call("metadata_v13_all", "Metadata", 13, {"Topics": None,
                                                   "AllowAutoTopicCreation": False,
                                                   "IncludeTopicAuthorizedOperations": True})
     # Auto-creation: the first answer, then the topic once it exists.
     ctx.call("metadata_v4_auto_create", "Metadata", 4,
-             {"Topics": metadata_topics([TOPIC_AUTO], 4), "AllowAutoTopicCreation": True})
+             {"Topics": metadata_topics([TOPIC_AUTO]), "AllowAutoTopicCreation": True})
     wait_metadata(ctx, "auto_topic_ready", [TOPIC_AUTO])
     learn_topic_ids(ctx, [TOPIC_AUTO])
     ctx.call("metadata_v12_auto_created", "Metadata", 12,
-             {"Topics": metadata_topics([TOPIC_AUTO], 12), "AllowAutoTopicCreation": True})
-    ctx.call("metadata_v7_named", "Metadata", 7, {"Topics": metadata_topics(named, 7),
+             {"Topics": metadata_topics([TOPIC_AUTO]), "AllowAutoTopicCreation": True})
+    ctx.call("metadata_v7_named", "Metadata", 7, {"Topics": metadata_topics(named),
                                                   "AllowAutoTopicCreation": False})
 
 
@@ -299,20 +299,20 @@ def metadata_and_topics(ctx):
 def produce(ctx):
     a = TOPIC_A
     ctx.call("produce_v3_acks1", "Produce", 3,
-             produce_body(3, a, 0, batch(recs("p0a", 2)), acks=1))
+             produce_body(a, 0, batch(recs("p0a", 2)), acks=1))
     ctx.call("produce_v5_acks_all", "Produce", 5,
-             produce_body(5, a, 1, batch(recs("p1a", 3)), acks=-1))
+             produce_body(a, 1, batch(recs("p1a", 3)), acks=-1))
     ctx.call("produce_v7_acks_all", "Produce", 7,
-             produce_body(7, a, 0, batch(recs("p0b", 1, headers=False)), acks=-1))
+             produce_body(a, 0, batch(recs("p0b", 1, headers=False)), acks=-1))
     ctx.call("produce_v8_acks1", "Produce", 8,
-             produce_body(8, a, 2, batch(recs("p2a", 2)), acks=1))
+             produce_body(a, 2, batch(recs("p2a", 2)), acks=1))
     ctx.call("produce_v9_acks_all_flexible", "Produce", 9,
-             produce_body(9, a, 2, batch(recs("p2b", 2)), acks=-1))
+             produce_body(a, 2, batch(recs("p2b", 2)), acks=-1))
     # acks=0: no answer; the next request on the connection gets the next answer.
     ctx.call("produce_v9_acks0", "Produce", 9,
-             produce_body(9, a, 1, batch(recs("p1b", 2)), acks=0), expect_response=False)
+             produce_body(a, 1, batch(recs("p1b", 2)), acks=0), expect_response=False)
     ctx.call("metadata_after_acks0", "Metadata", 9,
-             {"Topics": metadata_topics([a], 9), "AllowAutoTopicCreation": False})
+             {"Topics": metadata_topics([a]), "AllowAutoTopicCreation": False})
     # Several topics and partitions in one request, records with null keys/values.
     body = {"TransactionalId": None, "Acks": -1, "TimeoutMs": 10000, "TopicData": [
         {"Name": a, "PartitionData": [
@@ -322,39 +322,39 @@ def produce(ctx):
             {"Index": 0, "Records": batch(recs("b0a", 4))}]}]}
     ctx.call("produce_v11_multi", "Produce", 11, body)
     ctx.call("produce_v12_gzip", "Produce", 12,
-             produce_body(12, a, 2, batch(recs("p2gz", 3), attributes=1), acks=-1))
+             produce_body(a, 2, batch(recs("p2gz", 3), attributes=1), acks=-1))
     # A timestamp of -1 (NO_TIMESTAMP): Kafka stores such records.
     ctx.call("produce_v12_no_timestamp", "Produce", 12,
-             produce_body(12, a, 0, batch(recs("p0nots", 1), base_ts=-1, maxTimestamp=-1),
+             produce_body(a, 0, batch(recs("p0nots", 1), base_ts=-1, maxTimestamp=-1),
                           acks=-1))
     # Errors: acks=2, bad CRC, unknown topic and partition, too large for the topic, null
     # records, an empty records field.
     ctx.call("produce_v9_bad_acks", "Produce", 9,
-             produce_body(9, a, 0, batch(recs("bad", 1)), acks=2))
+             produce_body(a, 0, batch(recs("bad", 1)), acks=2))
     ctx.call("produce_v9_bad_crc", "Produce", 9,
-             produce_body(9, a, 0, batch(recs("crc", 1), crc=12345), acks=-1))
+             produce_body(a, 0, batch(recs("crc", 1), crc=12345), acks=-1))
     ctx.call("produce_v9_unknown_topic", "Produce", 9,
-             produce_body(9, UNKNOWN, 0, batch(recs("u", 1)), acks=-1))
+             produce_body(UNKNOWN, 0, batch(recs("u", 1)), acks=-1))
     ctx.call("produce_v9_unknown_partition", "Produce", 9,
-             produce_body(9, a, 7, batch(recs("u", 1)), acks=-1))
+             produce_body(a, 7, batch(recs("u", 1)), acks=-1))
     ctx.call("produce_v9_too_large", "Produce", 9,
-             produce_body(9, TOPIC_B, 0, batch([("big", "v" * 120000, [])]), acks=-1))
+             produce_body(TOPIC_B, 0, batch([("big", "v" * 120000, [])]), acks=-1))
     # (Null records are left out: Kafka 4.1.1 throws a NullPointerException and never answers.)
     ctx.call("produce_v9_bad_batch_length", "Produce", 9,
-             produce_body(9, a, 0, batch(recs("len", 1), batchLength=5000), acks=-1))
+             produce_body(a, 0, batch(recs("len", 1), batchLength=5000), acks=-1))
     ctx.call("produce_v3_invalid_topic_name", "Produce", 3,
-             produce_body(3, "bad name!", 0, batch(recs("u", 1)), acks=1))
+             produce_body("bad name!", 0, batch(recs("u", 1)), acks=1))
     # Produce v2: advertised from v0, refused below v3. Body in the v2 layout (no
     # TransactionalId): acks, timeout, topics.
     v3 = ctx.kafka.codec.encode(ctx.kafka.schemas.request(0), 3,
-                                produce_body(3, a, 0, batch(recs("v2", 1)), acks=1))
+                                produce_body(a, 0, batch(recs("v2", 1)), acks=1))
     ctx.call("produce_v2_unsupported", "Produce", 2, body_hex=v3[2:].hex())
     # acks=0 with an error: Kafka closes the connection so the client refreshes metadata.
     ctx.call("produce_v9_acks0_unknown_topic", "Produce", 9,
-             produce_body(9, UNKNOWN, 0, batch(recs("u0", 1)), acks=0), expect_response=False,
+             produce_body(UNKNOWN, 0, batch(recs("u0", 1)), acks=0), expect_response=False,
              conn="acks0")
     ctx.call("metadata_after_acks0_error", "Metadata", 9,
-             {"Topics": metadata_topics([a], 9), "AllowAutoTopicCreation": False},
+             {"Topics": metadata_topics([a]), "AllowAutoTopicCreation": False},
              conn="acks0")
 
 
@@ -364,40 +364,40 @@ def produce(ctx):
 def fetch(ctx):
     a = TOPIC_A
     aid = topic_id(ctx, a)
-    ctx.call("fetch_v4_p0_from0", "Fetch", 4, fetch_body(4, [(a, None, [(0, 0)])]))
+    ctx.call("fetch_v4_p0_from0", "Fetch", 4, fetch_body([(a, None, [(0, 0)])]))
     ctx.call("fetch_v5_all_partitions", "Fetch", 5,
-             fetch_body(5, [(a, None, [(0, 0), (1, 0), (2, 0)])]))
-    ctx.call("fetch_v7_mid_batch", "Fetch", 7, fetch_body(7, [(a, None, [(1, 1)])]))
+             fetch_body([(a, None, [(0, 0), (1, 0), (2, 0)])]))
+    ctx.call("fetch_v7_mid_batch", "Fetch", 7, fetch_body([(a, None, [(1, 1)])]))
     ctx.call("fetch_v11_rack", "Fetch", 11,
-             fetch_body(11, [(a, None, [(2, 0)]), (TOPIC_B, None, [(0, 0)])], rack="rack-a"))
-    ctx.call("fetch_v12_flexible", "Fetch", 12, fetch_body(12, [(a, None, [(0, 0), (2, 2)])]))
-    ctx.call("fetch_v13_by_id", "Fetch", 13, fetch_body(13, [(None, aid, [(0, 0), (1, 0)])]))
-    ctx.call("fetch_v15_by_id", "Fetch", 15, fetch_body(15, [(None, aid, [(2, 0)])]))
-    ctx.call("fetch_v16_by_id", "Fetch", 16, fetch_body(16, [(None, aid, [(0, 3)])]))
+             fetch_body([(a, None, [(2, 0)]), (TOPIC_B, None, [(0, 0)])], rack="rack-a"))
+    ctx.call("fetch_v12_flexible", "Fetch", 12, fetch_body([(a, None, [(0, 0), (2, 2)])]))
+    ctx.call("fetch_v13_by_id", "Fetch", 13, fetch_body([(None, aid, [(0, 0), (1, 0)])]))
+    ctx.call("fetch_v15_by_id", "Fetch", 15, fetch_body([(None, aid, [(2, 0)])]))
+    ctx.call("fetch_v16_by_id", "Fetch", 16, fetch_body([(None, aid, [(0, 3)])]))
     ctx.call("fetch_v17_by_id", "Fetch", 17,
-             fetch_body(17, [(None, aid, [(0, 0)]), (None, topic_id(ctx, TOPIC_B), [(0, 0)])]))
+             fetch_body([(None, aid, [(0, 0)]), (None, topic_id(ctx, TOPIC_B), [(0, 0)])]))
     # Out of range (past the end, and negative), at the end with max wait 0, unknown topic
     # and partition, unknown topic id.
     ctx.call("fetch_v11_out_of_range", "Fetch", 11,
-             fetch_body(11, [(a, None, [(0, 1000), (1, -5)])]))
+             fetch_body([(a, None, [(0, 1000), (1, -5)])]))
     ctx.call("fetch_v12_at_end_no_wait", "Fetch", 12,
-             fetch_body(12, [(a, None, [(1, 6)])], max_wait=0))
+             fetch_body([(a, None, [(1, 6)])], max_wait=0))
     ctx.call("fetch_v12_at_end_wait_200ms", "Fetch", 12,
-             fetch_body(12, [(a, None, [(1, 6)])], max_wait=200))
+             fetch_body([(a, None, [(1, 6)])], max_wait=200))
     ctx.call("fetch_v12_unknown", "Fetch", 12,
-             fetch_body(12, [(UNKNOWN, None, [(0, 0)]), (a, None, [(9, 0)])]))
+             fetch_body([(UNKNOWN, None, [(0, 0)]), (a, None, [(9, 0)])]))
     ctx.call("fetch_v13_unknown_id", "Fetch", 13,
-             fetch_body(13, [(None, UNKNOWN_ID, [(0, 0)])]))
+             fetch_body([(None, UNKNOWN_ID, [(0, 0)])]))
     # Limits: one batch even above the partition and response limits (KIP-74).
     ctx.call("fetch_v12_tiny_partition_max", "Fetch", 12,
-             fetch_body(12, [(a, None, [(0, 0)])], part_max=10))
+             fetch_body([(a, None, [(0, 0)])], part_max=10))
     ctx.call("fetch_v12_tiny_max_bytes", "Fetch", 12,
-             fetch_body(12, [(a, None, [(0, 0), (1, 0)])], max_bytes=10))
+             fetch_body([(a, None, [(0, 0), (1, 0)])], max_bytes=10))
     ctx.call("fetch_v12_read_committed", "Fetch", 12,
-             fetch_body(12, [(a, None, [(2, 0)])], isolation=1))
+             fetch_body([(a, None, [(2, 0)])], isolation=1))
     # A fetch session asked for (epoch 0): Kafka creates one; a broker may decline (id 0).
     ctx.call("fetch_v12_new_session", "Fetch", 12,
-             fetch_body(12, [(a, None, [(0, 0)])], session_epoch=0))
+             fetch_body([(a, None, [(0, 0)])], session_epoch=0))
 
 
 def list_offsets(ctx):
@@ -645,9 +645,8 @@ def producer_ids(ctx):
     t = TOPIC_IDEM
 
     def idem(label, seq, n, ep, prefix):
-        return ctx.call(label, "Produce", 9, produce_body(
-            9, t, 0, batch(recs(prefix, n), producerId=pid, producerEpoch=ep, baseSequence=seq),
-            acks=-1))
+        records = batch(recs(prefix, n), producerId=pid, producerEpoch=ep, baseSequence=seq)
+        return ctx.call(label, "Produce", 9, produce_body(t, 0, records, acks=-1))
 
     idem("produce_idempotent_seq0", 0, 3, epoch2, "i0")
     idem("produce_idempotent_seq3", 3, 2, epoch2, "i3")
@@ -657,10 +656,10 @@ def producer_ids(ctx):
     idem("produce_idempotent_stale_epoch", 5, 1, epoch, "iold")
     idem("produce_idempotent_new_epoch_bad_seq", 4, 1, epoch2 + 1, "inew")
     idem("produce_idempotent_new_epoch_seq0", 0, 1, epoch2 + 1, "inew0")
-    ctx.call("produce_idempotent_unknown_producer", "Produce", 9, produce_body(
-        9, t, 0, batch(recs("iu", 1), producerId=987654, producerEpoch=0, baseSequence=7),
-        acks=-1))
-    ctx.call("fetch_v12_idempotent", "Fetch", 12, fetch_body(12, [(t, None, [(0, 0)])]))
+    records = batch(recs("iu", 1), producerId=987654, producerEpoch=0, baseSequence=7)
+    ctx.call("produce_idempotent_unknown_producer", "Produce", 9,
+             produce_body(t, 0, records, acks=-1))
+    ctx.call("fetch_v12_idempotent", "Fetch", 12, fetch_body([(t, None, [(0, 0)])]))
 
     # Transactions are not served by samsad (issue 6 names the error it returns instead).
     wait_coordinator(ctx, "txn_coordinator_ready", "golden-txn", key_type=1)
@@ -830,9 +829,9 @@ def admin(ctx):
         "TimeoutMs": 30000, "ValidateOnly": False})
     wait_metadata(ctx, "topic_auto_grown", [TOPIC_AUTO], partitions=3)
     ctx.call("metadata_v12_after_create_partitions", "Metadata", 12, {
-        "Topics": metadata_topics([a, TOPIC_AUTO], 12), "AllowAutoTopicCreation": False})
+        "Topics": metadata_topics([a, TOPIC_AUTO]), "AllowAutoTopicCreation": False})
     ctx.call("produce_v9_new_partition", "Produce", 9,
-             produce_body(9, a, 3, batch(recs("p3a", 2)), acks=-1))
+             produce_body(a, 3, batch(recs("p3a", 2)), acks=-1))
 
     # ---- DeleteRecords ----
     ctx.call("delete_records_v0", "DeleteRecords", 0, {"Topics": [{"Name": a, "Partitions": [
@@ -851,7 +850,7 @@ def admin(ctx):
     ctx.call("list_offsets_v6_timestamp_after_delete_records", "ListOffsets", 6,
              list_offsets_body(a, [(0, TS), (1, -1), (2, TS + 1)]))
     ctx.call("fetch_v12_before_log_start", "Fetch", 12,
-             fetch_body(12, [(a, None, [(0, 0), (0, 2)])]))
+             fetch_body([(a, None, [(0, 0), (0, 2)])]))
 
     # ---- DescribeCluster ----
     ctx.call("describe_cluster_v0", "DescribeCluster", 0,
@@ -922,9 +921,9 @@ def delete_topics(ctx):
         {"Name": UNKNOWN, "TopicId": "AAAAAAAAAAAAAAAAAAAAAA"}], "TimeoutMs": 30000})
     wait_metadata(ctx, "topic_del_id_gone", [TOPIC_DEL_ID], want_ok=False)
     ctx.call("metadata_v12_after_delete", "Metadata", 12, {
-        "Topics": metadata_topics([TOPIC_DEL, TOPIC_DEL_ID], 12),
+        "Topics": metadata_topics([TOPIC_DEL, TOPIC_DEL_ID]),
         "AllowAutoTopicCreation": False})
     ctx.call("fetch_v13_deleted_topic_id", "Fetch", 13,
-             fetch_body(13, [(None, topic_id(ctx, TOPIC_DEL_ID), [(0, 0)])]))
+             fetch_body([(None, topic_id(ctx, TOPIC_DEL_ID), [(0, 0)])]))
     ctx.call("metadata_v12_all_end", "Metadata", 12, {"Topics": None,
                                                       "AllowAutoTopicCreation": False})
