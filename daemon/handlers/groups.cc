@@ -52,7 +52,9 @@ constexpr std::int8_t kShareKey = 2;
 
 // What DescribeGroups reports as authorized operations on a group when asked (no ACLs yet:
 // everything a group has: READ, DELETE, DESCRIBE).
-constexpr std::int32_t kGroupOperations = (1 << 3) | (1 << 6) | (1 << 8);
+// READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS: what Kafka 4 reports for a group
+// without an authorizer (group configs came with KIP-848).
+constexpr std::int32_t kGroupOperations = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11);
 
 // Kafka reports the address a member connected from as Java's InetAddress prints it: "/ip".
 std::string client_host(const Request& r) {
@@ -86,9 +88,11 @@ void find_coordinator(RequestPtr r) {
     ErrorCode error;
     std::optional<std::string> message;
   };
+  // Kafka answers success with the message "NONE" before v4 and "" in v4's per-key entries.
+  const std::optional<std::string> ok_message = r->version() < 4 ? "NONE" : "";
   auto answer = [&](std::int8_t type) -> Answer {
     if (type == kGroupKey) {
-      if (ready) return {ErrorCode::none, std::nullopt};
+      if (ready) return {ErrorCode::none, ok_message};
       return {ErrorCode::coordinator_not_available, "The coordinator is not available."};
     }
     // Transactions are not served yet. COORDINATOR_NOT_AVAILABLE would make clients retry

@@ -2,6 +2,9 @@
 // read_committed), max timestamp (-3), earliest local (-4), latest tiered (-5: no tiered
 // storage, so -1) and by timestamp (the first record at or after it), each answered by the
 // shard that owns the partition.
+#include <map>
+#include <utility>
+
 #include "base/log.h"
 #include "daemon/broker.h"
 #include "daemon/handlers/fan_out.h"
@@ -17,6 +20,24 @@ using kafka::ErrorCode;
 constexpr std::int64_t kLatest = -1, kEarliest = -2, kMaxTimestamp = -3, kEarliestLocal = -4,
                        kLatestTiered = -5;
 
+// The first version that knows each negative timestamp (Kafka's ReplicaManager): any other
+// negative value, or a known one below its version, is UNSUPPORTED_VERSION.
+bool timestamp_supported(std::int64_t ts, std::int16_t version) {
+  switch (ts) {
+    case kLatest:
+    case kEarliest:
+      return true;
+    case kMaxTimestamp:
+      return version >= 7;
+    case kEarliestLocal:
+      return version >= 8;
+    case kLatestTiered:
+      return version >= 9;
+    default:
+      return ts >= 0;  // -6 (earliest pending upload) needs v11, which is not served
+  }
+}
+
 struct Item {
   std::string_view topic;
   std::int32_t partition = 0;
@@ -26,6 +47,7 @@ struct Item {
   std::int64_t out_offset = -1;
   std::int64_t out_timestamp = -1;
   std::int32_t out_epoch = -1;
+  bool repeated = false;  // a later mention of a partition already listed: not answered
 };
 
 struct Ctx {
@@ -87,6 +109,8 @@ void lookup(Item& it, std::int8_t isolation, ReactorContext& rc) {
   if (*r && (*r)->offset < limit) {
     it.out_offset = (*r)->offset;
     it.out_timestamp = (*r)->timestamp;
+  } else {
+    it.out_epoch = -1;  // no record at or after the timestamp: Kafka names no epoch either
   }
 }
 
@@ -98,6 +122,7 @@ void respond(std::unique_ptr<Ctx> ctx) {
     tr.name = t.name;
     for (std::size_t k = 0; k < t.partitions.size(); ++k) {
       const Item& it = ctx->items[i++];
+      if (it.repeated) continue;
       kafka::ListOffsetsResponse::ListOffsetsPartitionResponse pr;
       pr.partition_index = it.partition;
       pr.error_code = kafka::code(it.error);
@@ -118,6 +143,13 @@ void list_offsets(RequestPtr r) {
   if (!r->decode(ctx->body)) return;
   ctx->req = std::move(r);
   ctx->image = ctx->req->rc.image;
+  // A partition named twice gets one answer, INVALID_REQUEST, as in Kafka.
+  std::map<std::pair<std::string_view, std::int32_t>, int> mentions;
+  for (const auto& t : ctx->body.topics)
+    for (const auto& p : t.partitions)
+      ++mentions[{t.name, p.partition_index}];
+  std::map<std::pair<std::string_view, std::int32_t>, bool> listed;
+  const std::int16_t version = ctx->req->version();
   for (const auto& t : ctx->body.topics) {
     const replication::TopicState* topic = ctx->image->topic(t.name);
     for (const auto& p : t.partitions) {
@@ -125,9 +157,15 @@ void list_offsets(RequestPtr r) {
       it.partition = p.partition_index;
       it.timestamp = p.timestamp;
       it.leader_epoch = p.current_leader_epoch;
-      if (!topic || p.partition_index < 0 ||
-          static_cast<std::size_t>(p.partition_index) >= topic->partitions.size()) {
+      const std::pair<std::string_view, std::int32_t> tp{t.name, p.partition_index};
+      if (mentions[tp] > 1) {
+        it.error = ErrorCode::invalid_request;
+        it.repeated = std::exchange(listed[tp], true);
+      } else if (!topic || p.partition_index < 0 ||
+                 static_cast<std::size_t>(p.partition_index) >= topic->partitions.size()) {
         it.error = ErrorCode::unknown_topic_or_partition;
+      } else if (!timestamp_supported(p.timestamp, version)) {
+        it.error = ErrorCode::unsupported_version;
       } else {
         it.topic = topic->name;
       }

@@ -122,6 +122,14 @@ ErrorCode precheck(std::span<const std::byte> records, std::string& why) {
       why = "exactly one record batch per partition is allowed";
       return ErrorCode::invalid_record;
     }
+    // Kafka's batch iterator stops at a batch the bytes do not hold whole: no batch at all.
+    if (len >= 0 && io::batch::kLogOverhead + static_cast<std::uint64_t>(len) > records.size()) {
+      why = "no complete record batch";
+      return ErrorCode::invalid_record;
+    }
+  } else {
+    why = "no complete record batch";
+    return ErrorCode::invalid_record;
   }
   return ErrorCode::none;
 }
