@@ -198,6 +198,8 @@ void Broker::run_reactor(ReactorThread* t) {
         so.log_dirs.push_back(d.get());
       so.defaults = settings_->topic_defaults;
       so.retention = retention_.get();
+      so.partition = settings_->partition;
+      so.producer_expiration_check_ms = settings_->producer_expiration_check_ms;
       ctx.shard = std::make_unique<replication::Shard>(*ctx.reactor, std::move(so));
     }
   }
@@ -501,7 +503,10 @@ void Broker::apply_settings(std::shared_ptr<const BrokerSettings> made) {
     if (!t->ctx->reactor) continue;
     t->ctx->reactor->post_fn([ctx = t->ctx, next] {
       ctx->settings = next;
-      if (ctx->shard) ctx->shard->set_defaults(next->topic_defaults);
+      if (ctx->shard) {
+        ctx->shard->set_defaults(next->topic_defaults);
+        ctx->shard->set_partition_options(next->partition);
+      }
     });
   }
   if (coordinator_reactor_) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "daemon/config.h"
+#include "replication/partition.h"
 #include "replication/topic_config.h"
 
 namespace samsa::daemon {
@@ -42,6 +43,8 @@ struct BrokerSettings {
   std::int64_t max_partitions = 100000;
   std::int64_t max_partitions_per_request = 10000;
   replication::TopicDefaults topic_defaults;  // broker defaults of topic configs
+  replication::PartitionOptions partition;    // idempotent producers
+  std::int64_t producer_expiration_check_ms = 600'000;
   // The configuration these settings were made from (DescribeConfigs reads its layers).
   std::shared_ptr<const Config> config;
 };

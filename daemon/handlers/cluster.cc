@@ -70,6 +70,7 @@ struct DirEntry {
 };
 
 struct LogDirsState {
+  RequestPtr req;
   // Requested partitions (all when unset), by topic.
   std::optional<std::map<std::string, std::vector<std::int32_t>, std::less<>>> wanted;
   std::vector<std::vector<DirEntry>> per_shard;
@@ -88,10 +89,14 @@ void describe_log_dirs(RequestPtr r) {
       parts.insert(parts.end(), t.partitions.begin(), t.partitions.end());
     }
   }
-  st->per_shard.resize(r->rc.broker->reactor_count());
-  on_every_shard(
-      std::move(r), std::move(st),
-      [](LogDirsState& s, std::size_t shard, ReactorContext& rc) {
+  const std::size_t shards = r->rc.broker->reactor_count();
+  st->per_shard.resize(shards);
+  st->req = std::move(r);
+  // One item per shard: each lists the partitions it owns.
+  fan_out_to_shards(
+      std::move(st), shards,
+      [](const LogDirsState&, std::size_t i) { return std::optional<std::size_t>(i); },
+      [](ReactorContext& rc, LogDirsState& s, std::size_t shard) {
         auto& out = s.per_shard[shard];
         rc.shard->for_each([&](replication::Partition& p) {
           if (s.wanted) {
@@ -104,13 +109,14 @@ void describe_log_dirs(RequestPtr r) {
                          static_cast<std::int64_t>(p.log().size_bytes())});
         });
       },
-      [](RequestPtr r, LogDirsState& s) {
+      [](std::unique_ptr<LogDirsState> s) {
+        RequestPtr r = std::move(s->req);
         kafka::DescribeLogDirsResponse resp;
         for (const auto& d : r->rc.broker->log_dirs()) {
           kafka::DescribeLogDirsResponse::DescribeLogDirsResult res;
           res.log_dir = d->root().string();
           std::map<std::string, std::vector<const DirEntry*>> by_topic;
-          for (const auto& shard : s.per_shard)
+          for (const auto& shard : s->per_shard)
             for (const auto& e : shard)
               if (e.dir == res.log_dir) by_topic[e.topic].push_back(&e);
           for (auto& [topic, entries] : by_topic) {

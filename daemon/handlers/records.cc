@@ -29,9 +29,15 @@ struct Item {
 };
 
 struct State {
+  RequestPtr req;
   replication::ImagePtr image;
   std::vector<Item> items;
 };
+
+std::optional<std::size_t> shard_of(const State& s, std::size_t i) {
+  if (s.items[i].shard == SIZE_MAX) return std::nullopt;
+  return s.items[i].shard;
+}
 
 // Resolves (topic, partition): the owning shard, or the error.
 void resolve(const Broker& b, const replication::MetadataImage& image, std::string_view topic,
@@ -125,18 +131,18 @@ void delete_records(RequestPtr r) {
     }
   }
   auto topics = std::make_shared<kafka::DeleteRecordsRequest>(std::move(req));
-  fan_out(
-      std::move(r), std::move(st), n,
-      [](const State& s, std::size_t i) { return s.items[i].shard; },
-      [](State& s, std::size_t i, ReactorContext& rc) { delete_on_shard(s.items[i], rc); },
-      [topics](RequestPtr r, State& s) {
+  st->req = std::move(r);
+  fan_out_to_shards(
+      std::move(st), n, shard_of,
+      [](ReactorContext& rc, State& s, std::size_t i) { delete_on_shard(s.items[i], rc); },
+      [topics](std::unique_ptr<State> s) {
         kafka::DeleteRecordsResponse resp;
         std::size_t i = 0;
         for (const auto& t : topics->topics) {
           kafka::DeleteRecordsResponse::DeleteRecordsTopicResult tr;
           tr.name = t.name;
           for (std::size_t k = 0; k < t.partitions.size(); ++k) {
-            const Item& it = s.items[i++];
+            const Item& it = s->items[i++];
             kafka::DeleteRecordsResponse::DeleteRecordsPartitionResult pr;
             pr.partition_index = it.partition;
             pr.low_watermark = it.error == ErrorCode::none ? it.out : -1;
@@ -145,7 +151,7 @@ void delete_records(RequestPtr r) {
           }
           resp.topics.push_back(std::move(tr));
         }
-        r->reply(resp);
+        s->req->reply(resp);
       });
 }
 
@@ -170,18 +176,18 @@ void offset_for_leader_epoch(RequestPtr r) {
     }
   }
   auto topics = std::make_shared<kafka::OffsetForLeaderEpochRequest>(std::move(req));
-  fan_out(
-      std::move(r), std::move(st), n,
-      [](const State& s, std::size_t i) { return s.items[i].shard; },
-      [](State& s, std::size_t i, ReactorContext& rc) { epoch_on_shard(s.items[i], rc); },
-      [topics](RequestPtr r, State& s) {
+  st->req = std::move(r);
+  fan_out_to_shards(
+      std::move(st), n, shard_of,
+      [](ReactorContext& rc, State& s, std::size_t i) { epoch_on_shard(s.items[i], rc); },
+      [topics](std::unique_ptr<State> s) {
         kafka::OffsetForLeaderEpochResponse resp;
         std::size_t i = 0;
         for (const auto& t : topics->topics) {
           kafka::OffsetForLeaderEpochResponse::OffsetForLeaderTopicResult tr;
           tr.topic = t.topic;
           for (std::size_t k = 0; k < t.partitions.size(); ++k) {
-            const Item& it = s.items[i++];
+            const Item& it = s->items[i++];
             kafka::OffsetForLeaderEpochResponse::EpochEndOffset pr;
             pr.error_code = kafka::code(it.error);
             pr.partition = it.partition;
@@ -191,7 +197,7 @@ void offset_for_leader_epoch(RequestPtr r) {
           }
           resp.topics.push_back(std::move(tr));
         }
-        r->reply(resp);
+        s->req->reply(resp);
       });
 }
 
