@@ -441,8 +441,7 @@ void Controller::create_partitions(std::vector<PartitionsSpec> specs, bool valid
     if (seen[s.name] > 1) {
       fail(ErrorCode::invalid_request, "Duplicate topic name " + s.name + " in the request.");
     } else if (!t || in_flight_names_.contains(s.name)) {
-      fail(ErrorCode::unknown_topic_or_partition,
-           "This server does not host this topic-partition.");
+      fail(ErrorCode::unknown_topic_or_partition, "");  // Kafka sends no message
     } else if (is_internal_topic(s.name)) {
       // The group coordinator maps groups to __consumer_offsets partitions by their count.
       fail(ErrorCode::invalid_request,
@@ -639,8 +638,16 @@ void Controller::alter_configs(std::vector<ConfigAlteration> changes, bool valid
   auto results = std::make_shared<std::vector<ConfigOutcome>>();
   results->reserve(changes.size());
   std::vector<MetadataRecord> records;
+  std::map<std::pair<ConfigResource, std::string>, int> named;
+  for (const auto& a : changes)
+    ++named[{a.resource, a.name}];
   for (auto& a : changes) {
     ConfigOutcome o;
+    if (named[{a.resource, a.name}] > 1) {
+      // Kafka refuses every occurrence of a resource named twice.
+      results->push_back({ErrorCode::invalid_request, "Each resource must appear at most once."});
+      continue;
+    }
     auto fail = [&](ErrorCode e, std::string msg) {
       if (o.error != ErrorCode::none) return;
       o.error = e;

@@ -123,29 +123,13 @@ void Shard::apply(ImagePtr image) {
       if (!owns(name, p.partition)) continue;
       if (Partition* existing = find(name, p.partition)) {
         existing->set_leader_epoch(p.leader_epoch);
-        reconfigure(*existing, make_log_config(topic->configs, opts_.defaults));
+        existing->log().set_config(make_log_config(topic->configs, opts_.defaults));
         continue;
       }
       open_partition(*topic, p);
     }
   }
   finish_retired();
-  retention_changed();
-}
-
-void Shard::reconfigure(Partition& p, const io::LogConfig& cfg) {
-  const io::LogConfig& old = p.log().config();
-  if (old.retention_ms != cfg.retention_ms || old.retention_bytes != cfg.retention_bytes)
-    retention_dirty_ = true;
-  p.log().set_config(cfg);
-}
-
-// A shorter retention.ms or a smaller retention.bytes takes effect now, not at the next
-// log.retention.check.interval.ms.
-void Shard::retention_changed() {
-  if (!retention_dirty_) return;
-  retention_dirty_ = false;
-  if (opts_.retention) opts_.retention->check_now();
 }
 
 // Partition directories on disk that the metadata does not know (a crash between deleting a
@@ -180,9 +164,8 @@ void Shard::set_defaults(TopicDefaults defaults) {
   if (!image_) return;
   for (auto& [key, p] : partitions_) {
     if (const TopicState* t = image_->topic(key.first))
-      reconfigure(*p, make_log_config(t->configs, opts_.defaults));
+      p->log().set_config(make_log_config(t->configs, opts_.defaults));
   }
-  retention_changed();
 }
 
 void Shard::retire(std::unique_ptr<Partition> p, bool remove_data) {

@@ -91,9 +91,6 @@ class Shard {
   void set_aside_strays();
   void open_partition(const TopicState& t, const PartitionState& p);
   void retire(std::unique_ptr<Partition> p, bool remove_data);
-  // Applies a recomputed log config; notes retention changes for retention_changed().
-  void reconfigure(Partition& p, const io::LogConfig& cfg);
-  void retention_changed();
   void finish_retired();
 
   io::Reactor& reactor_;
@@ -109,7 +106,6 @@ class Shard {
   std::vector<Retired> closing_;
   std::map<std::string, std::string> failed_;
   bool strays_checked_ = false;
-  bool retention_dirty_ = false;
   struct RetryTimer : io::Timer {
     Shard* shard = nullptr;
   } retry_timer_;

@@ -28,6 +28,9 @@ constexpr std::int32_t kClusterOperations =
     (1 << 5) | (1 << 7) | (1 << 8) | (1 << 9) | (1 << 10) | (1 << 11) | (1 << 12);
 
 constexpr std::int8_t kBrokerEndpoints = 1;
+// What a topic allows without an authorizer, as Kafka reports it (READ, WRITE, CREATE, DELETE,
+// ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS), for known and unknown topics alike.
+constexpr std::int32_t kTopicOperations = 3576;
 
 }  // namespace
 
@@ -38,10 +41,14 @@ void describe_cluster(RequestPtr r) {
   kafka::DescribeClusterResponse resp;
   resp.endpoint_type = req.endpoint_type;
   if (req.endpoint_type != kBrokerEndpoints) {
-    // samsa has no controller listener yet: its controller answers only in-process.
-    resp.error_code = kafka::code(ErrorCode::unsupported_endpoint_type);
+    // Controllers are asked on the controller listener, which samsa does not open (yet): the
+    // answer a Kafka broker listener gives.
+    resp.endpoint_type = kBrokerEndpoints;
+    resp.error_code = kafka::code(ErrorCode::mismatched_endpoint_type);
     resp.error_message =
-        "The broker does not support EndpointType " + std::to_string(req.endpoint_type) + ".";
+        "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type "
+        "CONTROLLER";
+    resp.controller_id = -1;
     r->reply(resp);
     return;
   }
@@ -179,6 +186,7 @@ void describe_topic_partitions(RequestPtr r) {
     const std::string& name = names[i];
     Resp::DescribeTopicPartitionsResponseTopic out;
     out.name = name;
+    out.topic_authorized_operations = kTopicOperations;
     const replication::TopicState* t = image.topic(name);
     if (!t) {
       out.error_code =

@@ -125,6 +125,20 @@ std::optional<std::string> broker_value(const Config& c, std::string_view key) {
   return std::nullopt;
 }
 
+// A topic config's synonyms: its override, then its broker setting's synonyms.
+std::vector<Resp::DescribeConfigsSynonym> topic_synonyms(
+    const BrokerSettings& s, const std::map<std::string, std::string>& overrides,
+    const replication::TopicConfigKey& k) {
+  std::vector<Resp::DescribeConfigsSynonym> syn;
+  if (auto o = overrides.find(std::string(k.name)); o != overrides.end())
+    syn.push_back({o->first, o->second, kTopicConfig});
+  if (!k.broker_synonym.empty()) {
+    for (auto& b : broker_synonyms(*s.config, k.broker_synonym, k.builtin_default))
+      syn.push_back(std::move(b));
+  }
+  return syn;
+}
+
 bool wanted(const std::optional<std::vector<std::string>>& keys, std::string_view name) {
   return !keys || keys->empty() || std::find(keys->begin(), keys->end(), name) != keys->end();
 }
@@ -151,13 +165,7 @@ void describe_topic(const Request& r, const kafka::DescribeConfigsRequest& req,
     e.value = replication::topic_config_value(t->configs, s.topic_defaults, k.name);
     e.read_only = false;
     e.is_sensitive = false;
-    std::vector<Resp::DescribeConfigsSynonym> syn;
-    if (auto o = t->configs.find(e.name); o != t->configs.end())
-      syn.push_back({e.name, o->second, kTopicConfig});
-    if (!k.broker_synonym.empty()) {
-      for (auto& b : broker_synonyms(*s.config, k.broker_synonym, k.builtin_default))
-        syn.push_back(std::move(b));
-    }
+    std::vector<Resp::DescribeConfigsSynonym> syn = topic_synonyms(s, t->configs, k);
     e.config_source = syn.empty() ? kDefault : syn.front().source;
     if (req.include_synonyms) e.synonyms = std::move(syn);
     e.config_type = kafka_type(k.type);
@@ -265,6 +273,13 @@ void alter(RequestPtr r, std::vector<std::pair<std::int8_t, std::string>> names,
 
 }  // namespace
 
+std::int8_t topic_config_source(const BrokerSettings& s,
+                                const std::map<std::string, std::string>& overrides,
+                                const replication::TopicConfigKey& k) {
+  auto syn = topic_synonyms(s, overrides, k);
+  return syn.empty() ? kDefault : syn.front().source;
+}
+
 void describe_configs(RequestPtr r) {
   kafka::DescribeConfigsRequest req;
   if (!r->decode(req)) return;
@@ -274,7 +289,7 @@ void describe_configs(RequestPtr r) {
     Resp::DescribeConfigsResult out;
     out.resource_type = res.resource_type;
     out.resource_name = res.resource_name;
-    out.error_message = std::nullopt;
+    out.error_message = "";  // Kafka sends an empty message, not null, with no error
     if (res.resource_type == kTopic) {
       describe_topic(*r, req, res, out);
     } else if (res.resource_type == kBroker) {

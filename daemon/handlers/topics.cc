@@ -17,11 +17,6 @@ namespace {
 
 using kafka::ErrorCode;
 
-// Kafka's DescribeConfigs config sources.
-constexpr std::int8_t kTopicConfigSource = 1;   // DYNAMIC_TOPIC_CONFIG
-constexpr std::int8_t kStaticBrokerSource = 4;  // STATIC_BROKER_CONFIG
-constexpr std::int8_t kDefaultSource = 5;       // DEFAULT_CONFIG
-
 }  // namespace
 
 void create_topics(RequestPtr r) {
@@ -87,9 +82,7 @@ void create_topics(RequestPtr r) {
           kafka::CreateTopicsResponse::CreatableTopicConfigs cfg;
           cfg.name = std::string(k.name);
           cfg.value = replication::topic_config_value(overrides, s.topic_defaults, k.name);
-          cfg.config_source = overrides.contains(cfg.name)        ? kTopicConfigSource
-                              : s.topic_defaults.contains(k.name) ? kStaticBrokerSource
-                                                                  : kDefaultSource;
+          cfg.config_source = topic_config_source(s, overrides, k);
           configs.push_back(std::move(cfg));
         }
         res.configs = std::move(configs);
@@ -171,7 +164,9 @@ void create_partitions(RequestPtr r) {
           kafka::CreatePartitionsResponse::CreatePartitionsTopicResult res;
           res.name = std::move(o.name);
           res.error_code = kafka::code(o.error);
-          res.error_message = o.error == ErrorCode::none ? std::nullopt : std::optional(o.message);
+          res.error_message = o.error == ErrorCode::none || o.message.empty()
+                                  ? std::nullopt
+                                  : std::optional(o.message);
           if (o.error == ErrorCode::none)
             LOG_INFO("added partitions to topic %s", res.name.c_str());
           resp.results.push_back(std::move(res));
