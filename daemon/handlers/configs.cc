@@ -280,17 +280,26 @@ std::int8_t topic_config_source(const BrokerSettings& s,
   return syn.empty() ? kDefault : syn.front().source;
 }
 
+// Each resource a request names costs a few bytes and answers with dozens of entries: past
+// this many entries in one answer, further resources get INVALID_REQUEST instead (a client
+// describing thousands of topics asks in several requests, as kafka-configs does).
+constexpr std::size_t kMaxEntriesPerAnswer = 100'000;
+
 void describe_configs(RequestPtr r) {
   kafka::DescribeConfigsRequest req;
   if (!r->decode(req)) return;
   Resp resp;
   resp.results.reserve(req.resources.size());
+  std::size_t entries = 0;
   for (const auto& res : req.resources) {
     Resp::DescribeConfigsResult out;
     out.resource_type = res.resource_type;
     out.resource_name = res.resource_name;
     out.error_message = "";  // Kafka sends an empty message, not null, with no error
-    if (res.resource_type == kTopic) {
+    if (entries >= kMaxEntriesPerAnswer) {
+      out.error_code = kafka::code(ErrorCode::invalid_request);
+      out.error_message = std::nullopt;
+    } else if (res.resource_type == kTopic) {
       describe_topic(*r, req, res, out);
     } else if (res.resource_type == kBroker) {
       describe_broker(*r, req, res, out);
@@ -299,6 +308,7 @@ void describe_configs(RequestPtr r) {
       out.error_code = kafka::code(e->error);
       out.error_message = e->message;
     }
+    entries += out.configs.size();
     resp.results.push_back(std::move(out));
   }
   r->reply(resp);

@@ -149,6 +149,27 @@ def run(broker: Samsad):
     out = parse_create_partitions_v1(c.request(37, 1, create_partitions_v1("lim", 3)))
     checks(out[0][1] == 0, "CreatePartitions 2 -> 3 succeeds")
 
+    # DescribeConfigs naming one topic 200,000 times (8 bytes each): the answer stops growing
+    # at 100,000 entries; the rest of the resources get INVALID_REQUEST.
+    body = struct.pack(">i", 200_000) + (struct.pack(">b", 2) + s16("lim") + struct.pack(">i", -1)) * 200_000
+    body += struct.pack(">?", False)
+    resp = c.request(32, 1, body)
+    r = Reader(resp)
+    r.take("i")
+    described = refused = 0
+    for _ in range(r.take("i")):
+        err = r.take("h")
+        r.s16(), r.take("b"), r.s16()
+        n = r.take("i")
+        for _ in range(n):
+            r.s16(), r.s16(), r.take("?b?")
+            for _ in range(r.take("i")):
+                r.s16(), r.s16(), r.take("b")
+        described += err == 0 and n > 0
+        refused += err == 42
+    checks(described + refused == 200_000 and 0 < described * 33 <= 100_000 + 33,
+           f"DescribeConfigs naming a topic 200,000 times: {described} described, {refused} INVALID_REQUEST")
+
     # Counts the frame cannot hold: the decoder refuses them without allocating; connection closed.
     for what, body in [
         ("2,000,000,000 topics in 20 bytes", create_topics_v2([], count=2_000_000_000)),
