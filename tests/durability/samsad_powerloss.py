@@ -290,20 +290,57 @@ def run(a, work):
         os.makedirs(mnt)
         return mnt, powerloss.PowerFs(a.powerfs, backing, mnt, sock, plog, entries)
 
-    def unmount(fs, mnt):
-        rc = fs.unmount()
-        if rc not in (0, 3):
+    def unmount(fs, mnt, after_cut=False):
+        try:
+            rc = fs.unmount()
+        except Failure as e:
+            # After a cut the backing dir is final (a dead disk takes no change), so a powerfs
+            # that hangs on its way out (seen once in ~600 mounts here) does not touch the
+            # verdict; it is killed, reported and counted.
+            if not after_cut or "did not exit after unmount" not in str(e):
+                raise
+            log("note: %s" % e)
+            stats["hung_unmounts"] += 1
+            rc = 0
+        if rc == 3:
+            # The FUSE connection was aborted (powerfs exit 3). Seen here only during the
+            # unmount after a cut, about once in 30 (requests of the killed samsad still
+            # pending?); the backing dir is final at the cut, so it changes nothing.
+            stats["outside_aborts"] += after_cut
+        elif rc != 0:
             raise Failure("powerfs exited with %d:\n%s" % (rc, powerloss.tail(plog)))
-        os.rmdir(mnt)
+        try:
+            os.rmdir(mnt)
+        except OSError:
+            pass  # still lazily mounted after a hang
 
     stats = {"torn": 0, "drop": 0, "reorder": 0, "torn_writes": 0, "cuts_with_torn_write": 0,
              "kept_ops": 0, "dropped_ops": 0, "lost_entries": 0, "commit_inflight": 0,
-             "topic_inflight": 0, "first": 0, "restart": 0, "load": 0, "phases": {}}
+             "topic_inflight": 0, "first": 0, "restart": 0, "load": 0, "phases": {},
+             "hung_unmounts": 0, "outside_aborts": 0, "redone": 0}
     ready_times = []
     t_first = None  # a whole first start: spawn until __consumer_offsets is loaded
     verified = {"records": 0, "commits": 0}
     caught = None
-    for i in range(len(steps) + 1):
+
+    def redo(why, fs, mnt, *procs):
+        """The mount died under us before the cut (aborted from outside): what is on the
+        backing dir is everything written (powerfs writes back on the way out), no cut. Start
+        again from the same step. Any other exit of powerfs is a failure."""
+        if fs.proc.returncode != 3:
+            raise Failure("%s, and powerfs exited with %s:\n%s"
+                          % (why, fs.proc.returncode, powerloss.tail(plog)))
+        log("note: %s, and powerfs exited (3): the FUSE connection was aborted from outside;"
+            " redoing this step" % why)
+        for p in procs:
+            p.kill()
+        unmount(fs, mnt)
+        stats["redone"] += 1
+        if stats["redone"] > 10:
+            raise Failure("the FUSE connection keeps being aborted from outside")
+
+    i = 0
+    while True:
         last = i == len(steps)
         mnt, fs = mount()
         data = os.path.join(mnt, "data")
@@ -312,6 +349,9 @@ def run(a, work):
         try:
             ready = s.wait_ready()
         except Failure as e:
+            if fs.proc.poll() is not None:
+                redo("samsad did not start", fs, mnt, s)
+                continue
             raise Failure("cut %d: samsad does not start after it: %s" % (i, e))
         ready_times.append(ready)
         if t_first is None:
@@ -322,6 +362,9 @@ def run(a, work):
         verdict = c.wait_line(("CHECK",), 150)
         if verdict is None or not verdict.startswith("CHECK OK"):
             details = c.details()
+            if fs.proc.poll() is not None:
+                redo("the check failed (%s)" % verdict, fs, mnt, c, s)
+                continue
             c.kill()
             s.kill()
             unmount(fs, mnt)
@@ -371,15 +414,24 @@ def run(a, work):
             # meta.properties and the metadata log are written (creating __consumer_offsets takes
             # most of the rest).
             time.sleep(1.2 * t_first * rng.random() ** 2)
+        if fs.proc.poll() is not None:
+            redo("before cut %d" % (i + 1), fs, mnt, s, c)
+            continue
         if s.proc.poll() is not None:
             raise Failure("cut %d: samsad exited by itself (%d) before the power went:\n%s"
                           % (i + 1, s.proc.returncode, s.log_text()[-3000:]))
-        reply = powerloss.ctl(sock, "cut " + cut)
+        try:
+            reply = powerloss.ctl(sock, "cut " + cut)
+        except OSError as e:
+            reply = "err %s" % e
         s.kill()
         c.kill()
         if not reply.startswith("ok cut"):
+            if fs.proc.poll() is not None:
+                redo("cut %d failed (%s)" % (i + 1, reply), fs, mnt)
+                continue
             raise Failure("cut %d: `cut %s` refused: %s" % (i + 1, cut, reply))
-        unmount(fs, mnt)
+        unmount(fs, mnt, after_cut=True)
         fields = dict(f.split("=", 1) for f in reply.split()[2:] if "=" in f)
         mode = fields["mode"]
         stats[mode] += 1
@@ -403,6 +455,7 @@ def run(a, work):
                                   " (start: %s)" % where if where else "",
                                   fields["kept_ops"], fields["dropped_ops"],
                                   fields["torn_writes"], fields["lost_entries"]))
+        i += 1
     return stats, ready_times, verified, caught
 
 
@@ -459,7 +512,9 @@ def main():
                 " operation in flight %d; first starts cut while %s; samsad started after every cut (ready in"
                 " %.2f s median, %.2f max); %d checks verified %d acknowledged records and %d"
                 " committed offsets in all (each check covers everything since the last wipe);"
-                " %.1f s"
+                " FUSE connection aborted: %d times at the unmount after a cut, %d times before"
+                " a cut (step redone);"
+                " powerfs hung after a cut: %d; %.1f s"
                 % (cuts, stats["torn"], stats["drop"], stats["reorder"],
                    stats["cuts_with_torn_write"], stats["torn_writes"], stats["kept_ops"],
                    stats["dropped_ops"], stats["lost_entries"], stats["load"],
@@ -467,7 +522,8 @@ def main():
                    stats["topic_inflight"],
                    ", ".join("%s %d" % kv for kv in sorted(stats["phases"].items())),
                    sorted(ready)[len(ready) // 2], max(ready), len(ready),
-                   verified["records"], verified["commits"], elapsed))
+                   verified["records"], verified["commits"], stats["outside_aborts"],
+                   stats["redone"], stats["hung_unmounts"], elapsed))
             ok = True
     except Failure as e:
         log("FAIL: %s" % e)
