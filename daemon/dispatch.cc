@@ -111,6 +111,14 @@ DecodeScope::DecodeScope(Request& req) : r(req) {
 }
 
 bool DecodeScope::finish(kafka::DecodeError e, std::size_t at) {
+  // Kafka's request parser reads one message and ignores what follows it, and clients rely on
+  // that: librdkafka 2.16 sends Metadata v13 with three bytes after the body. Be as lenient.
+  if (e == kafka::DecodeError::trailing_bytes) {
+    LOG_DEBUG("%s v%d from %s: %zu bytes after the request body ignored",
+              std::string(kafka::api_name(r.api_key())).c_str(), r.version(),
+              r.conn->peer().c_str(), r.frame.size() - at);
+    e = kafka::DecodeError::none;
+  }
   if (e == kafka::DecodeError::none) {
     if (allowance.used && r.rc.budget.try_charge(allowance.used)) r.charged_ += allowance.used;
     return true;
