@@ -31,7 +31,9 @@ def body(args, step):
     from confluent_kafka.admin import AdminClient, NewTopic
 
     lib = confluent_kafka.libversion()
-    step(f"confluent-kafka {confluent_kafka.version()[0]} ({confluent_kafka.__file__}), "
+    version = confluent_kafka.version()  # 1.x: (str, int); 2.x: str
+    step(f"confluent-kafka {version[0] if isinstance(version, tuple) else version} "
+         f"({confluent_kafka.__file__}), "
          f"librdkafka {lib[0]}, broker {args.bootstrap}")
     if args.full:
         dl.check(lib[1] >= 0x02040000, f"--full needs librdkafka >= 2.4 (DeleteRecords, "

@@ -43,7 +43,7 @@ if [ "$(cat "$venv/.samsa-installed" 2>/dev/null)" != "$want_py" ] ||
   quiet /usr/bin/python3 -m venv --system-site-packages "$venv"
   quiet "$venv/bin/pip" install --disable-pip-version-check --no-input \
     "confluent-kafka==$CONFLUENT_KAFKA_VERSION"
-  "$venv/bin/python" -c "import confluent_kafka as c; assert c.version()[0] == '$CONFLUENT_KAFKA_VERSION'" ||
+  "$venv/bin/python" -c "import confluent_kafka as c; v = c.version(); assert (v[0] if isinstance(v, tuple) else v) == '$CONFLUENT_KAFKA_VERSION'" ||
     { echo "clients/install.sh: the venv does not load confluent-kafka $CONFLUENT_KAFKA_VERSION" >&2; exit 1; }
   echo "$want_py" >"$venv/.samsa-installed"
 fi

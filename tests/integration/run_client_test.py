@@ -61,10 +61,13 @@ BASE_OVERRIDES = ["num.partitions=3", "auto.create.topics.enable=true",
 # Kafka runs its first retention check log.initial.task.delay.ms (30 s) after start.
 KAFKA_OVERRIDES = ["log.initial.task.delay.ms=0"]
 JAVA_OPTS = ["-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-             # Client warnings go to stderr; this one floods every assign/seek.
+             # Client warnings go to stderr (slf4j-simple with clients.sh's jars, log4j2 with
+             # kafka.sh's); the one logger silenced floods every assign/seek.
              "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
              "-Dorg.slf4j.simpleLogger.log.org.apache.kafka.clients.consumer.internals."
-             "OffsetFetcherUtils=error"]
+             "OffsetFetcherUtils=error",
+             "-Dlog4j2.configurationFile=" + os.path.join(CLIENTS, "java",
+                                                          "log4j2-stderr.properties")]
 # Every driver's segment check decodes compressed batches with these (Debian packages).
 PY_CODECS = ["snappy", "lz4.frame", "zstandard"]
 
@@ -206,7 +209,7 @@ def driver_command(client: str, work: str,
         why = node_requires(["@platformatic/kafka", "zstd-napi"])
         if why:
             return None, why
-        return ["node", os.path.join(CLIENTS, "node", "platformatic_driver.js")], \
+        return ["node", os.path.join(CLIENTS, "node", "platformatic_driver.mjs")], \
             py_imports(PY_CODECS)
     if client == "java":
         return java_driver(os.path.join(CLIENTS, "java", "JavaDriver.java"), None, "kafka")
