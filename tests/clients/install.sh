@@ -49,12 +49,14 @@ if [ "$(cat "$venv/.samsa-installed" 2>/dev/null)" != "$want_py" ] ||
 fi
 
 # --- franz-go ------------------------------------------------------------------------------------
+# franz-go v1.20.5 needs Go >= 1.24 (go/go.mod), which must come with the machine: Debian 12 has
+# 1.19 (bookworm-backports 1.23) and toolchain downloads fail here (GOTOOLCHAIN=local). Without
+# it the franz-go test skips, or fails under CI=true; the other clients are still installed.
 if command -v go >/dev/null; then
-  # GOTOOLCHAIN=local: toolchain downloads fail here; go.mod asks for a Go the machine has.
-  (cd "$here/go" && GOTOOLCHAIN=local GOFLAGS=-mod=readonly quiet go build -o /dev/null ./cmd/...)
+  (cd "$here/go" && GOTOOLCHAIN=local GOFLAGS=-mod=readonly quiet go build -o /dev/null ./cmd/...) ||
+    echo "clients/install.sh: the franz-go driver does not build with $(go version); it needs Go >= 1.24" >&2
 else
-  echo "clients/install.sh: go not found; the franz-go test cannot run (apt-get install golang)" >&2
-  exit 1
+  echo "clients/install.sh: go not found; the franz-go test cannot run (it needs Go >= 1.24)" >&2
 fi
 
 # --- Java clients --------------------------------------------------------------------------------
