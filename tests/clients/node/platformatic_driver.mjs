@@ -96,7 +96,18 @@ function usage(msg) {
 const t0 = Date.now()
 const step = (msg) => console.log(`[${NAME} ${((Date.now() - t0) / 1000).toFixed(2).padStart(6)}s] ${msg}`)
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
-const errText = (e) => (e instanceof DriverError ? e.message : util.inspect(e, { depth: 6, breakLength: Infinity }))
+// The client nests errors (MultipleErrors of ResponseErrors of ProtocolErrors): one line with
+// each level's message and Kafka error name, without the stacks.
+function errText(e, depth = 0) {
+  if (e instanceof DriverError) return e.message
+  if (!(e instanceof Error) || depth > 6) return util.inspect(e, { depth: 2, breakLength: Infinity })
+  let s = `${e.name === 'Error' ? '' : `${e.name}: `}${e.message}`
+  const tags = [e.code, e.apiId].filter(Boolean)
+  if (tags.length) s += ` (${tags.join(', ')})`
+  const subs = [...(Array.isArray(e.errors) ? e.errors : []), ...(e.cause ? [e.cause] : [])]
+  if (subs.length) s += ` <- [${subs.map((x) => errText(x, depth + 1)).join('; ')}]`
+  return s
+}
 
 // Each step's result is kept and the run goes on after a failed step (driverlib.Flow).
 const results = []
