@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "base/thread.h"
 #include "daemon/dispatch.h"
+#include "io/checkpoint.h"
 #include "net/uring_transport.h"
 
 namespace samsa::daemon {
@@ -65,20 +66,13 @@ std::expected<std::string, std::string> Broker::load_or_create_meta() {
   for (const auto& d : log_dirs_) {
     auto path = d->root() / kMetaFile;
     if (std::filesystem::exists(path)) continue;
-    auto tmp = path;
-    tmp += ".tmp";
-    {
-      std::ofstream out(tmp, std::ios::trunc);
-      out << "#\n#written by samsad\n"
-          << "cluster.id=" << cluster << "\n"
-          << "directory.id=" << replication::uuid_to_string(replication::random_uuid()) << "\n"
-          << "node.id=" << node << "\n"
-          << "version=1\n";
-      if (!out) return std::unexpected("cannot write " + tmp.string());
-    }
-    std::error_code ec;
-    std::filesystem::rename(tmp, path, ec);
-    if (ec) return std::unexpected("cannot write " + path.string() + ": " + ec.message());
+    // Atomic and durable before any data goes into the dir: a power cut leaves no file (the
+    // next start writes it) or the whole file, never an empty one that stops every start.
+    const std::string text = "#\n#written by samsad\ncluster.id=" + cluster + "\ndirectory.id=" +
+                             replication::uuid_to_string(replication::random_uuid()) +
+                             "\nnode.id=" + std::to_string(node) + "\nversion=1\n";
+    if (auto r = io::write_file_atomically(path, text); !r)
+      return std::unexpected("cannot write " + path.string() + ": " + r.error().detail);
   }
   return cluster;
 }

@@ -4,6 +4,7 @@
 
 #include "base/clock.h"
 #include "base/log.h"
+#include "io/checkpoint.h"
 
 namespace samsa::replication {
 namespace {
@@ -145,11 +146,9 @@ void Shard::set_aside_strays() {
       if (!std::filesystem::exists(from)) continue;
       std::filesystem::path to = from;
       to += "." + hex(random_uuid()) + "-stray";
-      std::error_code ec;
-      std::filesystem::rename(from, to, ec);
-      if (ec) {
+      if (auto r = io::rename_durably(from, to); !r) {
         LOG_ERROR("stray partition directory %s could not be set aside: %s", from.c_str(),
-                  ec.message().c_str());
+                  r.error().detail.c_str());
       } else {
         d->forget(id);
         LOG_WARN("partition directory %s is not in the cluster metadata; renamed to %s",
@@ -198,14 +197,13 @@ void Shard::finish_retired() {
     io::LogDir* ld = it->dir;
     it = closing_.erase(it);  // destroys the Partition and its Log
     if (remove) {
-      // Kafka's convention: rename to "<topic>-<p>.<id>-delete" at once (a restart will not
-      // resurrect it), remove the tree in the background.
+      // Kafka's convention: rename to "<topic>-<p>.<id>-delete" at once, durably (neither a
+      // restart nor a power cut resurrects it; a tree left half-removed is removed at the next
+      // start), remove the tree in the background.
       std::filesystem::path doomed = dir;
       doomed += "." + hex(id) + "-delete";
-      std::error_code ec;
-      std::filesystem::rename(dir, doomed, ec);
-      if (ec) {
-        LOG_ERROR("cannot rename %s for deletion: %s", dir.c_str(), ec.message().c_str());
+      if (auto r = io::rename_durably(dir, doomed); !r) {
+        LOG_ERROR("cannot rename %s for deletion: %s", dir.c_str(), r.error().detail.c_str());
       } else {
         if (ld) ld->forget(pid);
         LOG_INFO("deleted partition %s", pid.dir_name().c_str());
