@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "base/thread.h"
 #include "daemon/dispatch.h"
+#include "io/checkpoint.h"
 #include "net/uring_transport.h"
 
 namespace samsa::daemon {
@@ -65,20 +66,13 @@ std::expected<std::string, std::string> Broker::load_or_create_meta() {
   for (const auto& d : log_dirs_) {
     auto path = d->root() / kMetaFile;
     if (std::filesystem::exists(path)) continue;
-    auto tmp = path;
-    tmp += ".tmp";
-    {
-      std::ofstream out(tmp, std::ios::trunc);
-      out << "#\n#written by samsad\n"
-          << "cluster.id=" << cluster << "\n"
-          << "directory.id=" << replication::uuid_to_string(replication::random_uuid()) << "\n"
-          << "node.id=" << node << "\n"
-          << "version=1\n";
-      if (!out) return std::unexpected("cannot write " + tmp.string());
-    }
-    std::error_code ec;
-    std::filesystem::rename(tmp, path, ec);
-    if (ec) return std::unexpected("cannot write " + path.string() + ": " + ec.message());
+    // Atomic and durable before any data goes into the dir: a power cut leaves no file (the
+    // next start writes it) or the whole file, never an empty one that stops every start.
+    const std::string text = "#\n#written by samsad\ncluster.id=" + cluster + "\ndirectory.id=" +
+                             replication::uuid_to_string(replication::random_uuid()) +
+                             "\nnode.id=" + std::to_string(node) + "\nversion=1\n";
+    if (auto r = io::write_file_atomically(path, text); !r)
+      return std::unexpected("cannot write " + path.string() + ": " + r.error().detail);
   }
   return cluster;
 }
@@ -128,6 +122,11 @@ std::expected<void, std::string> Broker::init(Config cfg) {
     ctx->broker = this;
     ctx->index = i;
     ctx->settings = settings_;
+    // Each reactor holds its share of queued.max.request.bytes; decoding and handling may run
+    // an eighth over it (at most 16 MiB), so a small request always decodes while frames fill
+    // the share.
+    const std::uint64_t share = settings_->queued_max_request_bytes / n;
+    ctx->budget.set_capacity(share, std::min<std::uint64_t>(share / 8, 16u << 20));
     contexts_.push_back(std::move(ctx));
     auto t = std::make_unique<ReactorThread>();
     t->ctx = contexts_.back().get();
@@ -412,6 +411,7 @@ void Broker::publish(replication::ImagePtr image) {
           lc.limits.max_inflight_requests = ctx.settings->queued_max_requests;
           lc.limits.max_inflight_bytes = ctx.settings->queued_max_request_bytes;
           lc.limits.idle_timeout_ms = ctx.settings->connections_max_idle_ms;
+          lc.budget = &ctx.budget;
           if (!tr->listen(lc, &error)) {
             error =
                 "listener " + e.name + "://" + e.host + ":" + std::to_string(e.port) + ": " + error;

@@ -540,11 +540,9 @@ Result<void> Log::Impl::load(const OpenOptions& opts) {
     }
   }
   std::error_code ec;
-  bool created = std::filesystem::create_directories(dir_, ec);
-  if (ec) return std::unexpected(sys_error("create", dir_, ec.value()));
-  if (created) {
-    if (auto r = fsync_dir(dir_.parent_path().empty() ? "." : dir_.parent_path()); !r) return r;
-  }
+  // Durable before the first append can be acknowledged: the segment files' own entries are
+  // synced with the first group commit, this directory's entry here.
+  if (auto r = create_directories_durably(dir_); !r) return std::unexpected(r.error());
   dir_fd_ = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir_fd_ < 0) return std::unexpected(sys_error("open", dir_, errno));
   auto epochs = LeaderEpochCache::load(dir_ / kEpochFile);

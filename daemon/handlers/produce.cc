@@ -196,6 +196,12 @@ void produce(RequestPtr r) {
   std::size_t n = 0;
   for (const auto& t : body.topic_data)
     n += t.partition_data.size();
+  // One slot per partition entry, and an answer of about the same size: bounded by the
+  // reactor's request budget (a frame naming a million empty partitions is refused here).
+  if (!req.charge(n * (sizeof(Slot) + sizeof(kafka::ProduceResponse::PartitionProduceResponse)),
+                  "its partitions' state")) {
+    return;
+  }
   ctx->slots.resize(n);
   std::vector<std::size_t> group_of_shard(req.rc.broker->reactor_count(), SIZE_MAX);
   std::size_t si = 0;
