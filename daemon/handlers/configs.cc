@@ -284,6 +284,8 @@ std::int8_t topic_config_source(const BrokerSettings& s,
 // this many entries in one answer, further resources get INVALID_REQUEST instead (a client
 // describing thousands of topics asks in several requests, as kafka-configs does).
 constexpr std::size_t kMaxEntriesPerAnswer = 100'000;
+// An entry with its strings and synonyms, roughly (charged to the request budget).
+constexpr std::size_t kEntryBytes = sizeof(Resp::DescribeConfigsResourceResult) + 160;
 
 void describe_configs(RequestPtr r) {
   kafka::DescribeConfigsRequest req;
@@ -296,9 +298,16 @@ void describe_configs(RequestPtr r) {
     out.resource_type = res.resource_type;
     out.resource_name = res.resource_name;
     out.error_message = "";  // Kafka sends an empty message, not null, with no error
+    // What one resource's answer will hold, within the request budget.
+    const std::size_t keys =
+        res.configuration_keys && !res.configuration_keys->empty()
+            ? res.configuration_keys->size()
+            : std::max(Config::keys().size(), replication::topic_config_keys().size());
     if (entries >= kMaxEntriesPerAnswer) {
       out.error_code = kafka::code(ErrorCode::invalid_request);
       out.error_message = std::nullopt;
+    } else if (!r->charge(keys * kEntryBytes, "its configs")) {
+      return;
     } else if (res.resource_type == kTopic) {
       describe_topic(*r, req, res, out);
     } else if (res.resource_type == kBroker) {
@@ -317,6 +326,10 @@ void describe_configs(RequestPtr r) {
 void incremental_alter_configs(RequestPtr r) {
   kafka::IncrementalAlterConfigsRequest req;
   if (!r->decode(req)) return;
+  if (!r->charge(req.resources.size() * (sizeof(replication::ConfigAlteration) +
+                                         sizeof(replication::ConfigOutcome) + 64),
+                 "its resources"))
+    return;
   std::vector<std::pair<std::int8_t, std::string>> names;
   std::vector<std::optional<Early>> early;
   std::vector<replication::ConfigAlteration> changes;
@@ -350,6 +363,10 @@ void incremental_alter_configs(RequestPtr r) {
 void alter_configs(RequestPtr r) {
   kafka::AlterConfigsRequest req;
   if (!r->decode(req)) return;
+  if (!r->charge(req.resources.size() * (sizeof(replication::ConfigAlteration) +
+                                         sizeof(replication::ConfigOutcome) + 64),
+                 "its resources"))
+    return;
   std::vector<std::pair<std::int8_t, std::string>> names;
   std::vector<std::optional<Early>> early;
   std::vector<replication::ConfigAlteration> changes;

@@ -133,6 +133,12 @@ void metadata(RequestPtr r) {
       named.insert(*want.name);
       create.push_back({*want.name, s.num_partitions, s.default_replication_factor, {}});
     }
+    // The specs, their outcomes and the names they copy, within the request budget.
+    std::size_t bytes = 0;
+    for (const auto& c : create)
+      bytes += sizeof(replication::TopicSpec) + sizeof(replication::TopicOutcome) +
+               2 * c.name.size() + 64;
+    if (!r->charge(bytes, "the topics it auto-creates")) return;
   }
   if (create.empty()) {
     answer(std::move(r), req, {}, unsent_from);

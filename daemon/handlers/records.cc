@@ -105,6 +105,12 @@ void delete_records(RequestPtr r) {
   std::size_t n = 0;
   for (const auto& t : req.topics)
     n += t.partitions.size();
+  // One item per partition entry and an answer of about the same size, within the request
+  // budget (a frame naming a million partitions is refused here, not allocated).
+  if (!r->charge(
+          n * (sizeof(Item) + sizeof(kafka::DeleteRecordsResponse::DeleteRecordsPartitionResult)),
+          "its partitions' state"))
+    return;
   st->items.reserve(n);
   for (const auto& t : req.topics) {
     const bool internal = replication::is_internal_topic(t.name);
@@ -164,6 +170,9 @@ void offset_for_leader_epoch(RequestPtr r) {
   std::size_t n = 0;
   for (const auto& t : req.topics)
     n += t.partitions.size();
+  if (!r->charge(n * (sizeof(Item) + sizeof(kafka::OffsetForLeaderEpochResponse::EpochEndOffset)),
+                 "its partitions' state"))
+    return;
   st->items.reserve(n);
   for (const auto& t : req.topics) {
     for (const auto& p : t.partitions) {

@@ -140,6 +140,10 @@ void delete_topics(RequestPtr r) {
 void create_partitions(RequestPtr r) {
   kafka::CreatePartitionsRequest req;
   if (!r->decode(req)) return;
+  if (!r->charge(req.topics.size() * (sizeof(replication::PartitionsSpec) +
+                                      sizeof(replication::PartitionsOutcome) + 64),
+                 "its topics"))
+    return;
   std::vector<replication::PartitionsSpec> specs;
   specs.reserve(req.topics.size());
   for (auto& t : req.topics) {
