@@ -19,6 +19,13 @@ namespace {
 
 constexpr const char* kMetaFile = "meta.properties";
 
+// Each reactor keeps its share of the broker's fetch sessions (rounded up: never 0 unless
+// sessions are off).
+std::size_t session_slots_per_reactor(const BrokerSettings& s, std::size_t reactors) {
+  const auto slots = static_cast<std::size_t>(std::max(0, s.fetch_session_slots));
+  return (slots + reactors - 1) / reactors;
+}
+
 std::string read_text(const std::filesystem::path& p) {
   std::ifstream in(p, std::ios::binary);
   std::ostringstream ss;
@@ -127,6 +134,8 @@ std::expected<void, std::string> Broker::init(Config cfg) {
     // the share.
     const std::uint64_t share = settings_->queued_max_request_bytes / n;
     ctx->budget.set_capacity(share, std::min<std::uint64_t>(share / 8, 16u << 20));
+    ctx->fetch_sessions = std::make_unique<FetchSessionCache>(
+        i, session_slots_per_reactor(*settings_, n), settings_->fetch_session_eviction_ms);
     contexts_.push_back(std::move(ctx));
     auto t = std::make_unique<ReactorThread>();
     t->ctx = contexts_.back().get();
@@ -499,14 +508,17 @@ void Broker::apply_settings(std::shared_ptr<const BrokerSettings> made) {
     next->advertised = settings_->advertised;
   }
   settings_ = next;
+  const std::size_t n = reactors_.size();
   for (auto& t : reactors_) {
     if (!t->ctx->reactor) continue;
-    t->ctx->reactor->post_fn([ctx = t->ctx, next] {
+    t->ctx->reactor->post_fn([ctx = t->ctx, next, n] {
       ctx->settings = next;
       if (ctx->shard) {
         ctx->shard->set_defaults(next->topic_defaults);
         ctx->shard->set_partition_options(next->partition);
       }
+      ctx->fetch_sessions->configure(session_slots_per_reactor(*next, n),
+                                     next->fetch_session_eviction_ms);
     });
   }
   if (coordinator_reactor_) {

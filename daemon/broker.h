@@ -18,6 +18,7 @@
 
 #include "coordinator/coordinator.h"
 #include "daemon/config.h"
+#include "daemon/fetch_sessions.h"
 #include "daemon/settings.h"
 #include "io/log_dir.h"
 #include "io/reactor.h"
@@ -57,6 +58,8 @@ struct ReactorContext {
   std::atomic<std::uint64_t> turns{0};
   // queued.max.request.bytes / reactors: frames, decoded requests and their handling.
   net::MemoryBudget budget;
+  // Incremental fetch sessions opened on this reactor (KIP-227).
+  std::unique_ptr<FetchSessionCache> fetch_sessions;
   ParkedRequest* parked = nullptr;  // intrusive list
   bool shutting_down = false;
 
