@@ -55,6 +55,7 @@ KAFKA_SH = os.path.join(ROOT, "perf", "vs-kafka", "kafka.sh")
 SKIP = 77
 PARTITIONS = 6
 TOPIC = "eos"
+PAD = 40  # filler bytes after the fields of each value
 T0 = time.monotonic()
 
 
@@ -210,7 +211,7 @@ def producer_args(client: str, bootstrap: str, acks: str, records: int, rate: fl
                   tag: str) -> list[str]:
     common = ["--bootstrap", bootstrap, "--topic", TOPIC, "--acks", acks,
               "--records", str(records), "--partitions", str(PARTITIONS), "--tag", tag,
-              "--rate", str(rate)]
+              "--rate", str(rate), "--pad", str(PAD)]
     if client == "java":
         return common + ["--delivery-timeout-ms", "60000"]
     return common + ["--delivery-timeout", "60s", "--timeout", "600s"]
@@ -300,7 +301,8 @@ def check(tag: str, records: int, acks_path: str, stored: dict[int, list[tuple[i
         for off, value in recs:
             parts = value.split(b"|")
             try:
-                ok = parts[0].decode() == tag and int(parts[1]) == p
+                ok = (len(parts) == 4 and parts[0].decode() == tag and int(parts[1]) == p
+                      and parts[3] == b"x" * PAD)
                 seq = int(parts[2])
             except (IndexError, ValueError, UnicodeDecodeError):
                 ok = False
@@ -514,8 +516,9 @@ def main() -> int:
         if counts["losses"]:
             failures.append(f"{counts['losses']} acknowledged records lost")
         if counts["foreign"] or counts["never_sent"] or counts["double_acks"]:
-            failures.append(f"{counts['foreign']} unparseable records, {counts['never_sent']} "
-                            f"never sent, {counts['double_acks']} acknowledged twice")
+            failures.append(f"{counts['foreign']} stored values match no sent value, "
+                            f"{counts['never_sent']} records never sent, "
+                            f"{counts['double_acks']} acknowledged twice")
         if a.teeth:
             if counts["duplicates"] == 0:
                 failures.append("no duplicates with the sequence check off: the faults did not "
