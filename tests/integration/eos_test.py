@@ -110,7 +110,8 @@ class Samsad:
         return time.monotonic() - t
 
     def kill_and_restart(self, rng: random.Random):
-        self.proc.send_signal(signal.SIGKILL)
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
         self.proc.wait()
         time.sleep(rng.uniform(0, 0.3))
         self.restart_seconds.append(self.start())
@@ -160,7 +161,10 @@ class Kafka:
 
     def kill_and_restart(self, rng: random.Random):
         pid = self.pid()
-        os.kill(pid, signal.SIGKILL)
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
         while os.path.exists(f"/proc/{pid}"):
             time.sleep(0.02)
         time.sleep(rng.uniform(0, 0.3))
@@ -434,6 +438,9 @@ def main() -> int:
             if now - t_produce > a.timeout:
                 failures.append(f"producer still running after {a.timeout:.0f}s (killed)")
                 break
+            if not broker.alive():
+                failures.append("the broker died on its own (restarted to finish the run)")
+                broker.kill_and_restart(rng)
             done = watcher.poll()
             if t_first_ack is None:
                 if done == 0:
@@ -554,6 +561,13 @@ def main() -> int:
         json.dump(result, f, indent=1)
     print("RESULT " + json.dumps(result), flush=True)
     if failures:
+        if a.broker == "samsad":
+            try:
+                with open(os.path.join(work, "samsad.log"), errors="replace") as f:
+                    tail = [ln for ln in f.read().splitlines() if "opened log" not in ln][-20:]
+                log("samsad.log (last lines):\n" + "\n".join(tail))
+            except OSError:
+                pass
         for f in failures:
             log(f"FAIL: {f}")
         log(f"work dir kept: {work}")
