@@ -197,6 +197,8 @@ void Broker::run_reactor(ReactorThread* t) {
         so.log_dirs.push_back(d.get());
       so.defaults = settings_->topic_defaults;
       so.retention = retention_.get();
+      so.partition = settings_->partition;
+      so.producer_expiration_check_ms = settings_->producer_expiration_check_ms;
       ctx.shard = std::make_unique<replication::Shard>(*ctx.reactor, std::move(so));
     }
   }
@@ -441,6 +443,7 @@ std::expected<void, std::string> Broker::reload() {
     t->ctx->reactor->post_fn([ctx = t->ctx, next] {
       ctx->settings = next;
       ctx->shard->set_defaults(next->topic_defaults);
+      ctx->shard->set_partition_options(next->partition);
     });
   }
   if (coordinator_reactor_) {

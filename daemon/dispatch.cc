@@ -37,6 +37,7 @@ const std::array kHandlers = {
     ApiHandler{key(ApiKey::offset_delete), 0, 0, &handlers::offset_delete},
     // Idempotent producers only; v6 (two-phase commit) is unstable in Kafka 4.1.
     ApiHandler{key(ApiKey::init_producer_id), 0, 5, &handlers::init_producer_id},
+    ApiHandler{key(ApiKey::describe_producers), 0, 0, &handlers::describe_producers},
 };
 
 const ApiHandler* find_handler(std::int16_t k) {
