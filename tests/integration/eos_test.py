@@ -195,8 +195,18 @@ def producer_command(client: str, work: str) -> tuple[list[str] | None, str | No
         jars = r.stdout.strip()
         if not os.path.isdir(os.path.dirname(jars)):
             return None, "Kafka's jars are not fetched (bash perf/vs-kafka/kafka.sh fetch)"
-        return ["java", "-Xmx384m", "-cp", jars,
-                "-Dorg.apache.logging.log4j.level=WARN", os.path.join(CLIENTS, "java", "EosProducer.java")], None
+        # Warnings, plus the network client's connection events (why a connection closed), on
+        # stdout.
+        conf = os.path.join(work, "log4j2.properties")
+        with open(conf, "w") as f:
+            f.write("appender.out.type = Console\nappender.out.name = OUT\n"
+                    "appender.out.layout.type = PatternLayout\n"
+                    "appender.out.layout.pattern = %d{HH:mm:ss.SSS} %p %c{1} %m%n\n"
+                    "rootLogger.level = WARN\nrootLogger.appenderRef.out.ref = OUT\n"
+                    "logger.net.name = org.apache.kafka.clients.NetworkClient\n"
+                    "logger.net.level = INFO\n")
+        return ["java", "-Xmx384m", "-cp", jars, f"-Dlog4j2.configurationFile={conf}",
+                os.path.join(CLIENTS, "java", "EosProducer.java")], None
     if client == "franz-go":
         if not shutil.which("go"):
             return None, "go not found (Go >= 1.24 on PATH)"
@@ -469,6 +479,8 @@ def main() -> int:
             if c["produce_drops"] < want_produce:
                 proxy.arm_produce_drop()
             proxy.expire_doom(10.0)
+            for stall in proxy.find_stalls(5.0):
+                log(f"broker stall: {stall}")
             if time.monotonic() - last_report > 10:
                 last_report = time.monotonic()
                 log(f"{done} acknowledged; drops {c['random_drops']} random + "
@@ -555,6 +567,8 @@ def main() -> int:
         problem = broker.stop()
         if problem:
             failures.append(problem)
+    with open(os.path.join(work, "proxy.log"), "w") as f:
+        f.write("\n".join(proxy.events + [""]))
     result["wall_seconds"] = round(time.monotonic() - T0, 1)
     result["failures"] = failures
     with open(os.path.join(work, "result.json"), "w") as f:

@@ -65,6 +65,10 @@ class _Conn:
         self.doom_confirmed = False
         self.last_activity = time.monotonic()
         self.responses = 0  # forwarded to the client
+        self.id = 0
+        # Requests forwarded and not answered yet: correlation id -> (api key, version, when).
+        self.pending: dict[int, tuple[int, int, float]] = {}
+        self.stall_reported: set[int] = set()
 
     def eligible(self) -> bool:
         # A connection is cut only after it has answered something beyond the handshake
@@ -72,20 +76,28 @@ class _Conn:
         # reconnect backoff, which grows with each failure, and the run would stall.
         return self.doomed_corr is None and self.responses >= 2
 
-    def close(self, rst: bool = False):
+    def close(self, why: str, rst: bool = False):
         p = self.proxy
         with p.lock:
             if self.closed:
                 return
             self.closed = True
+            p.event(f"conn {self.id} closed ({why}{', RST' if rst else ''}); "
+                    f"{len(self.pending)} requests unanswered")
             p.conns.discard(self)
             if self.doomed_corr is not None and not self.doom_confirmed:
                 p.doom = "idle"
                 p.produce_drops_lost += 1
+        # close() alone would not end the connection: the forwarding threads are blocked in
+        # recv on these sockets, and the kernel keeps a socket open until such a call returns,
+        # so the peer would notice nothing until it sent more (a client waiting on its requests
+        # would time out instead). shutdown(SHUT_RD) wakes them without telling the peer
+        # anything; the final close then sends RST (linger 0) or FIN.
         for s in (self.client, self.upstream):
             try:
                 if rst:
                     s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    s.shutdown(socket.SHUT_RD)
                 else:
                     s.shutdown(socket.SHUT_RDWR)
             except OSError:
@@ -106,12 +118,20 @@ class FaultProxy:
         self.produce_requests = 0
         self.connections = 0
         self.upstream_refused = 0
+        self.stalls: list[str] = []  # requests the broker left unanswered too long
+        self.events: list[str] = []  # timestamped, for reading beside the clients' logs
         self.listener = socket.socket()
         self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.listener.bind(("127.0.0.1", 0))
         self.listener.listen(128)
         self.port = self.listener.getsockname()[1]
         self._stopped = False
+
+    def event(self, what: str):
+        """Appends to the event log; call with the lock held."""
+        t = time.time()
+        self.events.append(time.strftime("%H:%M:%S", time.localtime(t)) +
+                           f".{int(t * 1000) % 1000:03d} {what}")
 
     def start(self) -> "FaultProxy":
         threading.Thread(target=self._accept, name="proxy-accept", daemon=True).start()
@@ -126,7 +146,7 @@ class FaultProxy:
         with self.lock:
             conns = list(self.conns)
         for c in conns:
-            c.close()
+            c.close("proxy stopped")
 
     # -- faults -------------------------------------------------------------------------------
     def drop_random(self) -> bool:
@@ -141,7 +161,7 @@ class FaultProxy:
                 return False
             victim = self.rng.choice(sorted(pool, key=id))
             self.random_drops += 1
-        victim.close(rst=self.rng.random() < 0.5)
+        victim.close("random drop", rst=self.rng.random() < 0.5)
         return True
 
     def arm_produce_drop(self) -> bool:
@@ -166,7 +186,23 @@ class FaultProxy:
             stale = [c for c in self.conns
                      if c.doomed_corr is not None and now - c.doomed_at > max_age]
         for c in stale:
-            c.close()
+            c.close("doomed Produce unanswered")
+
+    def find_stalls(self, max_age: float) -> list[str]:
+        """Requests the broker has left unanswered for more than max_age seconds on a live
+        connection (each reported once). A broker that never answers a request shows up in the
+        client as a request timeout, and in the producer as stalls and expired batches."""
+        now = time.monotonic()
+        found = []
+        with self.lock:
+            for c in self.conns:
+                for corr, (key, ver, t) in c.pending.items():
+                    if now - t > max_age and corr not in c.stall_reported:
+                        c.stall_reported.add(corr)
+                        found.append(f"connection {c.id}: api {key} v{ver} correlation id "
+                                     f"{corr} unanswered for {now - t:.1f}s")
+            self.stalls += found
+        return found
 
     def doom_pending(self) -> bool:
         with self.lock:
@@ -178,7 +214,7 @@ class FaultProxy:
                     "drops": self.random_drops + self.produce_drops,
                     "produce_drops_lost": self.produce_drops_lost,
                     "produce_requests": self.produce_requests, "connections": self.connections,
-                    "upstream_refused": self.upstream_refused}
+                    "upstream_refused": self.upstream_refused, "stalls": len(self.stalls)}
 
     # -- forwarding -----------------------------------------------------------------------------
     def _accept(self):
@@ -194,6 +230,7 @@ class FaultProxy:
                 # The broker is down (killed, restarting): the client sees a closed connection.
                 with self.lock:
                     self.upstream_refused += 1
+                    self.event("upstream refused")
                 client.close()
                 continue
             for s in (client, upstream):
@@ -202,6 +239,8 @@ class FaultProxy:
             with self.lock:
                 self.conns.add(c)
                 self.connections += 1
+                c.id = self.connections
+                self.event(f"conn {c.id} from client port {client.getpeername()[1]}")
             threading.Thread(target=self._requests, args=(c,), name="proxy-c2b",
                              daemon=True).start()
             threading.Thread(target=self._responses, args=(c,), name="proxy-b2c",
@@ -219,11 +258,13 @@ class FaultProxy:
                         break
                     c.last_activity = time.monotonic()
                     if len(frame) >= 12:
-                        api_key, _, corr = struct.unpack_from(">hhi", frame, 4)
+                        api_key, version, corr = struct.unpack_from(">hhi", frame, 4)
+                        c.pending[corr] = (api_key, version, time.monotonic())
                         if api_key == PRODUCE:
                             self.produce_requests += 1
                             if self.doom == "armed" and c.eligible():
                                 self.doom = "inflight"
+                                self.event(f"conn {c.id}: Produce correlation id {corr} doomed")
                                 c.doomed_corr = corr
                                 c.doomed_at = time.monotonic()
                                 doomed = True
@@ -232,9 +273,10 @@ class FaultProxy:
                     # Nothing more goes to the broker on this connection; _responses closes it
                     # once the doomed Produce's answer arrives.
                     return
-        except OSError:
-            pass
-        c.close()
+            why = "client closed"
+        except OSError as e:
+            why = f"request path: {e}"
+        c.close(why)
 
     def _responses(self, c: _Conn):
         try:
@@ -245,6 +287,8 @@ class FaultProxy:
                 swallow = False
                 with self.lock:
                     c.last_activity = time.monotonic()
+                    if len(frame) >= 8:
+                        c.pending.pop(struct.unpack_from(">i", frame, 4)[0], None)
                     if (c.doomed_corr is not None and len(frame) >= 8
                             and struct.unpack_from(">i", frame, 4)[0] == c.doomed_corr):
                         c.doom_confirmed = True
@@ -252,10 +296,11 @@ class FaultProxy:
                         self.produce_drops += 1
                         swallow = True
                 if swallow:
-                    c.close(rst=self.rng.random() < 0.5)
+                    c.close("drop after Produce", rst=self.rng.random() < 0.5)
                     return
                 c.client.sendall(frame)
                 c.responses += 1
-        except OSError:
-            pass
-        c.close()
+            why = "broker closed"
+        except OSError as e:
+            why = f"response path: {e}"
+        c.close(why)
