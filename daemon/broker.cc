@@ -128,6 +128,11 @@ std::expected<void, std::string> Broker::init(Config cfg) {
     ctx->broker = this;
     ctx->index = i;
     ctx->settings = settings_;
+    // Each reactor holds its share of queued.max.request.bytes; decoding and handling may run
+    // an eighth over it (at most 16 MiB), so a small request always decodes while frames fill
+    // the share.
+    const std::uint64_t share = settings_->queued_max_request_bytes / n;
+    ctx->budget.set_capacity(share, std::min<std::uint64_t>(share / 8, 16u << 20));
     contexts_.push_back(std::move(ctx));
     auto t = std::make_unique<ReactorThread>();
     t->ctx = contexts_.back().get();
@@ -399,6 +404,7 @@ void Broker::publish(replication::ImagePtr image) {
           lc.limits.max_inflight_requests = ctx.settings->queued_max_requests;
           lc.limits.max_inflight_bytes = ctx.settings->queued_max_request_bytes;
           lc.limits.idle_timeout_ms = ctx.settings->connections_max_idle_ms;
+          lc.budget = &ctx.budget;
           if (!tr->listen(lc, &error)) {
             error =
                 "listener " + e.name + "://" + e.host + ":" + std::to_string(e.port) + ": " + error;

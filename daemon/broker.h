@@ -22,6 +22,7 @@
 #include "io/log_dir.h"
 #include "io/reactor.h"
 #include "io/retention.h"
+#include "net/memory_budget.h"
 #include "net/transport.h"
 #include "replication/controller.h"
 #include "replication/shard.h"
@@ -54,6 +55,8 @@ struct ReactorContext {
   std::vector<std::unique_ptr<KafkaDispatcher>> dispatchers;  // one per listener
   std::vector<std::unique_ptr<net::Transport>> transports;    // one per listener
   std::atomic<std::uint64_t> turns{0};
+  // queued.max.request.bytes / reactors: frames, decoded requests and their handling.
+  net::MemoryBudget budget;
   ParkedRequest* parked = nullptr;  // intrusive list
   bool shutting_down = false;
 

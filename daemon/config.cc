@@ -201,14 +201,17 @@ const std::vector<ConfigKey> kKeys = {
      {},
      false,
      "Requests in flight per connection before reading pauses (back-pressure)."},
+    // Kafka's default (-1) is unbounded; samsa always bounds request memory.
     {"queued.max.request.bytes",
      T::int64,
-     "-1",
+     "268435456",
      -1,
      INT64_MAX,
      {},
      false,
-     "Bytes of requests in flight per connection before reading pauses (-1: 256 MiB)."},
+     "Memory the broker's requests in flight may hold (frames, decoded requests, their "
+     "handling), split evenly among the reactors; a reactor's connections stop reading while "
+     "it is full, and a request that could never fit is refused (-1: 256 MiB)."},
     {"fetch.max.bytes", T::int32, "57671680", 0, kMax32, {}, true, "Largest fetch response."},
     {"group.initial.rebalance.delay.ms",
      T::int32,

@@ -159,8 +159,10 @@ std::size_t Partition::expire_producers(std::int64_t now_ms) {
 std::expected<io::AppendResult, AppendError> Partition::append(io::AppendOp* op) {
   auto info = log_->prepare(op);
   if (!info) {
-    return std::unexpected(AppendError{kafka_error_of(info.error().code),
-                                       std::move(info.error().detail), info.error().code});
+    const io::Errc e = info.error().code;
+    return std::unexpected(
+        AppendError{kafka_error_of(e), std::move(info.error().detail), e,
+                    e == io::Errc::invalid_timestamp ? log_->log_start_offset() : -1});
   }
   if (info->producer_id >= 0 && opts_.sequence_check) {
     if (info->is_transactional()) {
@@ -177,19 +179,23 @@ std::expected<io::AppendResult, AppendError> Partition::append(io::AppendOp* op)
                   "%" PRId64,
                   topic_.c_str(), index_, info->producer_id, c.duplicate.first_seq,
                   c.duplicate.last_seq, c.duplicate.first_offset);
-        op->result = io::AppendResult{c.duplicate.first_offset, c.duplicate.last_offset, -1,
-                                      log_->log_start_offset()};
+        // Kafka answers a duplicate with the original batch's timestamp in logAppendTimeMs,
+        // whatever the topic's timestamp type.
+        op->result = io::AppendResult{c.duplicate.first_offset, c.duplicate.last_offset,
+                                      c.duplicate.timestamp, log_->log_start_offset()};
         op->error.reset();
         op->next = dup_head_;
         dup_head_ = op;
         if (!dup_timer_.armed()) reactor_.arm(&dup_timer_, 0);
         return op->result;
       case ProducerVerdict::out_of_order:
-        return std::unexpected(
-            AppendError{ErrorCode::out_of_order_sequence_number, std::move(c.message)});
+        return std::unexpected(AppendError{ErrorCode::out_of_order_sequence_number,
+                                           std::move(c.message),
+                                           {},
+                                           log_->log_start_offset()});
       case ProducerVerdict::invalid_epoch:
-        return std::unexpected(
-            AppendError{ErrorCode::invalid_producer_epoch, std::move(c.message)});
+        return std::unexpected(AppendError{
+            ErrorCode::invalid_producer_epoch, std::move(c.message), {}, log_->log_start_offset()});
     }
   }
   // The leader stamps its epoch into partitionLeaderEpoch (outside the CRC, as in Kafka):

@@ -35,6 +35,9 @@ struct AppendError {
   kafka::ErrorCode code = kafka::ErrorCode::none;
   std::string message;
   std::optional<io::Errc> log_error;  // set when the log refused the batch
+  // Kafka reports the log start offset with errors found after it looked at the log
+  // (sequence, epoch and timestamp checks); -1 with framing errors.
+  std::int64_t log_start_offset = -1;
 };
 
 // The Kafka error for a log error (Produce and friends).

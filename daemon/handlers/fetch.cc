@@ -307,6 +307,11 @@ void fetch(RequestPtr r) {
   std::size_t n = 0;
   for (const auto& t : ctx->body.topics)
     n += t.partitions.size();
+  // Per-partition state and answers, bounded by the reactor's request budget.
+  if (!req.charge(n * (sizeof(Part) + sizeof(kafka::FetchResponse::PartitionData)),
+                  "its partitions' state")) {
+    return;
+  }
   ctx->parts.resize(n);
   std::vector<std::size_t> group_of_shard(req.rc.broker->reactor_count(), SIZE_MAX);
   std::size_t pi = 0;

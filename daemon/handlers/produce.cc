@@ -27,6 +27,7 @@ struct Slot : io::AppendOp {
   std::int32_t partition = 0;
   ErrorCode error = ErrorCode::none;
   std::string message;
+  std::int64_t error_log_start = -1;  // what an error answer reports as the log start
 };
 
 // Partitions of one request that live on one shard.
@@ -98,6 +99,7 @@ void run_group(ProduceCtx* ctx, std::size_t gi, ReactorContext& shard_ctx) {
     if (!r) {
       s.error = r.error().code;
       s.message = std::move(r.error().message);
+      s.error_log_start = r.error().log_start_offset;
       LOG_DEBUG("produce to %.*s-%d rejected: %s", static_cast<int>(s.topic.size()), s.topic.data(),
                 s.partition, s.message.c_str());
       slot_done(s);
@@ -168,6 +170,7 @@ void respond(std::unique_ptr<ProduceCtx> ctx) {
         pr.log_start_offset = s.result.log_start_offset;
       } else {
         pr.base_offset = -1;
+        pr.log_start_offset = s.error_log_start;
         if (!s.message.empty()) pr.error_message = s.message;
       }
       tr.partition_responses.push_back(std::move(pr));
@@ -193,6 +196,12 @@ void produce(RequestPtr r) {
   std::size_t n = 0;
   for (const auto& t : body.topic_data)
     n += t.partition_data.size();
+  // One slot per partition entry, and an answer of about the same size: bounded by the
+  // reactor's request budget (a frame naming a million empty partitions is refused here).
+  if (!req.charge(n * (sizeof(Slot) + sizeof(kafka::ProduceResponse::PartitionProduceResponse)),
+                  "its partitions' state")) {
+    return;
+  }
   ctx->slots.resize(n);
   std::vector<std::size_t> group_of_shard(req.rc.broker->reactor_count(), SIZE_MAX);
   std::size_t si = 0;

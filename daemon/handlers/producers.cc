@@ -15,6 +15,7 @@ struct Item {
   std::string_view topic;  // empty: the topic or partition is unknown
   std::int32_t partition = 0;
   ErrorCode error = ErrorCode::none;
+  bool unknown_topic = false;
   std::vector<DescribeProducersResponse::ProducerState> producers;
 };
 
@@ -54,6 +55,9 @@ void respond(std::unique_ptr<Ctx> ctx) {
       DescribeProducersResponse::PartitionResponse pr;
       pr.partition_index = it.partition;
       pr.error_code = kafka::code(it.error);
+      // Kafka's topic lookup fills in its default text; its replica lookup (a known topic
+      // without that partition) leaves the message null.
+      if (it.unknown_topic) pr.error_message = "This server does not host this topic-partition.";
       pr.active_producers = std::move(it.producers);
       tr.partitions.push_back(std::move(pr));
     }
@@ -76,6 +80,7 @@ void describe_producers(RequestPtr r) {
       it.partition = p;
       if (!topic || p < 0 || static_cast<std::size_t>(p) >= topic->partitions.size()) {
         it.error = ErrorCode::unknown_topic_or_partition;
+        it.unknown_topic = !topic;
       } else {
         it.topic = topic->name;
       }
