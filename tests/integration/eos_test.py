@@ -100,6 +100,7 @@ class Samsad:
         self.logf = open(os.path.join(work, "samsad.log"), "ab")
         self.proc: subprocess.Popen | None = None
         self.restart_seconds: list[float] = []
+        self.listener_linger: list[float] = []
 
     def start(self, timeout: float = 60):
         t = time.monotonic()
@@ -117,6 +118,20 @@ class Samsad:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
         self.proc.wait()
+        # The dead process's io_uring is torn down after the process is reaped, and its
+        # listening socket with it: for ~10-20 ms the kernel still completes handshakes there
+        # that nobody serves, and a samsad started meanwhile refuses to start ("already in use
+        # by another process"). Wait until connections are refused.
+        t = time.monotonic()
+        while time.monotonic() - t < 10:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+            except ConnectionRefusedError:
+                break
+            except OSError:
+                pass
+            time.sleep(0.005)
+        self.listener_linger.append(time.monotonic() - t)
         time.sleep(rng.uniform(0, 0.3))
         self.restart_seconds.append(self.start())
 
@@ -469,8 +484,9 @@ def main() -> int:
                 if kind == "kill":
                     broker.kill_and_restart(rng)
                     kills += 1
-                    log(f"kill -9 #{kills} at {done} acknowledged; restarted in "
-                        f"{broker.restart_seconds[-1]:.2f}s")
+                    linger = getattr(broker, "listener_linger", [0.0])[-1]
+                    log(f"kill -9 #{kills} at {done} acknowledged; the dead listener lingered "
+                        f"{linger * 1000:.0f} ms; restarted in {broker.restart_seconds[-1]:.2f}s")
                 elif kind == "drop":
                     want_drops += 1
                 else:
