@@ -87,6 +87,9 @@ std::expected<std::shared_ptr<const BrokerSettings>, std::string> make_settings(
   auto qb = c.get_int("queued.max.request.bytes");
   s->queued_max_request_bytes = qb < 0 ? (256ull << 20) : static_cast<std::uint64_t>(qb);
 
+  s->max_partitions = c.get_int("samsa.max.partitions");
+  s->max_partitions_per_request = c.get_int("samsa.max.partitions.per.request");
+  s->config = std::make_shared<const Config>(c);
   s->partition.producer_expiration_ms = c.get_int("producer.id.expiration.ms");
   s->partition.sequence_check =
       !c.get_bool("samsa.testing.hooks") || c.get_bool("samsa.testing.producer.sequence.check");

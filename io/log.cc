@@ -178,6 +178,22 @@ class Log::Impl final : public TurnHook {
   int dir_sync_err_ = 0;
   DirCompletion dir_c_;
 
+  // --- flush.messages / flush.ms (cfg_.fsync false) ---
+  // Whether the group in flight fdatasyncs: decided when it is submitted, so a config change
+  // never takes a sync away from ops already in flight.
+  bool flight_sync_ = false;
+  // Offsets below were accepted while every group synced; they get a sync even if fsync was
+  // turned off since (an acks=all append is never completed on a weaker promise).
+  std::int64_t sync_owed_end_ = 0;
+  // Files written by groups that did not sync (at most a few: the active segment and those
+  // rolled since the last sync); the next syncing group syncs all of them.
+  std::vector<std::shared_ptr<SegmentFile>> unsynced_files_;
+  std::int64_t unsynced_since_ns_ = -1;  // when the oldest unsynced write completed
+  bool flush_due_ = false;               // flush.ms elapsed (or fsync turned on): sync next
+  struct FlushTimer : Timer {
+    Impl* log = nullptr;
+  } flush_timer_;
+
   // --- helpers ---
   static void normalize(LogConfig& c) {
     c.segment_bytes = std::clamp<std::uint64_t>(c.segment_bytes, 128, INT32_MAX);
@@ -249,6 +265,15 @@ class Log::Impl final : public TurnHook {
   Result<AppendResult> append(AppendOp* op, bool replicated, const BatchInfo* prepared);
   void on_turn_end() override;
   void submit_group();
+  bool sync_due(std::int64_t end) const {
+    return cfg_.fsync || flush_due_ || synced_end_ < sync_owed_end_ ||
+           (end - synced_end_ >= cfg_.flush_messages);
+  }
+  void add_sync_only_runs();
+  void submit_flush();
+  void arm_flush_timer();
+  static void on_flush_timer(Timer* t);
+  void set_config(const LogConfig& cfg);
   void submit_run(FlightRun& fr);
   static void on_run_cqe(Completion* c, int res, std::uint32_t flags);
   static void on_dir_cqe(Completion* c, int res, std::uint32_t flags);
@@ -283,6 +308,7 @@ class Log::Impl final : public TurnHook {
 };
 
 Log::Impl::~Impl() {
+  r_.disarm(&flush_timer_);
   if (state_ && log_dir_ && id_) log_dir_->detach(*id_, state_);
   if (dir_fd_ >= 0) ::close(dir_fd_);
 }
@@ -514,17 +540,14 @@ Result<void> Log::Impl::load(const OpenOptions& opts) {
     }
   }
   std::error_code ec;
-  bool created = std::filesystem::create_directories(dir_, ec);
-  if (ec) return std::unexpected(sys_error("create", dir_, ec.value()));
-  if (created) {
-    if (auto r = fsync_dir(dir_.parent_path().empty() ? "." : dir_.parent_path()); !r) return r;
-  }
+  // Durable before the first append can be acknowledged: the segment files' own entries are
+  // synced with the first group commit, this directory's entry here.
+  if (auto r = create_directories_durably(dir_); !r) return std::unexpected(r.error());
   dir_fd_ = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir_fd_ < 0) return std::unexpected(sys_error("open", dir_, errno));
   auto epochs = LeaderEpochCache::load(dir_ / kEpochFile);
   if (!epochs) return std::unexpected(epochs.error());
   epochs_ = std::move(*epochs);
-  window_.resize(kWindow);
 
   // What is in the directory.
   std::map<std::int64_t, int> found;  // base -> bit 1 .log, 2 .index, 4 .timeindex
@@ -822,6 +845,7 @@ void Log::Impl::on_turn_end() {
     push_failed(h, *fence_);
   }
   if (!in_flight_ && staged_head_) submit_group();
+  if (!in_flight_ && flush_due_ && !fence_ && !closed_) submit_flush();
   if (failed_head_) {
     AppendOp* h = failed_head_;
     failed_head_ = failed_tail_ = nullptr;
@@ -894,6 +918,16 @@ void Log::Impl::submit_group() {
   flight_written_ = false;
   in_flight_ = true;
   ++stats_.groups;
+  flight_sync_ = sync_due(flight_end_);
+  if (flight_sync_) {
+    add_sync_only_runs();
+  } else {
+    for (const FlightRun& fr : flight_) {
+      if (std::find(unsynced_files_.begin(), unsynced_files_.end(), fr.file) ==
+          unsynced_files_.end())
+        unsynced_files_.push_back(fr.file);
+    }
+  }
   for (std::size_t i = 0; i < flight_.size(); ++i) {
     FlightRun& fr = flight_[i];
     fr.wc.fn = fr.sc.fn = &Impl::on_run_cqe;
@@ -903,7 +937,7 @@ void Log::Impl::submit_group() {
     fr.sc.sync = true;
     submit_run(fr);
   }
-  if (dir_sync_needed_ && cfg_.fsync) {
+  if (dir_sync_needed_ && flight_sync_) {
     dir_sync_needed_ = false;
     dir_sync_pending_ = true;
     dir_sync_err_ = 0;
@@ -932,6 +966,13 @@ void Log::Impl::submit_run(FlightRun& fr) {
   }
   fr.consumed = fr.done;
   fr.resubmit = fr.sync_again = false;
+  if (fr.total == 0) {
+    // A file written by earlier groups that did not sync: only its fdatasync.
+    io_uring_prep_fsync(r_.sqe(&fr.sc), fr.file->fd, IORING_FSYNC_DATASYNC);
+    fr.sync_pending = true;
+    ++stats_.fdatasyncs;
+    return;
+  }
   // A link must not straddle a submission boundary, or the sync could run before the write.
   if (io_uring_sq_space_left(r_.ring()) < 2) io_uring_submit(r_.ring());
   io_uring_sqe* w = r_.sqe(&fr.wc);
@@ -939,7 +980,7 @@ void Log::Impl::submit_run(FlightRun& fr) {
                        fr.position + fr.done);
   fr.write_pending = true;
   ++stats_.write_submissions;
-  if (cfg_.fsync) {
+  if (flight_sync_) {
     w->flags |= IOSQE_IO_LINK;
     io_uring_prep_fsync(r_.sqe(&fr.sc), fr.file->fd, IORING_FSYNC_DATASYNC);
     fr.sync_pending = true;
@@ -985,7 +1026,7 @@ void Log::Impl::run_progress(FlightRun& fr) {
     if (!fr.write_pending && !fr.err && fr.done == fr.total && !flight_written_) advance_group();
     return;
   }
-  if (!fr.err && (fr.resubmit || (fr.sync_again && cfg_.fsync))) {
+  if (!fr.err && (fr.resubmit || (fr.sync_again && flight_sync_))) {
     if (fr.done < fr.total) {
       submit_run(fr);
     } else {
@@ -1027,7 +1068,7 @@ void Log::Impl::advance_group() {
     // them first, their done() may re-append them.
     AppendOp** link = &flight_head_;
     while (AppendOp* op = *link) {
-      if (op->durability == Durability::written || !cfg_.fsync) {
+      if (op->durability == Durability::written || !flight_sync_) {
         *link = op->next;
         op->next = nullptr;
         *done_tail = op;
@@ -1036,7 +1077,7 @@ void Log::Impl::advance_group() {
         link = &op->next;
       }
     }
-    if (!cfg_.fsync) durable_end_ = std::max(durable_end_, flight_end_);
+    if (!flight_sync_) durable_end_ = std::max(durable_end_, flight_end_);
   }
   if (all_finished && !dir_sync_pending_) {
     in_flight_ = false;
@@ -1060,15 +1101,109 @@ void Log::Impl::advance_group() {
       }
     } else {
       durable_end_ = std::max(durable_end_, flight_end_);
-      if (cfg_.fsync) synced_end_ = std::max(synced_end_, flight_end_);
+      if (flight_sync_) {
+        synced_end_ = std::max(synced_end_, flight_end_);
+        if (synced_end_ >= written_end_) {
+          unsynced_since_ns_ = -1;
+          r_.disarm(&flush_timer_);
+        }
+      } else if (unsynced_since_ns_ < 0) {
+        unsynced_since_ns_ = mono_ns();
+        arm_flush_timer();
+      }
       publish();
       advanced = true;
       *done_tail = rest;
-      if (staged_head_) r_.at_turn_end(this);
+      if (staged_head_ || flush_due_) r_.at_turn_end(this);
     }
   }
   if (advanced && listener_) listener_->on_log_advanced(*owner_);
   complete_list(done_now);  // may destroy the log: nothing after this
+}
+
+// Every file that earlier groups wrote without a sync joins the syncing group as an
+// fdatasync-only run, so the group's end really is on disk when it completes.
+void Log::Impl::add_sync_only_runs() {
+  flush_due_ = false;
+  for (auto& f : unsynced_files_) {
+    bool in_group = false;
+    for (const FlightRun& fr : flight_)
+      if (fr.file == f) in_group = true;
+    if (in_group) continue;
+    FlightRun fr;
+    fr.file = std::move(f);
+    flight_.push_back(std::move(fr));
+  }
+  unsynced_files_.clear();
+}
+
+// flush.ms elapsed (or fsync was turned on) with nothing queued: a group of syncs only.
+void Log::Impl::submit_flush() {
+  if (unsynced_files_.empty() || in_flight_) {
+    flush_due_ = unsynced_files_.empty() ? false : flush_due_;
+    return;
+  }
+  flight_.clear();
+  flight_sync_ = true;
+  add_sync_only_runs();
+  flight_head_ = nullptr;
+  flight_end_ = written_end_;
+  flight_written_ = true;  // nothing to write
+  in_flight_ = true;
+  for (std::size_t i = 0; i < flight_.size(); ++i) {
+    FlightRun& fr = flight_[i];
+    fr.wc.fn = fr.sc.fn = &Impl::on_run_cqe;
+    fr.wc.log = fr.sc.log = this;
+    fr.wc.run = fr.sc.run = static_cast<std::uint32_t>(i);
+    fr.wc.sync = false;
+    fr.sc.sync = true;
+    submit_run(fr);
+  }
+  if (dir_sync_needed_) {
+    dir_sync_needed_ = false;
+    dir_sync_pending_ = true;
+    dir_sync_err_ = 0;
+    dir_c_.fn = &Impl::on_dir_cqe;
+    dir_c_.log = this;
+    io_uring_prep_fsync(r_.sqe(&dir_c_), dir_fd_, 0);
+    ++stats_.dir_fsyncs;
+  }
+}
+
+void Log::Impl::arm_flush_timer() {
+  if (cfg_.fsync || unsynced_since_ns_ < 0 || cfg_.flush_ms == INT64_MAX) return;
+  const std::int64_t wait_ns = cfg_.flush_ms >= INT64_MAX / 1'000'000
+                                   ? INT64_MAX - unsynced_since_ns_
+                                   : cfg_.flush_ms * 1'000'000;
+  const std::int64_t deadline =
+      wait_ns > INT64_MAX - unsynced_since_ns_ ? INT64_MAX : unsynced_since_ns_ + wait_ns;
+  flush_timer_.log = this;
+  flush_timer_.fn = &Impl::on_flush_timer;
+  r_.arm(&flush_timer_, deadline);
+}
+
+void Log::Impl::on_flush_timer(Timer* t) {
+  Impl* self = static_cast<FlushTimer*>(t)->log;
+  if (self->orphaned_ || self->closed_ || self->fence_) return;
+  self->flush_due_ = true;
+  // The group in flight (if any) re-queues the hook when it completes.
+  if (!self->in_flight_) self->r_.at_turn_end(self);
+}
+
+void Log::Impl::set_config(const LogConfig& cfg) {
+  // Appends accepted so far were promised a sync: they keep it (see sync_owed_end_).
+  if (cfg_.fsync && !cfg.fsync) sync_owed_end_ = leo_;
+  cfg_ = cfg;
+  normalize(cfg_);
+  ib_.interval = cfg_.index_interval_bytes;
+  if (unsynced_since_ns_ < 0 || closed_ || fence_) return;
+  if (cfg_.fsync || written_end_ - synced_end_ >= cfg_.flush_messages) {
+    flush_due_ = true;
+    r_.at_turn_end(this);
+  } else {
+    r_.disarm(&flush_timer_);
+    arm_flush_timer();  // flush.ms may have changed
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1082,6 +1217,8 @@ Result<const std::byte*> Log::Impl::header_at(const Segment& s, std::uint64_t po
     // Small batches: read ahead a window of headers; large ones: just the next header.
     std::size_t ahead = window_batch_len_ < kWindow / 4 ? kWindow : batch::kHeaderSize;
     std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(ahead, s.size - pos));
+    // Allocated on the first read: a partition nobody reads costs nothing here.
+    if (window_.empty()) window_.resize(kWindow);
     ssize_t n = detail::pread_full(s.file->fd, window_.data(), want, pos);
     if (n < 0) return std::unexpected(sys_error("read", s.file->path, static_cast<int>(-n)));
     window_file_ = s.file.get();
@@ -1411,6 +1548,7 @@ Result<void> Log::Impl::truncate_to(std::int64_t offset) {
   written_end_ = std::min(written_end_, new_end);
   durable_end_ = std::min(durable_end_, new_end);
   synced_end_ = std::min(synced_end_, new_end);
+  sync_owed_end_ = std::min(sync_owed_end_, new_end);
   log_start_ = std::min(log_start_, new_end);
   if (auto r = epochs_.truncate_from_end(new_end); !r) return r;
   LOG_INFO("truncated %s to offset %" PRId64, dir_.c_str(), new_end);
@@ -1429,7 +1567,10 @@ Result<void> Log::Impl::truncate_fully_and_start_at(std::int64_t offset) {
   if (auto r = create_segment(offset); !r) return std::unexpected(fence(r.error()));
   dir_sync_needed_ = false;
   if (::fsync(dir_fd_) != 0) return std::unexpected(fence(sys_error("fsync", dir_, errno)));
-  log_start_ = leo_ = written_end_ = durable_end_ = synced_end_ = offset;
+  log_start_ = leo_ = written_end_ = durable_end_ = synced_end_ = sync_owed_end_ = offset;
+  unsynced_files_.clear();
+  unsynced_since_ns_ = -1;
+  r_.disarm(&flush_timer_);
   if (auto r = epochs_.clear(); !r) return r;
   LOG_INFO("restarted %s at offset %" PRId64, dir_.c_str(), offset);
   return checkpoint_now();
@@ -1459,15 +1600,26 @@ std::vector<std::filesystem::path> Log::Impl::apply_retention(std::int64_t now_m
   if (!fence_) {
     std::uint64_t total = total_size();
     bool changed = false;
-    while (segs_.size() > 1) {
+    while (!segs_.empty()) {
       const Segment& s = *segs_.front();
+      const bool active = segs_.size() == 1;
       if (s.next_offset > written_end_) break;  // never data still on its way to the file
+      // As in Kafka, the active segment goes too once all of it is expired, but only when the
+      // log is quiet and every record in it is acknowledged: it is rolled first, so the log
+      // continues at the same offset in a fresh segment.
+      if (active && (s.size == 0 || !idle() || durable_end_ < leo_)) break;
       bool by_time =
           cfg_.retention_ms >= 0 && now_ms - effective_max_timestamp(s) > cfg_.retention_ms;
       bool by_size = cfg_.retention_bytes >= 0 &&
                      total - s.size >= static_cast<std::uint64_t>(cfg_.retention_bytes);
-      bool by_start = segs_[1]->base <= log_start_;
+      bool by_start = !active && segs_[1]->base <= log_start_;
       if (!by_time && !by_size && !by_start) break;
+      if (active) {
+        if (auto r = roll(now_ms); !r) {
+          LOG_WARN("%s: roll before retention failed: %s", dir_.c_str(), r.error().detail.c_str());
+          break;
+        }
+      }
       LOG_INFO("retention removes %s (%s)", s.file->path.c_str(),
                by_start  ? "below the log start"
                : by_time ? "retention.ms"
@@ -1502,6 +1654,16 @@ Result<void> Log::Impl::close() {
   if (::fdatasync(s.file->fd) != 0) {
     return std::unexpected(sys_error("fdatasync", s.file->path, errno));
   }
+  ++stats_.fdatasyncs;
+  // Segments rolled since the last sync (flush.messages > 1) hold unsynced data too.
+  for (const auto& f : unsynced_files_) {
+    if (f == s.file) continue;
+    if (::fdatasync(f->fd) != 0) return std::unexpected(sys_error("fdatasync", f->path, errno));
+    ++stats_.fdatasyncs;
+  }
+  unsynced_files_.clear();
+  unsynced_since_ns_ = -1;
+  r_.disarm(&flush_timer_);
   if (::fsync(dir_fd_) != 0) return std::unexpected(sys_error("fsync", dir_, errno));
   synced_end_ = durable_end_ = written_end_ = leo_;
   closed_ = true;
@@ -1617,9 +1779,7 @@ const LogConfig& Log::config() const {
   return impl_->cfg_;
 }
 void Log::set_config(const LogConfig& cfg) {
-  impl_->cfg_ = cfg;
-  Impl::normalize(impl_->cfg_);
-  impl_->ib_.interval = impl_->cfg_.index_interval_bytes;
+  impl_->set_config(cfg);
 }
 const std::filesystem::path& Log::dir() const {
   return impl_->dir_;
