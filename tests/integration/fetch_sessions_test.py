@@ -95,7 +95,7 @@ def main() -> int:
         c = Client(broker.port)
         r = c.call(CREATE_TOPICS, 5, {"Topics": [
             {"Name": "fs", "NumPartitions": 3, "ReplicationFactor": 1, "Assignments": [],
-             "Configs": []}], "TimeoutMs": 10000, "ValidateOnly": False})
+             "Configs": []}], "timeoutMs": 10000, "validateOnly": False})
         check(r["Topics"][0]["ErrorCode"] == 0, f"topic created ({r['Topics'][0]['ErrorCode']})")
         for p in range(3):
             c.produce("fs", p, f"first-{p}".encode())
