@@ -93,9 +93,15 @@ std::expected<void, std::string> Broker::init(Config cfg) {
       if (std::find(controller_names.begin(), controller_names.end(), e.name) !=
           controller_names.end())
         continue;  // not opened by this broker (see settings.cc)
+      // A process killed a moment ago keeps its listening socket until the kernel has torn
+      // down its io_uring (10-20 ms here): wait that out briefly before calling the port taken.
       std::string why;
-      if (!net::check_address_free(e.host, e.port, &why))
-        return std::unexpected("listener " + e.name + ": " + why);
+      bool free = false;
+      for (int attempt = 0; attempt < 40 && !free; ++attempt) {
+        if (attempt) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        free = net::check_address_free(e.host, e.port, &why);
+      }
+      if (!free) return std::unexpected("listener " + e.name + ": " + why);
     }
   }
   std::vector<io::LogDir*> dirs;
