@@ -22,7 +22,7 @@ import struct
 import threading
 import time
 
-from admin_harness import Checks, Conn, Reader, Samsad, main_guard, s16
+from admin_harness import TAGS, Checks, Conn, Reader, Samsad, carr, cstr, main_guard, s16, uvarint
 
 checks = Checks("admin-limits")
 POLICY_VIOLATION, INVALID_PARTITIONS, UNKNOWN_TOPIC = 44, 37, 3
@@ -180,6 +180,20 @@ def run(broker: Samsad):
         checks(bad.request(19, 2, body) is None, f"CreateTopics with {what} closes the connection")
         bad.close()
     still_serving(broker, "the absurd counts")
+
+    # A Produce carrying 1,000,000 empty partition entries (a 6 MB frame): decoding it and the
+    # per-partition state would take several hundred MiB, over the reactor's request memory
+    # budget, so it is refused (a log line and a closed connection) before that is allocated.
+    entry = struct.pack(">i", 0) + b"\x00" + TAGS  # partition 0, null records, no tags
+    body = (cstr(None) + struct.pack(">hi", -1, 10000)  # transactional id, acks, timeout
+            + carr([cstr("lim") + uvarint(1_000_000 + 1) + entry * 1_000_000 + TAGS]) + TAGS)
+    bad = Conn(broker.port)
+    checks(bad.request(0, 9, body, flexible=True) is None,
+           "Produce with 1,000,000 empty partition entries is refused (connection closed)")
+    bad.close()
+    checks("over this reactor's request memory budget" in broker.log(),
+           "... with a log line naming the request memory budget")
+    still_serving(broker, "the oversized Produce")
 
     # 100,000 new topics named in one Metadata request with auto-creation on.
     names = [f"auto-{i:06d}" for i in range(100_000)]
