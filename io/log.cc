@@ -130,7 +130,7 @@ std::int64_t Log::durable_end_offset() const {
   return impl_->durable_end_;
 }
 std::int64_t Log::recovery_point() const {
-  return impl_->synced_end_;
+  return impl_->trusted_end();
 }
 std::uint64_t Log::size_bytes() const {
   return impl_->total_size();

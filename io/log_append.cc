@@ -20,14 +20,58 @@ bool Log::Impl::roll_due(const Segment& s, std::uint64_t add_bytes, std::int64_t
   return waited > cfg_.segment_ms;
 }
 
-Result<void> Log::Impl::roll(std::int64_t /*now_ms*/) {
+Result<void> Log::Impl::roll(std::int64_t /*now_ms*/, bool write_index) {
   Segment& old = active();
-  if (auto r = close_active_index(old); !r) return r;
+  // The old segment is closed at once, its index served from memory; the files are written
+  // and synced off the reactor (a roll never blocks the loop on the disk).
+  ib_.finish();
+  auto offsets = std::make_shared<const std::vector<std::byte>>(std::move(ib_.offsets));
+  auto times = std::make_shared<const std::vector<std::byte>>(std::move(ib_.times));
+  old.offset_index = IndexFile::adopt(offsets);
+  old.time_index = IndexFile::adopt(times);
+  old.max_timestamp = ib_.max_timestamp;
+  if (write_index) write_index_files(old, std::move(offsets), std::move(times));
   if (auto r = create_segment(leo_); !r) return r;
   ++stats_.rolls;
   LOG_DEBUG("rolled %s at offset %" PRId64, dir_.c_str(), leo_);
   if (listener_ && owner_) listener_->on_log_rolled(*owner_, leo_);
   return {};
+}
+
+void Log::Impl::write_index_files(Segment& s, std::shared_ptr<const std::vector<std::byte>> offsets,
+                                  std::shared_ptr<const std::vector<std::byte>> times) {
+  s.index_pending = true;
+  ++index_jobs_;
+  using Files = std::pair<IndexFile, IndexFile>;
+  offload(
+      r_, offload_key_,
+      [ip = path_of(s.base, kIndexSuffix), tp = path_of(s.base, kTimeIndexSuffix), offsets,
+       times]() -> Result<Files> {
+        if (auto r = detail::write_whole_file(ip, *offsets, true); !r)
+          return std::unexpected(r.error());
+        if (auto r = detail::write_whole_file(tp, *times, true); !r)
+          return std::unexpected(r.error());
+        auto oi = IndexFile::load(ip);
+        if (!oi) return std::unexpected(oi.error());
+        auto ti = IndexFile::load(tp);
+        if (!ti) return std::unexpected(ti.error());
+        return Files{std::move(*oi), std::move(*ti)};
+      },
+      // The segment cannot go away meanwhile (retention and truncation wait for it), and a
+      // Log destroyed with this job pending leaves its state behind, orphaned.
+      [this, sp = &s](Result<Files> r) {
+        --index_jobs_;
+        sp->index_pending = false;
+        if (orphaned_) return;
+        if (!r) {
+          fence(r.error());
+          return;
+        }
+        // Mapped from now on: the entries no longer cost heap memory.
+        sp->offset_index = std::move(r->first);
+        sp->time_index = std::move(r->second);
+        publish();
+      });
 }
 
 // Kafka's LogValidator for a client's batch: CreateTime records must lie within

@@ -25,6 +25,7 @@
 #include "io/leader_epoch.h"
 #include "io/log.h"
 #include "io/log_dir.h"
+#include "io/offload.h"
 #include "io/record_batch.h"
 #include "io/segment.h"
 
@@ -67,6 +68,9 @@ struct Segment {
   std::int64_t created_ms = 0;              // also the fallback "age" without timestamps
   IndexFile offset_index;                   // closed segments only
   IndexFile time_index;
+  // A rolled segment whose index files are still being written (offloaded): served from
+  // memory meanwhile, never removed, and the recovery point stays below it.
+  bool index_pending = false;
 };
 
 class Log::Impl final : public TurnHook {
@@ -74,6 +78,7 @@ class Log::Impl final : public TurnHook {
   Impl(Reactor& r, std::filesystem::path dir, LogConfig cfg)
       : r_(r), dir_(std::move(dir)), cfg_(cfg) {
     normalize(cfg_);
+    offload_key_ = std::hash<std::string>{}(dir_.string());
   }
   ~Impl();
 
@@ -196,7 +201,14 @@ class Log::Impl final : public TurnHook {
   std::int64_t effective_max_timestamp(const Segment& s) const {
     return s.max_timestamp >= 0 ? s.max_timestamp : s.created_ms;
   }
-  bool idle() const { return !in_flight_ && !staged_head_ && !failed_head_; }
+  bool idle() const { return !in_flight_ && !staged_head_ && !failed_head_ && index_jobs_ == 0; }
+  // The recovery point: synced, and below any segment whose index files are not yet on disk
+  // (recovery trusts a closed segment's index only below it).
+  std::int64_t trusted_end() const {
+    for (const auto& s : segs_)
+      if (s->index_pending) return std::min(synced_end_, s->base);
+    return synced_end_;
+  }
   std::uint64_t total_size() const {
     std::uint64_t n = 0;
     for (const auto& s : segs_)
@@ -215,7 +227,7 @@ class Log::Impl final : public TurnHook {
 
   void publish() {
     if (!state_) return;
-    state_->recovery_point.store(synced_end_, std::memory_order_release);
+    state_->recovery_point.store(trusted_end(), std::memory_order_release);
     state_->log_start_offset.store(log_start_, std::memory_order_release);
   }
   Result<void> checkpoint_now() {
@@ -231,7 +243,13 @@ class Log::Impl final : public TurnHook {
   Result<bool> load_clean_active(Segment& s);
   Result<bool> recover_segment(Segment& s, bool last, std::int64_t next_base);
   Result<void> close_active_index(Segment& s);
-  Result<void> roll(std::int64_t now_ms);
+  // Starts a new segment. The old one's index files are written and synced by the offload
+  // (write_index = false when the old segment is about to be removed anyway).
+  Result<void> roll(std::int64_t now_ms, bool write_index = true);
+  void write_index_files(Segment& s, std::shared_ptr<const std::vector<std::byte>> offsets,
+                         std::shared_ptr<const std::vector<std::byte>> times);
+  std::size_t index_jobs_ = 0;
+  std::uint64_t offload_key_ = 0;  // one offload thread per log: its files change in order
   bool roll_due(const Segment& s, std::uint64_t add_bytes, std::int64_t last_offset,
                 std::int64_t batch_ts, std::int64_t now) const;
   void remove_segment_files(const Segment& s, bool rename_deleted);

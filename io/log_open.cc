@@ -346,6 +346,15 @@ Result<void> Log::Impl::load(const OpenOptions& opts) {
   }
   if (auto r = epochs_.truncate_from_end(leo_); !r) return r;
   if (auto r = epochs_.truncate_from_start(log_start_); !r) return r;
+  // From now on the log serves: its epoch checkpoint is written off the reactor, in order.
+  epochs_.set_writer(
+      [this](const std::filesystem::path& f, std::vector<std::vector<std::string>> lines) {
+        offload(
+            r_, offload_key_, [f, lines = std::move(lines)] { return write_checkpoint(f, lines); },
+            [f](Result<void> r) {
+              if (!r) LOG_WARN("writing %s: %s", f.c_str(), r.error().detail.c_str());
+            });
+      });
   if (log_dir_) state_ = log_dir_->attach(*id_, synced_end_, log_start_);
   LOG_INFO("opened log %s: offsets %" PRId64 "..%" PRId64 ", %zu segments%s", dir_.c_str(),
            log_start_, leo_, segs_.size(), opts.clean_shutdown ? " (clean)" : "");

@@ -122,7 +122,7 @@ Result<std::int64_t> Log::Impl::delete_records(std::int64_t offset) {
   if (offset <= log_start_) return log_start_;
   log_start_ = offset;
   while (segs_.size() > 1 && segs_[1]->base <= log_start_ &&
-         segs_.front()->next_offset <= written_end_) {
+         segs_.front()->next_offset <= written_end_ && !segs_.front()->index_pending) {
     remove_segment_files(*segs_.front(), true);
     segs_.pop_front();
   }
@@ -140,6 +140,7 @@ std::vector<std::filesystem::path> Log::Impl::apply_retention(std::int64_t now_m
       const Segment& s = *segs_.front();
       const bool active = segs_.size() == 1;
       if (s.next_offset > written_end_) break;  // never data still on its way to the file
+      if (s.index_pending) break;               // its index files are being written
       // As in Kafka, the active segment goes too once all of it is expired, but only when the
       // log is quiet and every record in it is acknowledged: it is rolled first, so the log
       // continues at the same offset in a fresh segment.
@@ -151,7 +152,7 @@ std::vector<std::filesystem::path> Log::Impl::apply_retention(std::int64_t now_m
       bool by_start = !active && segs_[1]->base <= log_start_;
       if (!by_time && !by_size && !by_start) break;
       if (active) {
-        if (auto r = roll(now_ms); !r) {
+        if (auto r = roll(now_ms, false); !r) {
           LOG_WARN("%s: roll before retention failed: %s", dir_.c_str(), r.error().detail.c_str());
           break;
         }

@@ -106,6 +106,12 @@ class Reactor {
   void arm(Timer* t, std::int64_t deadline_ns);
   void disarm(Timer* t);
 
+  // Where this reactor sends blocking file work (io/offload.h); null: done inline.
+  void set_offload(class Offload* o) { offload_ = o; }
+  class Offload* offload() const {
+    return offload_;
+  }
+
   std::uint64_t turns() const { return turns_; }
   std::uint64_t submits() const { return submits_; }
 
@@ -135,6 +141,7 @@ class Reactor {
   Task* local_tail_ = nullptr;
   TurnHook* hooks_ = nullptr;
   std::vector<Timer*> heap_;
+  class Offload* offload_ = nullptr;
   std::uint64_t turns_ = 0;
   std::uint64_t submits_ = 0;
   bool defer_taskrun_ = false;
