@@ -31,6 +31,9 @@ struct Completion {
 struct Task : MpscNode {
   using Fn = void (*)(Task* self);
   Fn fn = nullptr;
+  // Frees a task the reactor is destroyed with, without running it (null: not the reactor's
+  // to free, e.g. a task embedded in its owner).
+  Fn drop = nullptr;
   Task* local_next = nullptr;
 };
 
@@ -156,6 +159,7 @@ struct FnTask : Task {
       self->f_();
       delete self;
     };
+    drop = [](Task* t) { delete static_cast<FnTask*>(t); };
   }
   std::decay_t<F> f_;
 };
