@@ -147,6 +147,9 @@ std::expected<void, std::string> Broker::init(Config cfg) {
     // the share.
     const std::uint64_t share = settings_->queued_max_request_bytes / n;
     ctx->budget.set_capacity(share, std::min<std::uint64_t>(share / 8, 16u << 20));
+    // Eight cold reads at once per reactor, each up to a partition's default fetch size (1 MiB)
+    // plus the index walk to its first batch.
+    ctx->read_ahead = std::make_unique<io::ReadAheadPool>(8, (1u << 20) + (256u << 10));
     ctx->fetch_sessions = std::make_unique<FetchSessionCache>(
         i, session_slots_per_reactor(*settings_, n), settings_->fetch_session_eviction_ms);
     contexts_.push_back(std::move(ctx));

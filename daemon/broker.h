@@ -61,6 +61,9 @@ struct ReactorContext {
   net::MemoryBudget budget;
   // Incremental fetch sessions opened on this reactor (KIP-227).
   std::unique_ptr<FetchSessionCache> fetch_sessions;
+  // Buffers for cold reads of this shard's logs (io/read_ahead.h): a fixed few, so many cold
+  // readers at once cost a fixed amount of memory; readers wait for one in turn.
+  std::unique_ptr<io::ReadAheadPool> read_ahead;
   ParkedRequest* parked = nullptr;  // intrusive list
   bool shutting_down = false;
 

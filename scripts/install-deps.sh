@@ -12,7 +12,7 @@ DEBS=(
   libzstd-dev liblz4-dev libsnappy-dev zlib1g-dev
   kcat python3-confluent-kafka python3-kafka python3-pytest librdkafka-dev
   python3-lz4 python3-snappy python3-zstandard python3-venv
-  iproute2 procps psmisc curl ca-certificates
+  iproute2 procps psmisc curl ca-certificates strace
 )
 # Node.js, npm, a JDK and Maven usually come with the machine (nodesource's nodejs bundles npm,
 # so Debian's npm package must not be pulled in beside it): install them only when absent.
