@@ -268,6 +268,42 @@ const std::vector<ConfigKey> kKeys = {
      {},
      false,
      "How long SIGTERM waits for in-flight requests before closing connections."},
+    // Operations (admin socket, metrics): daemon/admin.h.
+    {"samsa.admin.timeout.ms",
+     T::int64,
+     "30000",
+     100,
+     INT64_MAX,
+     {},
+     false,
+     "Admin connections idle this long are closed; commands unfinished after it answer a "
+     "timeout error."},
+    {"samsa.metrics.listen",
+     T::string,
+     "",
+     {},
+     {},
+     {},
+     false,
+     "host:port of the Prometheus metrics listener (GET /metrics); empty: off."},
+    // Test-only behaviours, all inert unless samsa.testing.hooks=true. Never set in production.
+    {"samsa.testing.hooks",
+     T::boolean,
+     "false",
+     {},
+     {},
+     {},
+     false,
+     "Enables test-only behaviours (samsactl testing ...). Never in production."},
+    {"samsa.testing.startup.delay.ms",
+     T::int64,
+     "0",
+     0,
+     3600000,
+     {},
+     false,
+     "Test-only (needs samsa.testing.hooks): hold start-up this long after recovery, before "
+     "READY."},
 };
 
 std::string_view trim(std::string_view s) {

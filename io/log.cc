@@ -150,6 +150,7 @@ class Log::Impl final : public TurnHook {
     std::uint64_t total = 0, done = 0, consumed = 0;
     bool write_pending = false, sync_pending = false;
     bool resubmit = false, sync_again = false, finished = false;
+    std::int64_t submitted_ns = 0;  // fsync latency metric: submission to the sync's completion
     int err = 0;
     const char* err_what = nullptr;
     RunCompletion wc, sc;
@@ -563,6 +564,7 @@ Result<void> Log::Impl::load(const OpenOptions& opts) {
     removed = true;
   }
 
+  LogDir::OpenSummary recovery;
   if (bases.empty()) {
     if (auto r = create_segment(std::max<std::int64_t>(0, opts.log_start_offset)); !r) return r;
   } else {
@@ -590,14 +592,17 @@ Result<void> Log::Impl::load(const OpenOptions& opts) {
           auto ok = load_clean_active(*s);
           if (!ok) return std::unexpected(ok.error());
           if (!*ok) {
+            ++recovery.scanned_segments;
             auto rec = recover_segment(*s, true, -1);
             if (!rec) return std::unexpected(rec.error());
           }
         }
       } else {
+        ++recovery.scanned_segments;
         auto rec = recover_segment(*s, last, next_base);
         if (!rec) return std::unexpected(rec.error());
         cut = *rec;
+        recovery.truncated |= cut;
       }
       segs_.push_back(std::move(s));
       if (cut && !last) {
@@ -630,9 +635,16 @@ Result<void> Log::Impl::load(const OpenOptions& opts) {
   }
   if (auto r = epochs_.truncate_from_end(leo_); !r) return r;
   if (auto r = epochs_.truncate_from_start(log_start_); !r) return r;
-  if (log_dir_) state_ = log_dir_->attach(*id_, synced_end_, log_start_);
-  LOG_INFO("opened log %s: offsets %" PRId64 "..%" PRId64 ", %zu segments%s", dir_.c_str(),
-           log_start_, leo_, segs_.size(), opts.clean_shutdown ? " (clean)" : "");
+  if (log_dir_) {
+    state_ = log_dir_->attach(*id_, synced_end_, log_start_);
+    recovery.segments = segs_.size();
+    for (const auto& seg : segs_)
+      recovery.bytes += seg->size;
+    log_dir_->note_opened(recovery);
+  }
+  // One line per log dir at info (LogDir::recovery_summary); per partition only at debug.
+  LOG_DEBUG("opened log %s: offsets %" PRId64 "..%" PRId64 ", %zu segments%s", dir_.c_str(),
+            log_start_, leo_, segs_.size(), opts.clean_shutdown ? " (clean)" : "");
   return {};
 }
 
@@ -851,6 +863,12 @@ void Log::Impl::submit_group() {
   flight_written_ = false;
   in_flight_ = true;
   ++stats_.groups;
+  {
+    auto& m = r_.io_metrics();
+    m.group_commit_appends.record(iov_.size());
+    for (const FlightRun& fr : flight_)
+      m.group_commit_bytes += fr.total;
+  }
   for (std::size_t i = 0; i < flight_.size(); ++i) {
     FlightRun& fr = flight_[i];
     fr.wc.fn = fr.sc.fn = &Impl::on_run_cqe;
@@ -900,6 +918,7 @@ void Log::Impl::submit_run(FlightRun& fr) {
     w->flags |= IOSQE_IO_LINK;
     io_uring_prep_fsync(r_.sqe(&fr.sc), fr.file->fd, IORING_FSYNC_DATASYNC);
     fr.sync_pending = true;
+    fr.submitted_ns = mono_ns();
     ++stats_.fdatasyncs;
   }
 }
@@ -931,6 +950,8 @@ void Log::Impl::on_run_cqe(Completion* c, int res, std::uint32_t) {
       fr.sync_again = true;  // the write before it broke the link (short or failed)
     } else if (res < 0) {
       if (!fr.err) fr.err = -res, fr.err_what = "fdatasync";
+    } else if (fr.submitted_ns) {
+      self->r_.io_metrics().fsync.record(static_cast<std::uint64_t>(mono_ns() - fr.submitted_ns));
     }
   }
   self->run_progress(fr);
@@ -949,6 +970,7 @@ void Log::Impl::run_progress(FlightRun& fr) {
       fr.sync_again = false;
       io_uring_prep_fsync(r_.sqe(&fr.sc), fr.file->fd, IORING_FSYNC_DATASYNC);
       fr.sync_pending = true;
+      fr.submitted_ns = mono_ns();
       ++stats_.fdatasyncs;
     }
     return;

@@ -13,6 +13,9 @@ DEBS=(
   kcat python3-confluent-kafka python3-kafka python3-pytest librdkafka-dev
   python3-lz4 python3-snappy python3-zstandard
   iproute2 procps psmisc curl ca-certificates
+  # Packages and the system test (tests/system): build the .deb/.rpm, check them, boot a
+  # Debian root under systemd-nspawn, scrape samsad with a real Prometheus.
+  dpkg-dev debootstrap systemd-container rpm lintian prometheus
 )
 # Node.js, npm, a JDK and Maven usually come with the machine (nodesource's nodejs bundles npm,
 # so Debian's npm package must not be pulled in beside it): install them only when absent.

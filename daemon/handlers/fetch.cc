@@ -114,8 +114,11 @@ void read_part(Part& p, ReactorContext& rc) {
     p.error = r.error().code == io::Errc::offset_out_of_range ? ErrorCode::offset_out_of_range
                                                               : ErrorCode::kafka_storage_error;
     if (p.error == ErrorCode::kafka_storage_error)
-      LOG_ERROR("fetch from %.*s-%d: %s", static_cast<int>(p.topic.size()), p.topic.data(),
-                p.partition, r.error().detail.c_str());
+      LOGF_ERROR(
+          (log::Fields{
+              .topic = p.topic, .partition = p.partition, .error_code = kafka::code(p.error)}),
+          "fetch from %.*s-%d: %s", static_cast<int>(p.topic.size()), p.topic.data(), p.partition,
+          r.error().detail.c_str());
     return;
   }
   p.slices = std::move(r->slices);
@@ -267,12 +270,15 @@ void respond(FetchCtx* raw) {
       if (p.error == ErrorCode::none) {
         // The response limit: the first partition with data is sent whole (a batch larger
         // than every limit must still get through); later ones only while they fit.
+        std::uint64_t sent = 0;
         for (const auto& sl : p.slices) {
           if (any && sl.length > budget) break;
           pd.records.add_file(net::FileRange{sl.file, sl.file->fd, sl.position, sl.length});
           budget -= std::min<std::size_t>(budget, sl.length);
+          sent += sl.length;
           any = true;
         }
+        if (sent) r.rc.metrics.add_bytes_out(p.topic, sent);
       } else {
         pd.high_watermark = -1;
         pd.last_stable_offset = -1;
