@@ -71,7 +71,11 @@ void PartitionStore::append(std::int32_t partition, std::vector<std::byte> batch
       auto* self = static_cast<PendingAppend*>(a);
       finish_append(self, self->error);
     };
-    if (auto r = part->append(op); !r) finish_append(op, r.error());
+    if (auto r = part->append(op); !r) {
+      finish_append(
+          op, io::Error{r.error().log_error.value_or(io::Errc::io_error),
+                        std::string(kafka::error_name(r.error().code)) + ": " + r.error().message});
+    }
   });
 }
 

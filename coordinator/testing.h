@@ -41,7 +41,7 @@ class OffsetsLogs {
         return;
       }
       parts_.push_back(std::make_unique<replication::Partition>(
-          std::string(kOffsetsTopic), replication::Uuid{}, p, 0, std::move(*log)));
+          reactor_, std::string(kOffsetsTopic), replication::Uuid{}, p, 0, std::move(*log)));
     }
   }
   ~OffsetsLogs() { close(); }

@@ -121,7 +121,10 @@ void Broker::push_settings_locked(std::shared_ptr<BrokerSettings> next) {
     if (!t->ctx->reactor) continue;
     t->ctx->reactor->post_fn([ctx = t->ctx, frozen] {
       ctx->settings = frozen;
-      if (ctx->shard) ctx->shard->set_defaults(frozen->topic_defaults);
+      if (ctx->shard) {
+        ctx->shard->set_defaults(frozen->topic_defaults);
+        ctx->shard->set_partition_options(frozen->partition);
+      }
     });
   }
   if (coordinator_reactor_) {

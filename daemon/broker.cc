@@ -152,6 +152,11 @@ std::expected<void, std::string> Broker::init(Config cfg,
     ctx->broker = this;
     ctx->index = i;
     ctx->settings = settings_;
+    // Each reactor holds its share of queued.max.request.bytes; decoding and handling may run
+    // an eighth over it (at most 16 MiB), so a small request always decodes while frames fill
+    // the share.
+    const std::uint64_t share = settings_->queued_max_request_bytes / n;
+    ctx->budget.set_capacity(share, std::min<std::uint64_t>(share / 8, 16u << 20));
     contexts_.push_back(std::move(ctx));
     auto t = std::make_unique<ReactorThread>();
     t->ctx = contexts_.back().get();
@@ -207,12 +212,13 @@ std::expected<void, std::string> Broker::init(Config cfg,
   recovery_ms_ = (mono_ns() - start_mono_ns_) / 1'000'000;
   log_recovery_summary();
   std::string where;
-  for (const auto& e : settings_->listeners)
+  const auto s = this->settings();  // the controller thread may replace settings_ by now
+  for (const auto& e : s->listeners)
     where += (where.empty() ? "" : ", ") + e.name + "://" + e.host + ":" + std::to_string(e.port);
   start_group_coordinator();
   state_.store(State::serving, std::memory_order_release);
   LOG_INFO("samsad %s node %d cluster %s: %zu reactors, listening on %s", SAMSA_VERSION,
-           settings_->node_id, cluster_id_.c_str(), reactors_.size(), where.c_str());
+           s->node_id, cluster_id_.c_str(), reactors_.size(), where.c_str());
   return {};
 }
 
@@ -235,6 +241,8 @@ void Broker::run_reactor(ReactorThread* t) {
         so.log_dirs.push_back(d.get());
       so.defaults = settings_->topic_defaults;
       so.retention = retention_.get();
+      so.partition = settings_->partition;
+      so.producer_expiration_check_ms = settings_->producer_expiration_check_ms;
       ctx.shard = std::make_unique<replication::Shard>(*ctx.reactor, std::move(so));
     }
   }
@@ -440,6 +448,7 @@ void Broker::publish(replication::ImagePtr image) {
           lc.limits.max_inflight_requests = ctx.settings->queued_max_requests;
           lc.limits.max_inflight_bytes = ctx.settings->queued_max_request_bytes;
           lc.limits.idle_timeout_ms = ctx.settings->connections_max_idle_ms;
+          lc.budget = &ctx.budget;
           if (!tr->listen(lc, &error)) {
             error =
                 "listener " + e.name + "://" + e.host + ":" + std::to_string(e.port) + ": " + error;

@@ -26,6 +26,7 @@
 #include "io/log_dir.h"
 #include "io/reactor.h"
 #include "io/retention.h"
+#include "net/memory_budget.h"
 #include "net/transport.h"
 #include "replication/controller.h"
 #include "replication/shard.h"
@@ -60,6 +61,8 @@ struct ReactorContext {
   std::vector<std::unique_ptr<net::Transport>> transports;    // one per listener
   std::atomic<std::uint64_t> turns{0};
   ReactorMetrics metrics;
+  // queued.max.request.bytes / reactors: frames, decoded requests and their handling.
+  net::MemoryBudget budget;
   ParkedRequest* parked = nullptr;  // intrusive list
   bool shutting_down = false;
 

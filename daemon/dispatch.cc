@@ -38,6 +38,7 @@ const std::array kHandlers = {
     ApiHandler{key(ApiKey::offset_delete), 0, 0, &handlers::offset_delete},
     // Idempotent producers only; v6 (two-phase commit) is unstable in Kafka 4.1.
     ApiHandler{key(ApiKey::init_producer_id), 0, 5, &handlers::init_producer_id},
+    ApiHandler{key(ApiKey::describe_producers), 0, 0, &handlers::describe_producers},
 };
 
 const ApiHandler* find_handler(std::int16_t k) {
@@ -65,6 +66,7 @@ Request::Request(ReactorContext& rc_, KafkaDispatcher& d, net::Connection* c, st
 }
 
 Request::~Request() {
+  if (charged_) rc.budget.release(charged_);
   if (!done_) {
     // A handler dropped the request without answering: keep the connection's order intact.
     LOGF_ERROR((log::Fields{.client = conn->peer()}),
@@ -97,6 +99,47 @@ void Request::fail(const char* why) {
             std::string(kafka::api_name(api_key())).c_str(), version(), correlation_id());
   conn->skip(seq);
   conn->close(false);
+}
+
+bool Request::charge(std::uint64_t n, const char* what) {
+  if (rc.budget.try_charge(n)) {
+    charged_ += n;
+    return true;
+  }
+  LOG_WARN(
+      "%s v%d from %s needs %llu more bytes for %s, over this reactor's request memory "
+      "budget (%llu of %llu bytes in use, queued.max.request.bytes / reactors); refused",
+      std::string(kafka::api_name(api_key())).c_str(), version(), conn->peer().c_str(),
+      static_cast<unsigned long long>(n), what, static_cast<unsigned long long>(rc.budget.used()),
+      static_cast<unsigned long long>(rc.budget.capacity()));
+  fail("request over the memory budget");
+  return false;
+}
+
+DecodeScope::DecodeScope(Request& req) : r(req) {
+  allowance.limit = r.rc.budget.chargeable();
+}
+
+bool DecodeScope::finish(kafka::DecodeError e, std::size_t at) {
+  if (e == kafka::DecodeError::none) {
+    if (allowance.used && r.rc.budget.try_charge(allowance.used)) r.charged_ += allowance.used;
+    return true;
+  }
+  if (e == kafka::DecodeError::over_budget) {
+    LOG_WARN(
+        "%s v%d from %s would allocate over %llu bytes to decode (a %zu-byte frame), over "
+        "this reactor's request memory budget (%llu of %llu bytes in use, "
+        "queued.max.request.bytes / reactors); refused",
+        std::string(kafka::api_name(r.api_key())).c_str(), r.version(), r.conn->peer().c_str(),
+        static_cast<unsigned long long>(allowance.limit), r.frame.size(),
+        static_cast<unsigned long long>(r.rc.budget.used()),
+        static_cast<unsigned long long>(r.rc.budget.capacity()));
+    r.fail("request over the memory budget");
+    return false;
+  }
+  log_decode_failure(r, e, at);
+  r.fail("malformed request body");
+  return false;
 }
 
 void log_decode_failure(const Request& r, kafka::DecodeError e, std::size_t at) {

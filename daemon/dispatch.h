@@ -50,6 +50,10 @@ struct Request {
   void skip();  // acks=0: no answer
   // Closes the connection because of this request (logged with the reason).
   void fail(const char* why);
+  // Charges n bytes of handling memory (per-partition state and the like) to the reactor's
+  // request budget until the request ends. When it does not fit, logs what did not, closes
+  // the connection and returns false: the request is finished.
+  bool charge(std::uint64_t n, const char* what);
 
   Request(ReactorContext& rc, KafkaDispatcher& d, net::Connection* c, std::uint64_t seq,
           kafka::DecodedRequestHeader h, net::Buffer f);
@@ -58,6 +62,17 @@ struct Request {
 
  private:
   bool done_ = false;
+  std::uint64_t charged_ = 0;  // released to the reactor's budget when the request ends
+  friend struct DecodeScope;
+};
+
+// The decode allowance of a request: what the reactor's budget can still take.
+struct DecodeScope {
+  Request& r;
+  kafka::DecodeAllowance allowance;
+  explicit DecodeScope(Request& req);
+  // Charges what the decode used; false (logged, connection closed) on any decode error.
+  bool finish(kafka::DecodeError e, std::size_t at);
 };
 
 using RequestPtr = std::unique_ptr<Request>;
@@ -103,12 +118,11 @@ void log_decode_failure(const Request& r, kafka::DecodeError e, std::size_t at);
 
 template <class Req>
 bool Request::decode(Req& out) {
+  DecodeScope scope(*this);
   std::size_t at = 0;
-  kafka::DecodeError e = kafka::decode_request_body(frame.span(), header, out, &at);
-  if (e == kafka::DecodeError::none) return true;
-  log_decode_failure(*this, e, at);
-  fail("malformed request body");
-  return false;
+  kafka::DecodeError e =
+      kafka::decode_request_body(frame.span(), header, out, &at, &scope.allowance);
+  return scope.finish(e, at);
 }
 
 }  // namespace samsa::daemon

@@ -87,6 +87,11 @@ std::expected<std::shared_ptr<const BrokerSettings>, std::string> make_settings(
   auto qb = c.get_int("queued.max.request.bytes");
   s->queued_max_request_bytes = qb < 0 ? (256ull << 20) : static_cast<std::uint64_t>(qb);
 
+  s->partition.producer_expiration_ms = c.get_int("producer.id.expiration.ms");
+  s->partition.sequence_check =
+      !c.get_bool("samsa.testing.hooks") || c.get_bool("samsa.testing.producer.sequence.check");
+  s->producer_expiration_check_ms = c.get_int("producer.id.expiration.check.interval.ms");
+
   auto& d = s->topic_defaults;
   d["cleanup.policy"] = c.get_string("log.cleanup.policy");
   d["file.delete.delay.ms"] = std::to_string(c.get_int("log.segment.delete.delay.ms"));
@@ -96,6 +101,10 @@ std::expected<std::shared_ptr<const BrokerSettings>, std::string> make_settings(
   d["index.interval.bytes"] = std::to_string(c.get_int("log.index.interval.bytes"));
   d["max.message.bytes"] = std::to_string(c.get_int("message.max.bytes"));
   d["message.timestamp.type"] = c.get_string("log.message.timestamp.type");
+  d["message.timestamp.before.max.ms"] =
+      std::to_string(c.get_int("log.message.timestamp.before.max.ms"));
+  d["message.timestamp.after.max.ms"] =
+      std::to_string(c.get_int("log.message.timestamp.after.max.ms"));
   d["min.insync.replicas"] = std::to_string(c.get_int("min.insync.replicas"));
   d["retention.bytes"] = std::to_string(c.get_int("log.retention.bytes"));
   d["retention.ms"] = std::to_string(c.log_retention_ms());

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "daemon/config.h"
+#include "replication/partition.h"
 #include "replication/topic_config.h"
 
 namespace samsa::daemon {
@@ -40,6 +41,8 @@ struct BrokerSettings {
   std::uint32_t queued_max_requests = 500;
   std::uint64_t queued_max_request_bytes = 256u << 20;
   replication::TopicDefaults topic_defaults;  // broker defaults of topic configs
+  replication::PartitionOptions partition;    // idempotent producers
+  std::int64_t producer_expiration_check_ms = 600'000;
 };
 
 // Validates and derives everything; errors name the key.

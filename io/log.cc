@@ -41,6 +41,8 @@ const char* errc_name(Errc e) {
       return "offset_out_of_range";
     case Errc::fenced:
       return "fenced";
+    case Errc::invalid_timestamp:
+      return "invalid_timestamp";
     case Errc::io_error:
       return "io_error";
     case Errc::not_found:
@@ -244,7 +246,8 @@ class Log::Impl final : public TurnHook {
                 std::int64_t batch_ts, std::int64_t now) const;
   void remove_segment_files(const Segment& s, bool rename_deleted);
 
-  Result<AppendResult> append(AppendOp* op, bool replicated);
+  Result<BatchInfo> prepare(AppendOp* op) const;
+  Result<AppendResult> append(AppendOp* op, bool replicated, const BatchInfo* prepared);
   void on_turn_end() override;
   void submit_group();
   void submit_run(FlightRun& fr);
@@ -671,19 +674,59 @@ Result<void> Log::Impl::roll(std::int64_t /*now_ms*/) {
   if (auto r = create_segment(leo_); !r) return r;
   ++stats_.rolls;
   LOG_DEBUG("rolled %s at offset %" PRId64, dir_.c_str(), leo_);
+  if (listener_ && owner_) listener_->on_log_rolled(*owner_, leo_);
   return {};
 }
 
-Result<AppendResult> Log::Impl::append(AppendOp* op, bool replicated) {
+// Kafka's LogValidator for a client's batch: CreateTime records must lie within
+// [now - before.max.ms, now + after.max.ms] (records without a timestamp, -1, are exempt), and
+// the stored maxTimestamp is the records' largest, whatever the producer wrote there.
+Result<BatchInfo> Log::Impl::prepare(AppendOp* op) const {
+  if (fence_) return fenced_error();
+  if (closed_) return fail(Errc::fenced, "log " + dir_.string() + " is closed");
+  std::span<std::byte> b = op->batch;
+  batch::RecordTimestamps ts;
+  auto v = batch::validate(b, cfg_.max_batch_bytes, &ts);
+  if (!v) return v;
+  if (cfg_.timestamp_type == TimestampType::log_append_time) return v;
+  const std::int64_t now = wall_ms();
+  const std::int64_t earliest =
+      cfg_.timestamp_before_max_ms >= now ? INT64_MIN : now - cfg_.timestamp_before_max_ms;
+  const std::int64_t latest =
+      cfg_.timestamp_after_max_ms > INT64_MAX - now ? INT64_MAX : now + cfg_.timestamp_after_max_ms;
+  const std::int64_t bad = ts.min_set < earliest ? ts.min_set
+                           : ts.max_set > latest ? ts.max_set
+                                                 : INT64_MIN;
+  if (bad != INT64_MIN) {
+    return fail(
+        Errc::invalid_timestamp,
+        fmt("timestamp %" PRId64 " of a record is out of range: it must be within [%" PRId64
+            ", %" PRId64 "] (message.timestamp.before.max.ms %" PRId64
+            ", message.timestamp.after.max.ms %" PRId64 ")",
+            bad, earliest, latest, cfg_.timestamp_before_max_ms, cfg_.timestamp_after_max_ms));
+  }
+  if (v->compression() == 0 && v->max_timestamp != ts.max) {
+    store_be<std::int64_t>(b.data() + batch::kMaxTimestamp, ts.max);
+    batch::update_crc(b);
+    v->max_timestamp = ts.max;
+  }
+  return v;
+}
+
+Result<AppendResult> Log::Impl::append(AppendOp* op, bool replicated, const BatchInfo* prepared) {
   if (fence_) return fenced_error();
   if (closed_) return fail(Errc::fenced, "log " + dir_.string() + " is closed");
   std::span<std::byte> b = op->batch;
   BatchInfo first{}, lastb{};
   std::int64_t n_batches = 0;
   if (!replicated) {
-    auto v = batch::validate(b, cfg_.max_batch_bytes);
-    if (!v) return std::unexpected(std::move(v.error()));
-    first = lastb = *v;
+    if (prepared) {
+      first = lastb = *prepared;
+    } else {
+      auto v = prepare(op);
+      if (!v) return std::unexpected(std::move(v.error()));
+      first = lastb = *v;
+    }
     n_batches = 1;
   } else {
     std::size_t pos = 0;
@@ -1519,10 +1562,16 @@ Result<BatchInfo> Log::validate_batch(std::span<const std::byte> b, std::uint32_
 }
 
 Result<AppendResult> Log::append(AppendOp* op) {
-  return impl_->append(op, false);
+  return impl_->append(op, false, nullptr);
+}
+Result<BatchInfo> Log::prepare(AppendOp* op) const {
+  return impl_->prepare(op);
+}
+Result<AppendResult> Log::append_prepared(AppendOp* op, const BatchInfo& info) {
+  return impl_->append(op, false, &info);
 }
 Result<AppendResult> Log::append_replicated(AppendOp* op) {
-  return impl_->append(op, true);
+  return impl_->append(op, true, nullptr);
 }
 Result<ReadResult> Log::read(std::int64_t offset, std::size_t max_bytes, std::int64_t max_offset,
                              bool min_one) const {
@@ -1600,6 +1649,43 @@ const std::filesystem::path& Log::dir() const {
 void Log::set_listener(Listener* l) {
   impl_->listener_ = l;
 }
+Result<void> Log::scan_batch_headers(std::int64_t from,
+                                     const std::function<bool(const BatchInfo&)>& f) const {
+  // Whole batches come back as slices of the segment files; only their headers are read.
+  std::byte h[batch::kHeaderSize];
+  std::int64_t offset = std::max(from, log_start_offset());
+  const std::int64_t end = written_end_offset();
+  while (offset < end) {
+    auto rr = read(offset, 64u << 20, end, true);
+    if (!rr) return std::unexpected(rr.error());
+    if (rr->slices.empty()) break;
+    for (const Slice& sl : rr->slices) {
+      std::uint64_t pos = sl.position;
+      const std::uint64_t stop = sl.position + sl.length;
+      while (pos + batch::kHeaderSize <= stop) {
+        std::size_t got = 0;
+        while (got < sizeof h) {
+          ssize_t n = ::pread(sl.file->fd, h + got, sizeof h - got, static_cast<off_t>(pos + got));
+          if (n < 0 && errno == EINTR) continue;
+          if (n <= 0)
+            return std::unexpected(sys_error("pread", sl.file->path, n < 0 ? errno : EIO));
+          got += static_cast<std::size_t>(n);
+        }
+        BatchInfo info = batch::parse_header(h);
+        if (info.length < static_cast<std::int32_t>(batch::kHeaderSize)) {
+          return fail(Errc::fenced, fmt("batch header at byte %" PRIu64 " of %s has length %d", pos,
+                                        sl.file->path.c_str(), info.length));
+        }
+        if (!f(info)) return {};
+        pos += static_cast<std::uint64_t>(info.length);
+      }
+    }
+    if (rr->next_offset <= offset) break;
+    offset = rr->next_offset;
+  }
+  return {};
+}
+
 LeaderEpochCache& Log::leader_epochs() {
   return impl_->epochs_;
 }

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <expected>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -40,6 +41,7 @@ enum class Errc : std::uint8_t {
   io_error,              // a system call failed (detail names it and errno)
   not_found,
   busy,  // the call needs a quiescent log (no append queued or in flight): retry after them
+  invalid_timestamp,  // a record timestamp outside message.timestamp.before/after.max.ms
 };
 
 const char* errc_name(Errc e);
@@ -65,6 +67,10 @@ struct LogConfig {
   std::uint32_t max_batch_bytes = 1048588;                    // max.message.bytes
   std::int64_t file_delete_delay_ms = 60000;                  // file.delete.delay.ms
   TimestampType timestamp_type = TimestampType::create_time;  // message.timestamp.type
+  // CreateTime records may be at most this far in the past / future of the broker's clock
+  // (message.timestamp.before.max.ms / .after.max.ms; Kafka 4's defaults).
+  std::int64_t timestamp_before_max_ms = INT64_MAX;
+  std::int64_t timestamp_after_max_ms = 3600000;
   // false: complete Durability::durable appends after the write, without fdatasync (Kafka's
   // default flush.messages behaviour; also how the power-loss test proves it can fail).
   bool fsync = true;
@@ -175,8 +181,15 @@ class Log {
   // baseOffset, and maxTimestamp/attributes for LogAppendTime, re-computing the CRC only then)
   // and queues it. On error nothing is changed and op->done is never called. On success
   // op->done is called once, later, from the reactor loop (op->error set if the write or sync
-  // failed; the log is fenced then).
+  // failed; the log is fenced then). append(op) is prepare(op) then append_prepared.
   Result<AppendResult> append(AppendOp* op);
+  // The first half of append: validates op->batch (framing, CRC, size, timestamp bounds) and
+  // normalises it as Kafka does (a maxTimestamp that disagrees with the records is rewritten
+  // and the CRC recomputed). Changes nothing in the log. Callers that must look at a valid
+  // batch before it is placed (producer sequence checks) call this, then append_prepared.
+  Result<BatchInfo> prepare(AppendOp* op) const;
+  // The second half: places a batch prepare() accepted (info is what it returned).
+  Result<AppendResult> append_prepared(AppendOp* op, const BatchInfo& info);
   // Appends batches that already carry offsets (a follower copying its leader; op->batch may
   // hold several): checks they continue the log exactly, keeps their bytes unchanged.
   Result<AppendResult> append_replicated(AppendOp* op);
@@ -237,14 +250,24 @@ class Log {
   void set_config(const LogConfig& cfg);  // dynamic topic config changes
   const std::filesystem::path& dir() const;
 
-  // Called when written/durable end offsets advance (long polls wake on it).
+  // Called when written/durable end offsets advance (long polls wake on it), and when the log
+  // rolls to a new segment starting at new_base (before the batch that caused the roll is
+  // placed: everything below new_base has been placed).
   struct Listener {
     virtual void on_log_advanced(Log& log) = 0;
+    virtual void on_log_rolled(Log& /*log*/, std::int64_t /*new_base*/) {}
 
    protected:
     ~Listener() = default;
   };
   void set_listener(Listener* l);
+
+  // Calls f(info) with the header of every batch from the one holding `from` to the log end,
+  // in order (base offsets as stored), reading them from the files (synchronously: for
+  // rebuilding state at open or after truncation, never on the request path). Stops early when
+  // f returns false.
+  Result<void> scan_batch_headers(std::int64_t from,
+                                  const std::function<bool(const BatchInfo&)>& f) const;
 
   // The partition's leader-epoch-checkpoint (truncate_to and delete_records keep it in step).
   LeaderEpochCache& leader_epochs();

@@ -1,5 +1,6 @@
 #include "io/record_batch.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <string>
@@ -115,7 +116,8 @@ void update_crc(std::span<std::byte> b) {
   store_be<std::uint32_t>(b.data() + kCrc, compute_crc(b));
 }
 
-Result<BatchInfo> validate(std::span<const std::byte> b, std::uint32_t max_batch_bytes) {
+Result<BatchInfo> validate(std::span<const std::byte> b, std::uint32_t max_batch_bytes,
+                           RecordTimestamps* ts) {
   auto hdr = check_header(b, max_batch_bytes);
   if (!hdr) return hdr;
   const BatchInfo& info = *hdr;
@@ -139,7 +141,7 @@ Result<BatchInfo> validate(std::span<const std::byte> b, std::uint32_t max_batch
                       records_bytes));
     }
     RecordReader rr(b.subspan(kHeaderSize), info.record_count);
-    std::int64_t max_ts = -1;
+    RecordTimestamps found;
     std::int32_t expect_delta = 0;
     for (;;) {
       auto r = rr.next();
@@ -150,21 +152,28 @@ Result<BatchInfo> validate(std::span<const std::byte> b, std::uint32_t max_batch
                                              expect_delta, (*r)->offset_delta, expect_delta));
       }
       ++expect_delta;
-      std::int64_t ts = info.base_timestamp + (*r)->timestamp_delta;
-      if (ts > max_ts) max_ts = ts;
+      const std::int64_t t = info.base_timestamp + (*r)->timestamp_delta;
+      if (t > found.max) found.max = t;
+      if (t != -1) {
+        found.min_set = std::min(found.min_set, t);
+        found.max_set = std::max(found.max_set, t);
+      }
     }
     if (rr.remaining() != 0) {
       return fail(Errc::corrupt_batch, fmt("%zu bytes left after the last of %d records",
                                            rr.remaining(), info.record_count));
     }
-    if (!info.log_append_time() && info.max_timestamp != max_ts) {
-      return fail(Errc::corrupt_batch,
-                  fmt("maxTimestamp is %" PRId64 " but the records' largest timestamp is %" PRId64,
-                      info.max_timestamp, max_ts));
-    }
+    if (ts) *ts = found;
   } else if (info.compression() > 4) {
     return fail(Errc::corrupt_batch,
                 fmt("compression codec %d (attributes bits 0-2) is unknown", info.compression()));
+  } else if (ts) {
+    ts->max = info.max_timestamp;
+    for (std::int64_t t : {info.base_timestamp, info.max_timestamp}) {
+      if (t == -1) continue;
+      ts->min_set = std::min(ts->min_set, t);
+      ts->max_set = std::max(ts->max_set, t);
+    }
   }
   return info;
 }

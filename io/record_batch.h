@@ -47,10 +47,21 @@ BatchInfo parse_header(const std::byte* p);
 // lastOffsetDelta + 1. Recovery scans run these before trusting a length to skip ahead.
 Result<BatchInfo> check_header(std::span<const std::byte> header, std::uint32_t max_batch_bytes);
 
+// Record timestamps of a batch, as validate() finds them. Uncompressed batches: exact, from
+// every record. Compressed batches (not decompressed on the append path): from the header,
+// baseTimestamp as the smallest and maxTimestamp as the largest.
+struct RecordTimestamps {
+  std::int64_t max = -1;             // what Kafka stores as the batch's maxTimestamp
+  std::int64_t min_set = INT64_MAX;  // smallest timestamp other than -1 (NO_TIMESTAMP)
+  std::int64_t max_set = INT64_MIN;  // largest timestamp other than -1
+};
+
 // Full validation of exactly one batch occupying all of `b`: header checks, CRC32C over
 // attributes..end, and for uncompressed batches the framing of every record (offset deltas
-// 0..n-1, lengths, and that maxTimestamp matches the records unless LogAppendTime).
-Result<BatchInfo> validate(std::span<const std::byte> b, std::uint32_t max_batch_bytes);
+// 0..n-1, lengths). A maxTimestamp that disagrees with the records is not an error (Kafka
+// rewrites it): the records' own timestamps go to *ts when given.
+Result<BatchInfo> validate(std::span<const std::byte> b, std::uint32_t max_batch_bytes,
+                           RecordTimestamps* ts = nullptr);
 
 // CRC32C of a complete batch as Kafka defines it (attributes .. end).
 std::uint32_t compute_crc(std::span<const std::byte> b);

@@ -19,6 +19,7 @@
 namespace samsa::net {
 
 class Connection;
+class MemoryBudget;
 
 // Implemented by the layer above (daemon's Kafka dispatch). All calls arrive on the reactor
 // thread that owns the connection.
@@ -83,6 +84,10 @@ struct ListenerConfig {
   // Sends of at least this many bytes use zero-copy (SENDMSG_ZC); 0 never. Off by default: on
   // loopback it measured slower than a copying send (the receiver copies anyway).
   std::uint32_t zerocopy_send_min_bytes = 0;
+  // The reactor's request memory budget (queued.max.request.bytes / reactors), shared by all
+  // of its transports and the requests they deliver; null: frames are bounded only per
+  // connection. Must outlive the transport.
+  MemoryBudget* budget = nullptr;
 };
 
 // One transport instance per reactor. Each accepts on its own SO_REUSEPORT socket so the

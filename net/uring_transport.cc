@@ -19,6 +19,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "net/buf_ring.h"
+#include "net/memory_budget.h"
 #include "net/ring_queue.h"
 
 namespace samsa::net {
@@ -64,7 +65,9 @@ std::string format_peer(const sockaddr_storage& ss) {
 
 class UringTransportImpl;
 
-class UringConnection final : public Connection, private io::TurnHook {
+class UringConnection final : public Connection,
+                              private io::TurnHook,
+                              private MemoryBudget::Waiter {
  public:
   UringConnection(UringTransportImpl& t, int fd, std::string peer);
   ~UringConnection() override;
@@ -117,6 +120,7 @@ class UringConnection final : public Connection, private io::TurnHook {
   // processing happens here, at the end of the turn: delivering held frames, sending,
   // re-arming recv, finishing a close, destroying the object.
   void on_turn_end() override;
+  void on_budget_available() override { wake(); }
   static void on_recv(io::Completion* c, int res, std::uint32_t flags);
   static void on_send(io::Completion* c, int res, std::uint32_t flags);
   static void on_read(io::Completion* c, int res, std::uint32_t flags);
@@ -128,6 +132,11 @@ class UringConnection final : public Connection, private io::TurnHook {
   void arm_recv();
   void pause_recv();
   void consume(const std::byte* p, std::size_t n);
+  // Reserves a frame's memory; false (and the connection waits, its unread bytes stashed)
+  // when the reactor's request budget has no room, or closes it when the frame can never fit.
+  bool reserve_frame(std::uint32_t size, const std::byte* rest, std::size_t rest_len);
+  void retry_reserved_frame();
+  void drop_undelivered();
   void frame_complete(Buffer f);
   void deliver(Buffer f);
   void answer(std::uint64_t seq, Slot::Kind kind, Response* r);
@@ -159,6 +168,14 @@ class UringConnection final : public Connection, private io::TurnHook {
   Buffer cur_;
   std::size_t cur_have_ = 0;
   RingQueue<Buffer> pending_;  // complete frames held back by the in-flight bounds
+  // Request memory budget: bytes this connection holds (frames received, delivered and not yet
+  // answered), those of frames not yet delivered (cur_ and pending_), and a frame waiting for
+  // room with the bytes that followed its size prefix.
+  std::uint64_t budget_held_ = 0;
+  std::uint64_t undelivered_bytes_ = 0;
+  bool budget_wait_ = false;
+  std::uint32_t waiting_frame_ = 0;
+  std::vector<std::byte> stash_;
 
   // Reorder window: slot i answers seq head_seq_ + i. Slots leave from the front once their
   // answer is handed to the kernel.
@@ -264,6 +281,10 @@ UringConnection::UringConnection(UringTransportImpl& t, int fd, std::string peer
 }
 
 UringConnection::~UringConnection() {
+  if (MemoryBudget* b = t_.cfg_.budget) {
+    b->cancel(this);
+    b->release(budget_held_);
+  }
   t_.r_.disarm(&timer_);
   if (fd_ >= 0) ::close(fd_);
 }
@@ -300,7 +321,7 @@ bool UringConnection::can_deliver() const {
 }
 
 bool UringConnection::want_recv() const {
-  if (fd_ < 0 || recv_armed_ || peer_eof_) return false;
+  if (fd_ < 0 || recv_armed_ || peer_eof_ || budget_wait_) return false;
   switch (state_) {
     case State::open:
       return pending_.empty() && can_deliver();
@@ -392,6 +413,7 @@ void UringConnection::consume(const std::byte* p, std::size_t n) {
         hard_close();
         return;
       }
+      if (!reserve_frame(static_cast<std::uint32_t>(size), p, n)) return;
       cur_ = Buffer(static_cast<std::size_t>(size));
       cur_have_ = 0;
       in_frame_ = true;
@@ -410,6 +432,66 @@ void UringConnection::consume(const std::byte* p, std::size_t n) {
   }
 }
 
+bool UringConnection::reserve_frame(std::uint32_t size, const std::byte* rest,
+                                    std::size_t rest_len) {
+  MemoryBudget* b = t_.cfg_.budget;
+  if (!b) return true;
+  if (size > b->capacity()) {
+    b->note_frame_too_big();
+    ++t_.stats_.bad_frames;
+    LOG_WARN(
+        "connection %llu from %s: frame of %u bytes exceeds this reactor's request memory "
+        "budget of %llu bytes (queued.max.request.bytes / reactors); closing",
+        static_cast<unsigned long long>(id_), peer_.c_str(), size,
+        static_cast<unsigned long long>(b->capacity()));
+    hard_close();
+    return false;
+  }
+  if (!b->try_reserve_frame(size, this)) {
+    // Wait for room: the rest of this receive buffer is kept, the socket is not read.
+    ++t_.stats_.budget_waits;
+    budget_wait_ = true;
+    waiting_frame_ = size;
+    stash_.assign(rest, rest + rest_len);
+    b->wait(this);
+    pause_recv();
+    return false;
+  }
+  budget_held_ += size;
+  undelivered_bytes_ += size;
+  return true;
+}
+
+void UringConnection::retry_reserved_frame() {
+  MemoryBudget* b = t_.cfg_.budget;
+  if (!b->try_reserve_frame(waiting_frame_, this)) {
+    b->wait(this);
+    return;
+  }
+  budget_wait_ = false;
+  budget_held_ += waiting_frame_;
+  undelivered_bytes_ += waiting_frame_;
+  cur_ = Buffer(waiting_frame_);
+  cur_have_ = 0;
+  in_frame_ = true;
+  std::vector<std::byte> rest = std::move(stash_);
+  stash_.clear();
+  consume(rest.data(), rest.size());
+}
+
+// Frames received but never to be delivered (close): their memory goes back at once.
+void UringConnection::drop_undelivered() {
+  if (MemoryBudget* b = t_.cfg_.budget) {
+    b->cancel(this);
+    b->release(undelivered_bytes_);
+  }
+  budget_held_ -= undelivered_bytes_;
+  undelivered_bytes_ = 0;
+  budget_wait_ = false;
+  stash_.clear();
+  stash_.shrink_to_fit();
+}
+
 void UringConnection::frame_complete(Buffer f) {
   ++t_.stats_.frames_in;
   if (pending_.empty() && can_deliver()) {
@@ -424,6 +506,7 @@ void UringConnection::deliver(Buffer f) {
   Slot& s = window_.push_back(Slot{});
   s.request_bytes = static_cast<std::uint32_t>(f.size());
   inflight_bytes_ += f.size();
+  if (t_.cfg_.budget) undelivered_bytes_ -= f.size();
   ++unanswered_;
   t_.h_.on_frame(*this, seq, std::move(f));
 }
@@ -476,6 +559,7 @@ void UringConnection::close(bool graceful) {
   in_frame_ = false;
   hdr_have_ = 0;
   cur_ = Buffer();
+  drop_undelivered();
   wake();
 }
 
@@ -494,6 +578,7 @@ void UringConnection::hard_close() {
   pending_.clear();
   in_frame_ = false;
   cur_ = Buffer();
+  drop_undelivered();
   wake();
 }
 
@@ -510,6 +595,7 @@ void UringConnection::on_turn_end() {
     finish_closed();  // may destroy this
     return;
   }
+  if (budget_wait_ && state_ == State::open) retry_reserved_frame();
   while (state_ == State::open && !pending_.empty() && can_deliver()) {
     deliver(pending_.take_front());
   }
@@ -668,6 +754,10 @@ void UringConnection::advance_sent(std::size_t n) {
 
 void UringConnection::release_front() {
   inflight_bytes_ -= window_.front().request_bytes;
+  if (MemoryBudget* b = t_.cfg_.budget) {
+    b->release(window_.front().request_bytes);
+    budget_held_ -= window_.front().request_bytes;
+  }
   window_.pop_front();
   ++head_seq_;
   cur_piece_ = 0;

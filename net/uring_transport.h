@@ -27,6 +27,7 @@ struct UringTransportStats {
   std::uint64_t recv_pauses = 0;   // recvs cancelled for back-pressure
   std::uint64_t recv_enobufs = 0;  // recvs ended because the buffer ring ran dry
   std::uint64_t bad_frames = 0;    // connections closed for a size outside 1..max_frame_bytes
+  std::uint64_t budget_waits = 0;  // frames that waited for room in the request memory budget
 };
 
 // Every reactor's listening socket sets SO_REUSEPORT, which would also let a second broker

@@ -1,24 +1,72 @@
 #include "replication/partition.h"
 
+#include <unistd.h>
+
+#include <cinttypes>
+
 #include "base/bytes.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "io/leader_epoch.h"
+#include "io/producer_snapshot.h"
+#include "io/record_batch.h"
 
 namespace samsa::replication {
 
-Partition::Partition(std::string topic, Uuid topic_id, std::int32_t index,
-                     std::int32_t leader_epoch, std::unique_ptr<io::Log> log)
-    : topic_(std::move(topic)),
+using kafka::ErrorCode;
+
+ErrorCode kafka_error_of(io::Errc e) {
+  switch (e) {
+    case io::Errc::corrupt_batch:
+    case io::Errc::invalid_length:
+    case io::Errc::invalid_record_count:
+      return ErrorCode::corrupt_message;
+    case io::Errc::invalid_magic:
+      return ErrorCode::invalid_record;
+    case io::Errc::batch_too_large:
+      return ErrorCode::message_too_large;
+    case io::Errc::invalid_timestamp:
+      return ErrorCode::invalid_timestamp;
+    case io::Errc::fenced:
+    case io::Errc::io_error:
+      return ErrorCode::kafka_storage_error;
+    case io::Errc::busy:
+    case io::Errc::offset_out_of_range:
+    case io::Errc::not_found:
+      break;
+  }
+  return ErrorCode::unknown_server_error;
+}
+
+Partition::Partition(io::Reactor& r, std::string topic, Uuid topic_id, std::int32_t index,
+                     std::int32_t leader_epoch, std::unique_ptr<io::Log> log, PartitionOptions opts)
+    : reactor_(r),
+      topic_(std::move(topic)),
       topic_id_(topic_id),
       index_(index),
       leader_epoch_(leader_epoch),
-      log_(std::move(log)) {
+      log_(std::move(log)),
+      opts_(opts) {
   high_watermark_ = log_->durable_end_offset();
+  // Duplicates whose originals are already durable answer on the next loop turn, never inside
+  // append() itself (its caller is still filling in the op).
+  dup_timer_.fn = [](io::Timer* t) { static_cast<DupTimer*>(t)->owner->complete_duplicates(); };
+  dup_timer_.owner = this;
+  load_producer_state();
   log_->set_listener(this);
 }
 
 Partition::~Partition() {
   log_->set_listener(nullptr);
+  if (dup_timer_.armed()) reactor_.disarm(&dup_timer_);
+  // Duplicates still waiting for their originals: the partition is going away (topic deleted,
+  // shutdown); they fail like the appends the log drops.
+  while (io::AppendOp* op = dup_head_) {
+    dup_head_ = op->next;
+    op->next = nullptr;
+    op->error = io::Error{io::Errc::fenced, topic_ + "-" + std::to_string(index_) + " closed"};
+    op->done(op);
+  }
   // Parked fetches must not keep pointing here; wake them so they re-resolve the partition.
   while (PartitionWaiter* w = waiters_) {
     remove_waiter(w);
@@ -26,24 +74,181 @@ Partition::~Partition() {
   }
 }
 
-io::Result<io::AppendResult> Partition::append(io::AppendOp* op) {
-  // The leader stamps its epoch into partitionLeaderEpoch (outside the CRC, as in Kafka):
-  // followers and OffsetForLeaderEpoch rely on it to find where logs diverge.
-  if (op->batch.size() >= 16) store_be<std::int32_t>(op->batch.data() + 12, leader_epoch_);
-  auto r = log_->append(op);
-  // The first batch of a new epoch starts that epoch in leader-epoch-checkpoint (rare: once
-  // per leadership change, so its small synchronous file write stays off the common path).
-  if (r) {
-    auto& epochs = log_->leader_epochs();
-    auto latest = epochs.latest_epoch();
-    if (!latest || *latest < leader_epoch_) {
-      if (auto a = epochs.assign(leader_epoch_, r->base_offset); !a)
-        LOG_WARN("%s-%d: leader epoch checkpoint: %s", topic_.c_str(), index_,
-                 a.error().detail.c_str());
+// ---------------------------------------------------------------------------------------------
+// Producer state: rebuilt at open from the newest snapshot at or below the log end plus the
+// batches after it (never by rescanning the whole log when a snapshot exists: one is written
+// at every roll and at a clean close).
+
+void Partition::load_producer_state() {
+  const auto& dir = log_->dir();
+  const std::int64_t end = log_->log_end_offset();
+  const std::int64_t start = log_->log_start_offset();
+  std::int64_t from = start;
+  auto offsets = io::list_producer_snapshots(dir);
+  // Snapshots above the log end describe batches a crash took back.
+  while (!offsets.empty() && offsets.back() > end) {
+    ::unlink(io::producer_snapshot_path(dir, offsets.back()).c_str());
+    offsets.pop_back();
+  }
+  while (!offsets.empty()) {
+    const std::int64_t at = offsets.back();
+    auto entries = io::read_producer_snapshot(io::producer_snapshot_path(dir, at));
+    if (entries) {
+      producers_.load(*entries);
+      from = std::max(at, start);
+      break;
+    }
+    LOG_WARN("%s-%d: ignoring producer snapshot: %s", topic_.c_str(), index_,
+             entries.error().detail.c_str());
+    ::unlink(io::producer_snapshot_path(dir, at).c_str());
+    offsets.pop_back();
+  }
+  std::size_t replayed = 0;
+  const std::int64_t now = wall_ms();
+  auto r = log_->scan_batch_headers(from, [&](const io::BatchInfo& b) {
+    const std::int64_t last = b.base_offset + b.last_offset_delta;
+    if (last < from) return true;  // the batch holding `from` began before the snapshot
+    if (b.producer_id >= 0 && !b.is_control()) {
+      producers_.update(b, b.base_offset, last, b.max_timestamp >= 0 ? b.max_timestamp : now);
+    }
+    ++replayed;
+    return true;
+  });
+  if (!r) {
+    LOG_ERROR("%s-%d: rebuilding producer state from offset %" PRId64 ": %s", topic_.c_str(),
+              index_, from, r.error().detail.c_str());
+  }
+  producers_.evict_below(start);
+  if (producers_.size() || replayed) {
+    LOG_DEBUG("%s-%d: %zu producers (snapshot at %" PRId64 ", %zu batches replayed)",
+              topic_.c_str(), index_, producers_.size(), from, replayed);
+  }
+}
+
+void Partition::write_snapshot(std::int64_t offset) {
+  const auto entries = producers_.snapshot();
+  if (auto r = io::write_producer_snapshot(log_->dir(), offset, entries); !r) {
+    LOG_WARN("%s-%d: producer snapshot at %" PRId64 ": %s", topic_.c_str(), index_, offset,
+             r.error().detail.c_str());
+    return;
+  }
+  // Snapshots below the log start are of no use any more (their segments are gone).
+  const std::int64_t start = log_->log_start_offset();
+  for (std::int64_t o : io::list_producer_snapshots(log_->dir())) {
+    if (o >= start || o == offset) break;
+    ::unlink(io::producer_snapshot_path(log_->dir(), o).c_str());
+  }
+}
+
+void Partition::on_log_rolled(io::Log&, std::int64_t new_base) {
+  // The batch that caused the roll is not in the table yet: the table is exactly the state
+  // of every batch below new_base.
+  write_snapshot(new_base);
+}
+
+std::size_t Partition::expire_producers(std::int64_t now_ms) {
+  const std::size_t before = producers_.size();
+  producers_.evict_below(log_->log_start_offset());
+  producers_.expire(now_ms, opts_.producer_expiration_ms);
+  return before - producers_.size();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Appends
+
+std::expected<io::AppendResult, AppendError> Partition::append(io::AppendOp* op) {
+  auto info = log_->prepare(op);
+  if (!info) {
+    const io::Errc e = info.error().code;
+    return std::unexpected(
+        AppendError{kafka_error_of(e), std::move(info.error().detail), e,
+                    e == io::Errc::invalid_timestamp ? log_->log_start_offset() : -1});
+  }
+  if (info->producer_id >= 0 && opts_.sequence_check) {
+    if (info->is_transactional()) {
+      return std::unexpected(
+          AppendError{ErrorCode::invalid_txn_state, "transactional batches are not supported yet"});
+    }
+    ProducerCheck c = producers_.check(*info);
+    switch (c.verdict) {
+      case ProducerVerdict::append:
+        break;
+      case ProducerVerdict::duplicate:
+        LOG_DEBUG("%s-%d: duplicate batch of producer %" PRId64
+                  " (sequences %d..%d) at offset "
+                  "%" PRId64,
+                  topic_.c_str(), index_, info->producer_id, c.duplicate.first_seq,
+                  c.duplicate.last_seq, c.duplicate.first_offset);
+        // Kafka answers a duplicate with the original batch's timestamp in logAppendTimeMs,
+        // whatever the topic's timestamp type.
+        op->result = io::AppendResult{c.duplicate.first_offset, c.duplicate.last_offset,
+                                      c.duplicate.timestamp, log_->log_start_offset()};
+        op->error.reset();
+        op->next = dup_head_;
+        dup_head_ = op;
+        if (!dup_timer_.armed()) reactor_.arm(&dup_timer_, 0);
+        return op->result;
+      case ProducerVerdict::out_of_order:
+        return std::unexpected(AppendError{ErrorCode::out_of_order_sequence_number,
+                                           std::move(c.message),
+                                           {},
+                                           log_->log_start_offset()});
+      case ProducerVerdict::invalid_epoch:
+        return std::unexpected(AppendError{
+            ErrorCode::invalid_producer_epoch, std::move(c.message), {}, log_->log_start_offset()});
     }
   }
-  return r;
+  // The leader stamps its epoch into partitionLeaderEpoch (outside the CRC, as in Kafka):
+  // followers and OffsetForLeaderEpoch rely on it to find where logs diverge.
+  store_be<std::int32_t>(op->batch.data() + io::batch::kPartitionLeaderEpoch, leader_epoch_);
+  auto r = log_->append_prepared(op, *info);
+  if (!r) {
+    return std::unexpected(
+        AppendError{kafka_error_of(r.error().code), std::move(r.error().detail), r.error().code});
+  }
+  if (info->producer_id >= 0) {
+    const std::int64_t ts = info->max_timestamp >= 0 ? info->max_timestamp : wall_ms();
+    producers_.update(*info, r->base_offset, r->last_offset, ts);
+  }
+  // The first batch of a new epoch starts that epoch in leader-epoch-checkpoint (rare: once
+  // per leadership change, so its small synchronous file write stays off the common path).
+  auto& epochs = log_->leader_epochs();
+  auto latest = epochs.latest_epoch();
+  if (!latest || *latest < leader_epoch_) {
+    if (auto a = epochs.assign(leader_epoch_, r->base_offset); !a)
+      LOG_WARN("%s-%d: leader epoch checkpoint: %s", topic_.c_str(), index_,
+               a.error().detail.c_str());
+  }
+  return *r;
 }
+
+void Partition::complete_duplicates() {
+  io::AppendOp** link = &dup_head_;
+  io::AppendOp* ready = nullptr;
+  while (io::AppendOp* op = *link) {
+    const std::int64_t reached = op->durability == io::Durability::durable
+                                     ? log_->durable_end_offset()
+                                     : log_->written_end_offset();
+    if (reached > op->result.last_offset || log_->fenced()) {
+      *link = op->next;
+      if (reached <= op->result.last_offset)
+        op->error = io::Error{io::Errc::fenced, "log fenced before the original batch was durable"};
+      op->next = ready;
+      ready = op;
+    } else {
+      link = &op->next;
+    }
+  }
+  // Completing may free the ops' owners; nothing of this list is touched after done().
+  while (io::AppendOp* op = ready) {
+    ready = op->next;
+    op->next = nullptr;
+    op->done(op);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// High watermark and long polls
 
 void Partition::add_waiter(PartitionWaiter* w) {
   if (w->linked) return;
@@ -67,6 +272,7 @@ void Partition::remove_waiter(PartitionWaiter* w) {
 }
 
 void Partition::on_log_advanced(io::Log& log) {
+  if (dup_head_) complete_duplicates();
   std::int64_t hw = log.durable_end_offset();
   if (hw == high_watermark_) return;
   high_watermark_ = hw;
@@ -83,7 +289,9 @@ void Partition::on_log_advanced(io::Log& log) {
 }
 
 io::Result<void> Partition::close() {
-  return log_->close();
+  auto r = log_->close();
+  if (r) write_snapshot(log_->log_end_offset());
+  return r;
 }
 
 }  // namespace samsa::replication

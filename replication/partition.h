@@ -1,15 +1,21 @@
 // replication::Partition — what a partition means on top of its io::Log: leadership and leader
-// epoch, the high watermark consumers may read up to, and the long polls waiting for data.
-// (Producer-id sequences and the ISR of a cluster are added here as those issues land.)
+// epoch, the high watermark consumers may read up to, the long polls waiting for data, and the
+// idempotent producers' state (sequence checks, duplicates, snapshots).
+// (The ISR of a cluster is added here when replication lands.)
 // Owned by one reactor's Shard; every call happens on that reactor's thread.
 #pragma once
 
 #include <cstdint>
+#include <expected>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "io/log.h"
+#include "io/reactor.h"
+#include "net/kafka/errors.h"
 #include "replication/metadata_records.h"
+#include "replication/producer_state.h"
 
 namespace samsa::replication {
 
@@ -24,10 +30,33 @@ struct PartitionWaiter {
   ~PartitionWaiter() = default;
 };
 
+// Why an append was refused, as the Produce response carries it.
+struct AppendError {
+  kafka::ErrorCode code = kafka::ErrorCode::none;
+  std::string message;
+  std::optional<io::Errc> log_error;  // set when the log refused the batch
+  // Kafka reports the log start offset with errors found after it looked at the log
+  // (sequence, epoch and timestamp checks); -1 with framing errors.
+  std::int64_t log_start_offset = -1;
+};
+
+// The Kafka error for a log error (Produce and friends).
+kafka::ErrorCode kafka_error_of(io::Errc e);
+
+struct PartitionOptions {
+  // producer.id.expiration.ms: producers silent this long are forgotten.
+  std::int64_t producer_expiration_ms = 86'400'000;
+  // Test-only (samsa.testing.producer.sequence.check=false with samsa.testing.hooks=true):
+  // no duplicate detection and no sequence or epoch checks, so a test can show the duplicates
+  // retries would store without them.
+  bool sequence_check = true;
+};
+
 class Partition final : private io::Log::Listener {
  public:
-  Partition(std::string topic, Uuid topic_id, std::int32_t index, std::int32_t leader_epoch,
-            std::unique_ptr<io::Log> log);
+  // Rebuilds the producer state from the newest usable snapshot plus the log after it.
+  Partition(io::Reactor& r, std::string topic, Uuid topic_id, std::int32_t index,
+            std::int32_t leader_epoch, std::unique_ptr<io::Log> log, PartitionOptions opts = {});
   ~Partition();
 
   const std::string& topic() const { return topic_; }
@@ -37,9 +66,13 @@ class Partition final : private io::Log::Listener {
   void set_leader_epoch(std::int32_t e) { leader_epoch_ = e; }
   io::Log& log() { return *log_; }
   const io::Log& log() const { return *log_; }
+  void set_options(const PartitionOptions& o) { opts_ = o; }
 
-  // Leader append of a producer's batch (offsets assigned by the log).
-  io::Result<io::AppendResult> append(io::AppendOp* op);
+  // Leader append of a producer's batch (offsets assigned by the log). An idempotent
+  // producer's batch is checked against its sequence and epoch first; a duplicate of one of
+  // its last five batches is not stored again: op->result gets the original offsets and
+  // op->done runs once those are written (acks=1) or durable (acks=all), like a fresh append.
+  std::expected<io::AppendResult, AppendError> append(io::AppendOp* op);
 
   // Consumers read below this. A single replica's high watermark is its durable end: nothing
   // a consumer has seen can vanish in a power cut.
@@ -51,19 +84,37 @@ class Partition final : private io::Log::Listener {
   void add_waiter(PartitionWaiter* w);
   void remove_waiter(PartitionWaiter* w);
 
-  // Closes the log cleanly (index files written, synced).
+  const ProducerStateTable& producers() const { return producers_; }
+  // Forgets producers silent for producer.id.expiration.ms and those wholly below the log
+  // start (retention, DeleteRecords). Returns how many producers were removed.
+  std::size_t expire_producers(std::int64_t now_ms);
+
+  // Closes the log cleanly (index files written, synced) and writes a producer snapshot at the
+  // log end, so the next start replays nothing.
   io::Result<void> close();
 
  private:
   void on_log_advanced(io::Log& log) override;
+  void on_log_rolled(io::Log& log, std::int64_t new_base) override;
+  void load_producer_state();
+  void write_snapshot(std::int64_t offset);
+  void complete_duplicates();
 
+  io::Reactor& reactor_;
   std::string topic_;
   Uuid topic_id_;
   std::int32_t index_;
   std::int32_t leader_epoch_;
   std::unique_ptr<io::Log> log_;
+  PartitionOptions opts_;
   std::int64_t high_watermark_ = 0;
   PartitionWaiter* waiters_ = nullptr;
+  ProducerStateTable producers_;
+  // Duplicate batches waiting for their originals to be written/durable (AppendOp::next).
+  io::AppendOp* dup_head_ = nullptr;
+  struct DupTimer : io::Timer {
+    Partition* owner = nullptr;
+  } dup_timer_;
 };
 
 }  // namespace samsa::replication

@@ -23,10 +23,29 @@ std::string hex(const Uuid& u) {
 Shard::Shard(io::Reactor& r, Options opts) : reactor_(r), opts_(std::move(opts)) {
   retry_timer_.shard = this;
   retry_timer_.fn = [](io::Timer* t) { static_cast<RetryTimer*>(t)->shard->finish_retired(); };
+  expiry_timer_.shard = this;
+  expiry_timer_.fn = [](io::Timer* t) { static_cast<RetryTimer*>(t)->shard->expire_producers(); };
+  reactor_.arm(&expiry_timer_, mono_ns() + opts_.producer_expiration_check_ms * 1'000'000);
 }
 
 Shard::~Shard() {
   reactor_.disarm(&retry_timer_);
+  reactor_.disarm(&expiry_timer_);
+}
+
+void Shard::expire_producers() {
+  const std::int64_t now = wall_ms();
+  std::size_t n = 0;
+  for (auto& [key, p] : partitions_)
+    n += p->expire_producers(now);
+  if (n) LOG_DEBUG("shard %zu: %zu idle producers expired", opts_.index, n);
+  reactor_.arm(&expiry_timer_, mono_ns() + opts_.producer_expiration_check_ms * 1'000'000);
+}
+
+void Shard::set_partition_options(const PartitionOptions& o) {
+  opts_.partition = o;
+  for (auto& [key, p] : partitions_)
+    p->set_options(o);
 }
 
 std::size_t Shard::owner(std::string_view topic, std::int32_t partition, std::size_t count) {
@@ -75,8 +94,8 @@ void Shard::open_partition(const TopicState& t, const PartitionState& p) {
     return;
   }
   failed_.erase(id.dir_name());
-  auto part =
-      std::make_unique<Partition>(t.name, t.id, p.partition, p.leader_epoch, std::move(*log));
+  auto part = std::make_unique<Partition>(reactor_, t.name, t.id, p.partition, p.leader_epoch,
+                                          std::move(*log), opts_.partition);
   if (opts_.retention) retention_regs_[part.get()] = opts_.retention->add(reactor_, part->log());
   partitions_.emplace(Key{t.name, p.partition}, std::move(part));
 }

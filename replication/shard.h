@@ -33,6 +33,9 @@ class Shard {
     // Runs retention on this shard's logs (and removes deleted partition directories); may
     // be null in tests.
     io::RetentionDeleter* retention = nullptr;
+    PartitionOptions partition;  // idempotent producers' settings
+    // producer.id.expiration.check.interval.ms
+    std::int64_t producer_expiration_check_ms = 600'000;
   };
 
   Shard(io::Reactor& r, Options opts);
@@ -54,6 +57,7 @@ class Shard {
   void apply(ImagePtr image);
   // New broker defaults (config reload): every open log gets its recomputed config.
   void set_defaults(TopicDefaults defaults);
+  void set_partition_options(const PartitionOptions& o);
 
   // Closes every log cleanly; call when no request can reach the shard any more. Logs with
   // appends in flight are closed once those finish (drive the reactor until done() is true).
@@ -105,6 +109,8 @@ class Shard {
   struct RetryTimer : io::Timer {
     Shard* shard = nullptr;
   } retry_timer_;
+  RetryTimer expiry_timer_;  // producer.id.expiration.check.interval.ms
+  void expire_producers();
 };
 
 }  // namespace samsa::replication

@@ -143,6 +143,8 @@ io::LogConfig make_log_config(const std::map<std::string, std::string>& override
       topic_config_value(overrides, defaults, "message.timestamp.type") == "LogAppendTime"
           ? io::TimestampType::log_append_time
           : io::TimestampType::create_time;
+  c.timestamp_before_max_ms = num("message.timestamp.before.max.ms");
+  c.timestamp_after_max_ms = num("message.timestamp.after.max.ms");
   c.fsync = num("flush.messages") <= 1;
   return c;
 }

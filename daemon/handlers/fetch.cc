@@ -283,6 +283,10 @@ void respond(FetchCtx* raw) {
         pd.high_watermark = -1;
         pd.last_stable_offset = -1;
         pd.log_start_offset = -1;
+        // Kafka answers a partition it cannot find with an empty list, not null.
+        if (p.error == ErrorCode::unknown_topic_or_partition ||
+            p.error == ErrorCode::unknown_topic_id)
+          pd.aborted_transactions.emplace();
       }
       tr.partitions.push_back(std::move(pd));
     }
@@ -309,6 +313,11 @@ void fetch(RequestPtr r) {
   std::size_t n = 0;
   for (const auto& t : ctx->body.topics)
     n += t.partitions.size();
+  // Per-partition state and answers, bounded by the reactor's request budget.
+  if (!req.charge(n * (sizeof(Part) + sizeof(kafka::FetchResponse::PartitionData)),
+                  "its partitions' state")) {
+    return;
+  }
   ctx->parts.resize(n);
   std::vector<std::size_t> group_of_shard(req.rc.broker->reactor_count(), SIZE_MAX);
   std::size_t pi = 0;
@@ -320,7 +329,10 @@ void fetch(RequestPtr r) {
       p.ctx = raw;
       p.partition = fp.partition;
       p.fetch_offset = fp.fetch_offset;
-      p.max_bytes = fp.partition_max_bytes;
+      // No partition may bring more than the whole response may carry (at least one batch
+      // still comes: the log's read never returns less).
+      p.max_bytes =
+          std::min({fp.partition_max_bytes, ctx->body.max_bytes, req.rc.settings->fetch_max_bytes});
       p.leader_epoch = fp.current_leader_epoch;
       if (!topic) {
         p.error = req.version() >= 13 ? ErrorCode::unknown_topic_id

@@ -47,11 +47,14 @@ using kafka::ErrorCode;
 // FindCoordinator key types.
 constexpr std::int8_t kGroupKey = 0;
 constexpr std::int8_t kTransactionKey = 1;
+constexpr const char* kNoTransactions = "transactions are not supported by samsa yet";
 constexpr std::int8_t kShareKey = 2;
 
 // What DescribeGroups reports as authorized operations on a group when asked (no ACLs yet:
 // everything a group has: READ, DELETE, DESCRIBE).
-constexpr std::int32_t kGroupOperations = (1 << 3) | (1 << 6) | (1 << 8);
+// READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS: what Kafka 4 reports for a group
+// without an authorizer (group configs came with KIP-848).
+constexpr std::int32_t kGroupOperations = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11);
 
 // Kafka reports the address a member connected from as Java's InetAddress prints it: "/ip".
 std::string client_host(const Request& r) {
@@ -85,12 +88,18 @@ void find_coordinator(RequestPtr r) {
     ErrorCode error;
     std::optional<std::string> message;
   };
+  // Kafka answers success with the message "NONE" before v4 and "" in v4's per-key entries.
+  const std::optional<std::string> ok_message = r->version() < 4 ? "NONE" : "";
   auto answer = [&](std::int8_t type) -> Answer {
     if (type == kGroupKey) {
-      if (ready) return {ErrorCode::none, std::nullopt};
+      if (ready) return {ErrorCode::none, ok_message};
       return {ErrorCode::coordinator_not_available, "The coordinator is not available."};
     }
-    if (type == kTransactionKey || type == kShareKey)
+    // Transactions are not served yet. COORDINATOR_NOT_AVAILABLE would make clients retry
+    // until they time out; UNSUPPORTED_VERSION is not retriable, so the Java client's
+    // initTransactions() fails at once, naming the error.
+    if (type == kTransactionKey) return {ErrorCode::unsupported_version, kNoTransactions};
+    if (type == kShareKey)
       return {ErrorCode::coordinator_not_available, "The coordinator is not available."};
     return {ErrorCode::invalid_request,
             "Unknown coordinator key type " + std::to_string(type) + "."};
@@ -552,13 +561,16 @@ namespace samsa::daemon::handlers {
 
 // InitProducerId without a transactional id: a fresh producer id at epoch 0 (also when an
 // idempotent producer asks to bump its epoch, v3+: Kafka gives it a new id too). Transactions
-// are not served yet: their coordinator lookup already answers COORDINATOR_NOT_AVAILABLE.
+// are not served yet: a transactional id gets UNSUPPORTED_VERSION, which clients do not retry
+// (as their coordinator lookup does).
 void init_producer_id(RequestPtr r) {
   kafka::InitProducerIdRequest body;
   if (!r->decode(body)) return;
   if (body.transactional_id) {
+    LOG_INFO("InitProducerId for transactional id %s from %s refused: %s",
+             body.transactional_id->c_str(), r->conn->peer().c_str(), kNoTransactions);
     kafka::InitProducerIdResponse resp;
-    resp.error_code = kafka::code(ErrorCode::coordinator_not_available);
+    resp.error_code = kafka::code(ErrorCode::unsupported_version);
     resp.producer_id = -1;
     resp.producer_epoch = -1;
     r->reply(resp);

@@ -27,6 +27,8 @@ void delete_groups(RequestPtr r);
 void offset_delete(RequestPtr r);
 // Producer ids for idempotent producers (groups.cc: the coordinator thread hands them out).
 void init_producer_id(RequestPtr r);
+// Idempotent producers' state per partition (producers.cc).
+void describe_producers(RequestPtr r);
 
 // The answer to a Produce v0-2 request (which Kafka advertises but refuses): every partition
 // gets UNSUPPORTED_VERSION. Hand-encoded: the codec starts at v3.

@@ -2,8 +2,12 @@
 // read_committed), max timestamp (-3), earliest local (-4), latest tiered (-5: no tiered
 // storage, so -1) and by timestamp (the first record at or after it), each answered by the
 // shard that owns the partition.
+#include <map>
+#include <utility>
+
 #include "base/log.h"
 #include "daemon/broker.h"
+#include "daemon/handlers/fan_out.h"
 #include "daemon/handlers/handlers.h"
 #include "net/kafka/gen/list_offsets_request.h"
 #include "net/kafka/gen/list_offsets_response.h"
@@ -16,6 +20,24 @@ using kafka::ErrorCode;
 constexpr std::int64_t kLatest = -1, kEarliest = -2, kMaxTimestamp = -3, kEarliestLocal = -4,
                        kLatestTiered = -5;
 
+// The first version that knows each negative timestamp (Kafka's ReplicaManager): any other
+// negative value, or a known one below its version, is UNSUPPORTED_VERSION.
+bool timestamp_supported(std::int64_t ts, std::int16_t version) {
+  switch (ts) {
+    case kLatest:
+    case kEarliest:
+      return true;
+    case kMaxTimestamp:
+      return version >= 7;
+    case kEarliestLocal:
+      return version >= 8;
+    case kLatestTiered:
+      return version >= 9;
+    default:
+      return ts >= 0;  // -6 (earliest pending upload) needs v11, which is not served
+  }
+}
+
 struct Item {
   std::string_view topic;
   std::int32_t partition = 0;
@@ -25,6 +47,7 @@ struct Item {
   std::int64_t out_offset = -1;
   std::int64_t out_timestamp = -1;
   std::int32_t out_epoch = -1;
+  bool repeated = false;  // a later mention of a partition already listed: not answered
 };
 
 struct Ctx {
@@ -32,8 +55,6 @@ struct Ctx {
   replication::ImagePtr image;
   kafka::ListOffsetsRequest body;
   std::vector<Item> items;
-  std::vector<std::pair<std::size_t, std::vector<std::size_t>>> groups;  // shard -> items
-  std::size_t pending = 0;
 };
 
 void lookup(Item& it, std::int8_t isolation, ReactorContext& rc) {
@@ -91,11 +112,12 @@ void lookup(Item& it, std::int8_t isolation, ReactorContext& rc) {
   if (*r && (*r)->offset < limit) {
     it.out_offset = (*r)->offset;
     it.out_timestamp = (*r)->timestamp;
+  } else {
+    it.out_epoch = -1;  // no record at or after the timestamp: Kafka names no epoch either
   }
 }
 
-void respond(Ctx* raw) {
-  std::unique_ptr<Ctx> ctx(raw);
+void respond(std::unique_ptr<Ctx> ctx) {
   kafka::ListOffsetsResponse resp;
   std::size_t i = 0;
   for (const auto& t : ctx->body.topics) {
@@ -103,6 +125,7 @@ void respond(Ctx* raw) {
     tr.name = t.name;
     for (std::size_t k = 0; k < t.partitions.size(); ++k) {
       const Item& it = ctx->items[i++];
+      if (it.repeated) continue;
       kafka::ListOffsetsResponse::ListOffsetsPartitionResponse pr;
       pr.partition_index = it.partition;
       pr.error_code = kafka::code(it.error);
@@ -123,8 +146,13 @@ void list_offsets(RequestPtr r) {
   if (!r->decode(ctx->body)) return;
   ctx->req = std::move(r);
   ctx->image = ctx->req->rc.image;
-  Broker& b = *ctx->req->rc.broker;
-  std::vector<std::size_t> group_of(b.reactor_count(), SIZE_MAX);
+  // A partition named twice gets one answer, INVALID_REQUEST, as in Kafka.
+  std::map<std::pair<std::string_view, std::int32_t>, int> mentions;
+  for (const auto& t : ctx->body.topics)
+    for (const auto& p : t.partitions)
+      ++mentions[{t.name, p.partition_index}];
+  std::map<std::pair<std::string_view, std::int32_t>, bool> listed;
+  const std::int16_t version = ctx->req->version();
   for (const auto& t : ctx->body.topics) {
     const replication::TopicState* topic = ctx->image->topic(t.name);
     for (const auto& p : t.partitions) {
@@ -132,39 +160,34 @@ void list_offsets(RequestPtr r) {
       it.partition = p.partition_index;
       it.timestamp = p.timestamp;
       it.leader_epoch = p.current_leader_epoch;
-      if (!topic || p.partition_index < 0 ||
-          static_cast<std::size_t>(p.partition_index) >= topic->partitions.size()) {
+      const std::pair<std::string_view, std::int32_t> tp{t.name, p.partition_index};
+      if (mentions[tp] > 1) {
+        it.error = ErrorCode::invalid_request;
+        it.repeated = std::exchange(listed[tp], true);
+      } else if (!topic || p.partition_index < 0 ||
+                 static_cast<std::size_t>(p.partition_index) >= topic->partitions.size()) {
         it.error = ErrorCode::unknown_topic_or_partition;
+      } else if (!timestamp_supported(p.timestamp, version)) {
+        it.error = ErrorCode::unsupported_version;
       } else {
         it.topic = topic->name;
-        std::size_t shard = b.owner(it.topic, it.partition);
-        if (group_of[shard] == SIZE_MAX) {
-          group_of[shard] = ctx->groups.size();
-          ctx->groups.push_back({shard, {}});
-        }
-        ctx->groups[group_of[shard]].second.push_back(ctx->items.size());
       }
       ctx->items.push_back(it);
     }
   }
-  Ctx* raw = ctx.release();
-  if (raw->groups.empty()) {
-    respond(raw);
-    return;
-  }
-  raw->pending = raw->groups.size();
-  const std::size_t origin = raw->req->rc.index;
-  const std::int8_t isolation = raw->body.isolation_level;
-  for (std::size_t gi = 0; gi < raw->groups.size(); ++gi) {
-    b.reactor(raw->groups[gi].first).reactor->post_fn([raw, gi, isolation, origin, &b] {
-      auto& g = raw->groups[gi];
-      for (std::size_t i : g.second)
-        lookup(raw->items[i], isolation, b.reactor(g.first));
-      b.on_reactor(origin, [raw](ReactorContext&) {
-        if (--raw->pending == 0) respond(raw);
-      });
-    });
-  }
+  const std::size_t n = ctx->items.size();
+  const std::int8_t isolation = ctx->body.isolation_level;
+  fan_out_to_shards(
+      std::move(ctx), n,
+      [](Ctx& c, std::size_t i) -> std::optional<std::size_t> {
+        const Item& it = c.items[i];
+        if (it.error != ErrorCode::none) return std::nullopt;
+        return c.req->rc.broker->owner(it.topic, it.partition);
+      },
+      [isolation](ReactorContext& shard, Ctx& c, std::size_t i) {
+        lookup(c.items[i], isolation, shard);
+      },
+      [](std::unique_ptr<Ctx> c) { respond(std::move(c)); });
 }
 
 }  // namespace samsa::daemon::handlers

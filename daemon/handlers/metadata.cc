@@ -14,6 +14,12 @@ using kafka::MetadataRequest;
 using kafka::MetadataResponse;
 
 constexpr std::string_view kOffsetsTopic = "__consumer_offsets";
+// What Kafka reports without an authorizer when a client asks (KIP-430): every operation that
+// applies to a topic (READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS,
+// ALTER_CONFIGS) and to the cluster (CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS,
+// ALTER_CONFIGS, IDEMPOTENT_WRITE).
+constexpr std::int32_t kTopicOperations = 3576;
+constexpr std::int32_t kClusterOperations = 8096;
 
 MetadataResponse::MetadataResponseTopic describe(const replication::TopicState& t) {
   MetadataResponse::MetadataResponseTopic out;
@@ -44,17 +50,20 @@ void answer(RequestPtr r, const MetadataRequest& req) {
   resp.brokers.push_back({s.node_id, ep.host, ep.port, std::nullopt});
   resp.cluster_id = s.cluster_id;
   resp.controller_id = s.node_id;
+  if (req.include_cluster_authorized_operations)
+    resp.cluster_authorized_operations = kClusterOperations;
+  auto add = [&](const replication::TopicState& t) { resp.topics.push_back(describe(t)); };
 
   const bool all = !req.topics || (v == 0 && req.topics->empty());
   if (all) {
     for (const auto& [name, t] : image.topics())
-      resp.topics.push_back(describe(*t));
+      add(*t);
   } else {
     for (const auto& want : *req.topics) {
       const replication::TopicState* t =
           want.name ? image.topic(*want.name) : image.topic(want.topic_id);
       if (t) {
-        resp.topics.push_back(describe(*t));
+        add(*t);
         continue;
       }
       MetadataResponse::MetadataResponseTopic miss;
@@ -70,6 +79,10 @@ void answer(RequestPtr r, const MetadataRequest& req) {
       resp.topics.push_back(std::move(miss));
     }
   }
+  // Kafka fills in the operations for every topic it answers about, found or not.
+  if (req.include_topic_authorized_operations)
+    for (auto& t : resp.topics)
+      t.topic_authorized_operations = kTopicOperations;
   r->reply(resp);
 }
 

@@ -18,27 +18,6 @@ namespace {
 
 using kafka::ErrorCode;
 
-ErrorCode map_log_error(io::Errc e) {
-  switch (e) {
-    case io::Errc::corrupt_batch:
-    case io::Errc::invalid_length:
-    case io::Errc::invalid_record_count:
-      return ErrorCode::corrupt_message;
-    case io::Errc::invalid_magic:
-      return ErrorCode::invalid_record;
-    case io::Errc::batch_too_large:
-      return ErrorCode::message_too_large;
-    case io::Errc::fenced:
-    case io::Errc::io_error:
-      return ErrorCode::kafka_storage_error;
-    case io::Errc::busy:
-    case io::Errc::offset_out_of_range:
-    case io::Errc::not_found:
-      break;
-  }
-  return ErrorCode::unknown_server_error;
-}
-
 struct ProduceCtx;
 
 struct Slot : io::AppendOp {
@@ -48,6 +27,7 @@ struct Slot : io::AppendOp {
   std::int32_t partition = 0;
   ErrorCode error = ErrorCode::none;
   std::string message;
+  std::int64_t error_log_start = -1;  // what an error answer reports as the log start
 };
 
 // Partitions of one request that live on one shard.
@@ -87,7 +67,7 @@ void slot_done(Slot& s) {
 void on_appended(io::AppendOp* op) {
   auto& s = *static_cast<Slot*>(op);
   if (s.error == ErrorCode::none && op->error) {
-    s.error = map_log_error(op->error->code);
+    s.error = replication::kafka_error_of(op->error->code);
     s.message = op->error->detail;
     LOG_ERROR("append to %.*s-%d failed after acceptance: %s", static_cast<int>(s.topic.size()),
               s.topic.data(), s.partition, op->error->detail.c_str());
@@ -117,10 +97,11 @@ void run_group(ProduceCtx* ctx, std::size_t gi, ReactorContext& shard_ctx) {
     s.done = &on_appended;
     auto r = p->append(&s);
     if (!r) {
-      s.error = map_log_error(r.error().code);
-      s.message = r.error().detail;
+      s.error = r.error().code;
+      s.message = std::move(r.error().message);
+      s.error_log_start = r.error().log_start_offset;
       LOG_DEBUG("produce to %.*s-%d rejected: %s", static_cast<int>(s.topic.size()), s.topic.data(),
-                s.partition, r.error().detail.c_str());
+                s.partition, s.message.c_str());
       slot_done(s);
       continue;
     }
@@ -143,6 +124,14 @@ ErrorCode precheck(std::span<const std::byte> records, std::string& why) {
       why = "exactly one record batch per partition is allowed";
       return ErrorCode::invalid_record;
     }
+    // Kafka's batch iterator stops at a batch the bytes do not hold whole: no batch at all.
+    if (len >= 0 && io::batch::kLogOverhead + static_cast<std::uint64_t>(len) > records.size()) {
+      why = "no complete record batch";
+      return ErrorCode::invalid_record;
+    }
+  } else {
+    why = "no complete record batch";
+    return ErrorCode::invalid_record;
   }
   return ErrorCode::none;
 }
@@ -150,6 +139,17 @@ ErrorCode precheck(std::span<const std::byte> records, std::string& why) {
 void respond(std::unique_ptr<ProduceCtx> ctx) {
   RequestPtr& r = ctx->req;
   if (ctx->body.acks == 0) {
+    // No answer to carry an error: like Kafka, close the connection so the producer notices
+    // (and refreshes its metadata) instead of losing records silently.
+    for (const Slot& s : ctx->slots) {
+      if (s.error == ErrorCode::none) continue;
+      LOG_WARN("acks=0 produce to %.*s-%d from %s failed with %s%s%s; closing the connection",
+               static_cast<int>(s.topic.size()), s.topic.data(), s.partition,
+               r->conn->peer().c_str(), std::string(kafka::error_name(s.error)).c_str(),
+               s.message.empty() ? "" : ": ", s.message.c_str());
+      r->fail("acks=0 produce failed");
+      return;
+    }
     r->skip();
     return;
   }
@@ -170,6 +170,7 @@ void respond(std::unique_ptr<ProduceCtx> ctx) {
         pr.log_start_offset = s.result.log_start_offset;
       } else {
         pr.base_offset = -1;
+        pr.log_start_offset = s.error_log_start;
         if (!s.message.empty()) pr.error_message = s.message;
       }
       tr.partition_responses.push_back(std::move(pr));
@@ -195,6 +196,12 @@ void produce(RequestPtr r) {
   std::size_t n = 0;
   for (const auto& t : body.topic_data)
     n += t.partition_data.size();
+  // One slot per partition entry, and an answer of about the same size: bounded by the
+  // reactor's request budget (a frame naming a million empty partitions is refused here).
+  if (!req.charge(n * (sizeof(Slot) + sizeof(kafka::ProduceResponse::PartitionProduceResponse)),
+                  "its partitions' state")) {
+    return;
+  }
   ctx->slots.resize(n);
   std::vector<std::size_t> group_of_shard(req.rc.broker->reactor_count(), SIZE_MAX);
   std::size_t si = 0;
@@ -210,7 +217,7 @@ void produce(RequestPtr r) {
         s.error = ErrorCode::invalid_required_acks;
       } else if (body.transactional_id) {
         s.error = ErrorCode::transactional_id_authorization_failed;
-        s.message = "transactions are not supported yet";
+        s.message = "transactions are not supported by samsa yet";
       } else if (!topic) {
         s.error = req.version() >= 13 ? ErrorCode::unknown_topic_id
                                       : ErrorCode::unknown_topic_or_partition;

@@ -92,7 +92,7 @@ void create_topics(RequestPtr r) {
         }
         res.configs = std::move(configs);
       } else {
-        res.configs = std::nullopt;
+        res.configs.emplace();  // Kafka: an empty list for a topic it did not create
       }
       resp.topics.push_back(std::move(res));
     }

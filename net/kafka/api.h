@@ -157,13 +157,14 @@ DecodedRequestHeader decode_request_header(std::span<std::byte> frame);
 // message of version h.header.request_api_version. Records fields view `frame`.
 template <class Req>
 DecodeError decode_request_body(std::span<std::byte> frame, const DecodedRequestHeader& h, Req& out,
-                                std::size_t* error_offset = nullptr) {
+                                std::size_t* error_offset = nullptr,
+                                DecodeAllowance* allowance = nullptr) {
   DecodeError e = DecodeError::none;
   std::size_t at = h.body_offset;
   if (h.header.request_api_key != Req::kApiKey) {
     e = DecodeError::unknown_api;
   } else {
-    Reader r(frame.subspan(h.body_offset), h.body_offset);
+    Reader r(frame.subspan(h.body_offset), h.body_offset, allowance);
     if (!out.decode(r, h.header.request_api_version)) {
       e = r.error();
       at = r.error_offset();

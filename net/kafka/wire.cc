@@ -29,6 +29,8 @@ std::string_view decode_error_name(DecodeError e) {
       return "unsupported_version";
     case DecodeError::unknown_api:
       return "unknown_api";
+    case DecodeError::over_budget:
+      return "over_budget";
     case DecodeError::trailing_bytes:
       return "trailing_bytes";
   }
@@ -201,8 +203,15 @@ std::span<std::byte> Reader::take(std::size_t n) {
   return s;
 }
 
+// Strings past std::string's inline capacity allocate their bytes; shorter ones cost nothing
+// beyond the struct that holds them (already charged with its array).
+void Reader::charge_string(std::int32_t n) {
+  if (n > 15) charge(static_cast<std::size_t>(n) + 1);
+}
+
 void Reader::string(std::string& out, bool compact) {
   std::int32_t n = string_length(compact, false);
+  charge_string(n);
   auto s = take(static_cast<std::size_t>(n));
   out.assign(reinterpret_cast<const char*>(s.data()), s.size());
 }
@@ -213,12 +222,14 @@ void Reader::nullable_string(std::optional<std::string>& out, bool compact, bool
     out.reset();
     return;
   }
+  charge_string(n);
   auto s = take(static_cast<std::size_t>(n));
   out.emplace(reinterpret_cast<const char*>(s.data()), s.size());
 }
 
 void Reader::bytes(Bytes& out, bool compact) {
   std::int32_t n = bytes_length(compact, false);
+  if (n > 0) charge(static_cast<std::size_t>(n));
   auto s = take(static_cast<std::size_t>(n));
   out.assign(s.begin(), s.end());
 }
@@ -229,6 +240,7 @@ void Reader::nullable_bytes(std::optional<Bytes>& out, bool compact, bool nullab
     out.reset();
     return;
   }
+  if (n > 0) charge(static_cast<std::size_t>(n));
   auto s = take(static_cast<std::size_t>(n));
   out.emplace(s.begin(), s.end());
 }
@@ -244,7 +256,7 @@ void Reader::records(Records& out, bool compact, bool nullable) {
 
 Reader Reader::sub(std::size_t n) {
   std::size_t at = base_ + pos_;
-  return Reader(take(n), at);
+  return Reader(take(n), at, allowance_);
 }
 
 void Reader::end_sub(const Reader& sub) {

@@ -36,6 +36,15 @@ enum class DecodeError : std::uint8_t {
   unsupported_version,  // a version outside the message's valid versions
   unknown_api,          // an api key without a codec
   trailing_bytes,       // input left over after a complete message
+  over_budget,          // decoding would allocate more than the request's allowance
+};
+
+// Memory a decode may allocate (array elements, string and bytes copies), charged as it goes;
+// the request memory budget (net/memory_budget.h) sets the limit, so a small frame that
+// names millions of tiny elements cannot make the broker allocate without bound.
+struct DecodeAllowance {
+  std::size_t limit = SIZE_MAX;
+  std::size_t used = 0;
 };
 
 std::string_view decode_error_name(DecodeError e);
@@ -47,8 +56,9 @@ class Reader {
  public:
   Reader() = default;
   // base: offset of in[0] within the enclosing frame (for error offsets of sub-readers).
-  explicit Reader(std::span<std::byte> in, std::size_t base = 0)
-      : data_(in.data()), size_(in.size()), base_(base) {}
+  explicit Reader(std::span<std::byte> in, std::size_t base = 0,
+                  DecodeAllowance* allowance = nullptr)
+      : data_(in.data()), size_(in.size()), base_(base), allowance_(allowance) {}
 
   bool ok() const { return error_ == DecodeError::none; }
   DecodeError error() const { return error_; }
@@ -87,6 +97,18 @@ class Reader {
   std::int32_t bytes_length(bool compact, bool nullable);
   // Element count of an array whose elements take at least min_elem_size bytes each.
   std::int32_t array_length(bool compact, bool nullable, std::size_t min_elem_size);
+  // Charges n bytes of allocation to the allowance (over it: over_budget).
+  void charge(std::size_t n) {
+    if (!allowance_) return;
+    allowance_->used += n;
+    if (allowance_->used > allowance_->limit) fail(DecodeError::over_budget);
+  }
+  // Charges the elements an array of count items will hold (before they are allocated).
+  template <class Vec>
+  bool charge_items(const Vec&, std::int32_t count) {
+    if (count > 0) charge(static_cast<std::size_t>(count) * sizeof(typename Vec::value_type));
+    return ok();
+  }
 
   void string(std::string& out, bool compact);
   void nullable_string(std::optional<std::string>& out, bool compact, bool nullable);
@@ -115,11 +137,13 @@ class Reader {
     return v;
   }
   std::int32_t length(bool compact, bool nullable, bool wide, std::size_t unit);
+  void charge_string(std::int32_t n);
 
   std::byte* data_ = nullptr;
   std::size_t size_ = 0;
   std::size_t pos_ = 0;
   std::size_t base_ = 0;
+  DecodeAllowance* allowance_ = nullptr;
   DecodeError error_ = DecodeError::none;
   std::size_t error_offset_ = 0;
 };

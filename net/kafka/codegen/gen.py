@@ -690,7 +690,7 @@ def emit_read_value(o, ctx, f, t, x, reader, compact, nullable, opt, version_var
         else:
             o(f'auto& items = {x};')
         o('items.clear();')
-        o('items.reserve(static_cast<std::size_t>(count < 0 ? 0 : count));')
+        o(f'if ({reader}.charge_items(items, count)) items.reserve(static_cast<std::size_t>(count < 0 ? 0 : count));')
         o(f'for (std::int32_t i = 0; i < count && {reader}.ok(); ++i) {{')
         o.indent()
         if e.kind == 'fixed' and e.name != 'uuid':

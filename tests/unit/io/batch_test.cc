@@ -250,11 +250,32 @@ TEST_F(BadBatch, RecordFramingInsideAValidCrc) {
   expect(b, Errc::corrupt_batch, "record at byte");
 }
 
-TEST_F(BadBatch, MaxTimestampDisagreesWithRecords) {
+// Kafka does not refuse a batch whose maxTimestamp disagrees with its records: it rewrites it.
+// validate() accepts it and reports the records' own timestamps.
+TEST_F(BadBatch, MaxTimestampDisagreeingWithRecordsIsNotAnError) {
   auto b = good;
   store_be<std::int64_t>(b.data() + batch::kMaxTimestamp, 5);
   batch::update_crc(b);
-  expect(b, Errc::corrupt_batch, "maxTimestamp is 5 but the records' largest timestamp is 1002");
+  batch::RecordTimestamps ts;
+  auto r = batch::validate(b, 0, &ts);
+  ASSERT_TRUE(r.has_value()) << r.error().detail;
+  EXPECT_EQ(r->max_timestamp, 5);
+  EXPECT_EQ(ts.max, 1002);
+  EXPECT_EQ(ts.min_set, 1000);
+  EXPECT_EQ(ts.max_set, 1002);
+}
+
+// Records without a timestamp (-1, NO_TIMESTAMP: librdkafka sends it when the application
+// passes -1) are valid; they take no part in the timestamp bounds.
+TEST(BatchTimestamps, NoTimestampRecords) {
+  std::vector<SimpleRecord> rs = {{-1, "a", "1", {}}, {-1, "b", "2", {}}};
+  auto b = build_batch(rs);
+  batch::RecordTimestamps ts;
+  auto r = batch::validate(b, 0, &ts);
+  ASSERT_TRUE(r.has_value()) << r.error().detail;
+  EXPECT_EQ(ts.max, -1);
+  EXPECT_EQ(ts.min_set, INT64_MAX);
+  EXPECT_EQ(ts.max_set, INT64_MIN);
 }
 
 TEST_F(BadBatch, TooLarge) {

@@ -34,7 +34,7 @@ constexpr std::size_t kUnlimited = std::numeric_limits<std::size_t>::max();
 // Vectors written by real clients (kafka-python, librdkafka, the Java client); the scripts that
 // made them sit beside them in testdata/.
 std::filesystem::path testdata() {
-  return std::filesystem::path(__FILE__).parent_path() / "testdata";
+  return std::filesystem::path(SAMSA_TEST_SOURCE_DIR) / "testdata";
 }
 
 Bytes read_file(const std::string& name) {

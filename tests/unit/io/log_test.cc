@@ -583,5 +583,78 @@ TEST_F(LogTest, CloseThenAppendIsRefused) {
   EXPECT_EQ(r.error().code, Errc::fenced);
 }
 
+// Kafka's LogValidator: the stored maxTimestamp is the records' largest (rewritten, CRC
+// recomputed) and CreateTime records must lie within message.timestamp.before/after.max.ms of
+// the broker's clock. Records with timestamp -1 (NO_TIMESTAMP) are stored as they are.
+TEST_F(LogTest, MaxTimestampIsRewrittenToTheRecords) {
+  auto log = open();
+  OwnedAppend op(testing::make_batch(3, 1000));
+  store_be<std::int64_t>(op.bytes.data() + batch::kMaxTimestamp, 7);
+  batch::update_crc(op.bytes);
+  auto r = log->append(&op);
+  ASSERT_TRUE(r.has_value()) << r.error().detail;
+  ASSERT_TRUE(reactor->run_until([&] { return op.completions == 1; }));
+  auto rr = log->read(0, 1 << 20, INT64_MAX);
+  auto stored = testing::read_bytes(*rr);
+  auto info = Log::validate_batch(stored, 1 << 20);
+  ASSERT_TRUE(info.has_value()) << info.error().detail;
+  EXPECT_EQ(info->max_timestamp, 1002);
+  auto mt = log->max_timestamp();
+  ASSERT_TRUE(mt && *mt);
+  EXPECT_EQ((*mt)->timestamp, 1002);
+}
+
+TEST_F(LogTest, RecordsWithoutTimestampsAreStored) {
+  auto log = open();
+  std::vector<SimpleRecord> rs = {{-1, "a", "1", {}}, {-1, "b", "2", {}}};
+  auto bytes = build_batch(rs);
+  auto r = testing::append_sync(*reactor, *log, bytes);
+  ASSERT_TRUE(r.has_value()) << r.error().detail;
+  EXPECT_EQ(r->last_offset, 1);
+  auto rr = log->read(0, 1 << 20, INT64_MAX);
+  auto stored = testing::read_bytes(*rr);
+  auto info = Log::validate_batch(stored, 1 << 20);
+  ASSERT_TRUE(info.has_value());
+  EXPECT_EQ(info->max_timestamp, -1);
+}
+
+TEST_F(LogTest, TimestampBoundsRefuseRecordsOutOfRange) {
+  LogConfig cfg;
+  cfg.timestamp_before_max_ms = 60'000;
+  cfg.timestamp_after_max_ms = 60'000;
+  auto log = open(cfg);
+  const std::int64_t now = wall_ms();
+  for (std::int64_t ts : {now - 3'600'000, now + 3'600'000}) {
+    OwnedAppend op(testing::make_batch(2, ts));
+    auto r = log->append(&op);
+    ASSERT_FALSE(r.has_value());
+    EXPECT_EQ(r.error().code, Errc::invalid_timestamp);
+    EXPECT_NE(r.error().detail.find("message.timestamp.before.max.ms 60000"), std::string::npos)
+        << r.error().detail;
+  }
+  EXPECT_EQ(log->log_end_offset(), 0);
+  // Inside the window, and without timestamps: accepted.
+  EXPECT_TRUE(testing::append_sync(*reactor, *log, testing::make_batch(2, now)).has_value());
+  std::vector<SimpleRecord> none = {{-1, "a", "1", {}}};
+  EXPECT_TRUE(testing::append_sync(*reactor, *log, build_batch(none)).has_value());
+}
+
+TEST_F(LogTest, DefaultAfterMaxIsOneHourAndLogAppendTimeIgnoresBounds) {
+  {
+    auto log = open();
+    OwnedAppend op(testing::make_batch(1, wall_ms() + 2 * 3'600'000));
+    auto r = log->append(&op);
+    ASSERT_FALSE(r.has_value());
+    EXPECT_EQ(r.error().code, Errc::invalid_timestamp);
+  }
+  std::filesystem::remove_all(ldir());
+  LogConfig cfg;
+  cfg.timestamp_type = TimestampType::log_append_time;
+  auto log = open(cfg);
+  EXPECT_TRUE(
+      testing::append_sync(*reactor, *log, testing::make_batch(1, wall_ms() + 2 * 3'600'000))
+          .has_value());
+}
+
 }  // namespace
 }  // namespace samsa::io

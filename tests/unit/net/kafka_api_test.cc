@@ -186,5 +186,37 @@ TEST(KafkaApi, EncodeRequestRoundTrip) {
   EXPECT_TRUE(back == f);
 }
 
+// The decode allowance: a small frame naming a great many tiny elements is charged what its
+// decoded arrays allocate, and refused (over_budget) past the limit, before allocating it.
+TEST(KafkaApi, DecodeAllowanceBoundsWhatAFrameMakesUsAllocate) {
+  ProduceRequest p;
+  p.acks = -1;
+  p.timeout_ms = 1000;
+  auto& t = p.topic_data.emplace_back();
+  t.name = "t";
+  constexpr int kParts = 100000;
+  t.partition_data.resize(kParts);  // empty (null) records: ~6 bytes each on the wire
+  for (int i = 0; i < kParts; ++i)
+    t.partition_data[static_cast<std::size_t>(i)].index = i;
+  auto wire = flatten(encode_request(p, 9, 1, std::nullopt));
+  std::span<std::byte> frame = std::span<std::byte>(wire).subspan(4);
+  auto h = decode_request_header(frame);
+  ASSERT_TRUE(h.ok());
+  const std::size_t need = kParts * sizeof(ProduceRequest::PartitionProduceData);
+  EXPECT_GT(need, 5 * frame.size());  // decoded, it is several times the frame
+
+  DecodeAllowance enough{need + 4096, 0};
+  ProduceRequest back;
+  ASSERT_EQ(decode_request_body(frame, h, back, nullptr, &enough), DecodeError::none);
+  EXPECT_GE(enough.used, need);
+  EXPECT_TRUE(back == p);
+
+  DecodeAllowance tight{need / 2, 0};
+  ProduceRequest refused;
+  std::size_t at = 0;
+  EXPECT_EQ(decode_request_body(frame, h, refused, &at, &tight), DecodeError::over_budget);
+  EXPECT_TRUE(refused.topic_data.empty() || refused.topic_data[0].partition_data.capacity() == 0);
+}
+
 }  // namespace
 }  // namespace samsa::kafka

@@ -16,7 +16,7 @@ namespace {
 namespace fs = std::filesystem;
 
 fs::path generator() {
-  return fs::path(__FILE__).parent_path() / "../../../net/kafka/codegen/gen.py";
+  return fs::path(SAMSA_TEST_SOURCE_DIR) / "../../../net/kafka/codegen/gen.py";
 }
 
 class Codegen : public ::testing::Test {

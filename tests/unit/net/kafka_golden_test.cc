@@ -23,7 +23,7 @@ namespace {
 namespace fs = std::filesystem;
 
 fs::path golden_dir() {
-  return fs::path(__FILE__).parent_path() / "golden";
+  return fs::path(SAMSA_TEST_SOURCE_DIR) / "golden";
 }
 
 std::vector<std::byte> read_file(const fs::path& p) {

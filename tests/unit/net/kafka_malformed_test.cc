@@ -140,7 +140,7 @@ TEST(KafkaMalformed, GoldenFramesCutAtEveryByte) {
   std::size_t files = 0;
   std::error_code ec;
   for (const auto& e :
-       fs::recursive_directory_iterator(fs::path(__FILE__).parent_path() / "golden", ec)) {
+       fs::recursive_directory_iterator(fs::path(SAMSA_TEST_SOURCE_DIR) / "golden", ec)) {
     if (e.path().extension() != ".bin") continue;
     ++files;
     std::ifstream in(e.path(), std::ios::binary);

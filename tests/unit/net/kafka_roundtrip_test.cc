@@ -185,8 +185,8 @@ TEST(KafkaJavaOracle, KafkaReadsAndRewritesEveryEncoding) {
   std::string jar = find_kafka_clients_jar();
   if (jar.empty()) GTEST_SKIP() << "no kafka-clients jar (set SAMSA_KAFKA_CLIENTS_JAR)";
   if (std::system("javac -version >/dev/null 2>&1") != 0) GTEST_SKIP() << "no javac";
-  fs::path source = fs::path(__FILE__).parent_path() / "../../../net/kafka/tools/java_oracle" /
-                    "KafkaOracle.java";
+  fs::path source =
+      fs::path(SAMSA_TEST_SOURCE_DIR) / "../../../net/kafka/tools/java_oracle" / "KafkaOracle.java";
   ASSERT_TRUE(fs::exists(source)) << source;
   char tmpl[] = "/tmp/samsa-kafka-oracle-XXXXXX";
   ASSERT_NE(mkdtemp(tmpl), nullptr);

@@ -3,6 +3,9 @@
 #include <fcntl.h>
 #include <poll.h>
 
+#include <set>
+
+#include "net/memory_budget.h"
 #include "tests/unit/net/transport_harness.h"
 
 namespace samsa::net::test {
@@ -233,6 +236,100 @@ TEST_P(TransportStuckPeer, IsClosedWhenIdle) {
 }
 
 INSTANTIATE_TEST_SUITE_P(ZeroCopy, TransportStuckPeer, ::testing::Values(0u, 4096u));
+
+// The reactor's request memory budget is shared by all of its connections: frames wait for
+// room in arrival order, whatever connection they come on, and the memory held never goes
+// over it. A frame larger than the whole budget is refused with a closed connection.
+TEST(TransportMemoryBudget, ConnectionsShareTheBudgetAndWaitInTurn) {
+  TestHandler h;
+  h.hold = true;
+  MemoryBudget budget(20000, 0);
+  ListenerConfig cfg = test_config();
+  cfg.budget = &budget;
+  Server srv(h, cfg);
+  ASSERT_EQ(srv.error(), "");
+  std::vector<std::unique_ptr<Client>> clients;
+  for (int i = 0; i < 4; ++i) {
+    clients.push_back(std::make_unique<Client>(srv.port()));
+    std::string wire;
+    for (int k = 0; k < 3; ++k)
+      wire += frame(payload_of(i * 10 + k, 3000));
+    ASSERT_TRUE(clients.back()->send_all(wire));
+  }
+  // 12 frames of 3000 bytes; 6 fit in 20000 bytes. The budget is never exceeded.
+  ASSERT_TRUE(srv.wait_for([&] { return h.held.size() == 6; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(srv.call([&] { return h.held.size(); }), 6u);
+  EXPECT_LE(srv.call([&] { return budget.stats().peak; }), 20000u);
+  EXPECT_GE(srv.stats().budget_waits, 1u);
+  // Answering frees room; every frame of every connection gets through, none twice.
+  std::set<std::string> seen;
+  for (int round = 0; round < 20 && seen.size() < 12; ++round) {
+    srv.call([&] {
+      for (auto& x : h.held) {
+        seen.insert(x.payload.substr(0, x.payload.find(':')));
+        x.conn->respond(x.seq, answer_of("ok"));
+      }
+      h.held.clear();
+    });
+    srv.wait_for([&] { return !h.held.empty() || seen.size() == 12; });
+  }
+  EXPECT_EQ(seen.size(), 12u);
+  for (auto& c : clients)
+    for (int k = 0; k < 3; ++k)
+      EXPECT_EQ(c->read_frame(), "ok");
+  EXPECT_LE(srv.call([&] { return budget.stats().peak; }), 20000u);
+  ASSERT_TRUE(srv.wait_for([&] { return budget.used() == 0; }));
+}
+
+TEST(TransportMemoryBudget, AFrameLargerThanTheBudgetClosesTheConnection) {
+  TestHandler h;
+  MemoryBudget budget(10000, 0);
+  ListenerConfig cfg = test_config();
+  cfg.budget = &budget;
+  Server srv(h, cfg);
+  ASSERT_EQ(srv.error(), "");
+  Client big(srv.port());
+  ASSERT_TRUE(big.send_all(frame(std::string(20000, 'x'))));
+  EXPECT_TRUE(big.wait_closed());
+  EXPECT_EQ(srv.call([&] { return budget.stats().frames_too_big; }), 1u);
+  // Others are served, and nothing stays reserved.
+  Client ok(srv.port());
+  ASSERT_TRUE(ok.send_all(frame("hello")));
+  EXPECT_EQ(ok.read_frame(), "hello");
+  ASSERT_TRUE(srv.wait_for([&] { return budget.used() == 0; }));
+}
+
+TEST(TransportMemoryBudget, ClosingAWaitingConnectionReleasesItsPlace) {
+  TestHandler h;
+  h.hold = true;
+  MemoryBudget budget(5000, 0);
+  ListenerConfig cfg = test_config();
+  cfg.budget = &budget;
+  Server srv(h, cfg);
+  ASSERT_EQ(srv.error(), "");
+  Client a(srv.port());
+  ASSERT_TRUE(a.send_all(frame(std::string(4000, 'a'))));
+  ASSERT_TRUE(srv.wait_for([&] { return h.held.size() == 1; }));
+  {
+    Client waiting(srv.port());
+    ASSERT_TRUE(waiting.send_all(frame(std::string(4000, 'w'))));
+    ASSERT_TRUE(srv.wait_for([&] { return srv.transport().stats().budget_waits >= 1; }));
+    waiting.reset();
+  }
+  Client b(srv.port());
+  srv.call([&] {
+    h.hold = false;
+    for (auto& x : h.held)
+      x.conn->respond(x.seq, answer_of("done"));
+    h.held.clear();
+  });
+  EXPECT_EQ(a.read_frame(), "done");
+  // The dead waiter is gone from the queue: b's frame gets the room.
+  ASSERT_TRUE(b.send_all(frame(std::string(4000, 'b'))));
+  EXPECT_EQ(b.read_frame(), std::string(4000, 'b'));
+  ASSERT_TRUE(srv.wait_for([&] { return budget.used() == 0; }));
+}
 
 }  // namespace
 }  // namespace samsa::net::test

@@ -1,0 +1,97 @@
+// replication::ProducerStateTable — one partition's idempotent producers (KIP-98, KIP-360), as
+// Kafka's ProducerStateManager keeps them: per producer id its epoch and the sequence ranges and
+// offsets of its last five batches. A leader asks check() before appending a client's batch:
+//   - a batch that repeats one of the five (same epoch, same first and last sequence) is a
+//     duplicate: it is answered with the original offsets and not stored again;
+//   - an older epoch is INVALID_PRODUCER_EPOCH;
+//   - a new epoch must start at sequence 0, unless the partition knows nothing of the producer;
+//   - in the same epoch the first sequence must follow the last one (wrapping at INT32_MAX),
+//     else OUT_OF_ORDER_SEQUENCE_NUMBER;
+//   - a producer the partition holds no state for is accepted at any sequence (Kafka 4).
+// update() records every appended batch (leader appends, replay from the log, followers).
+// Batches without a producer id (-1) are not idempotent and are never checked.
+//
+// Owned by the partition's reactor thread. No allocation per batch once a producer is known.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "io/log.h"
+#include "io/producer_snapshot.h"
+
+namespace samsa::replication {
+
+struct ProducerBatch {
+  std::int32_t first_seq = -1;
+  std::int32_t last_seq = -1;
+  std::int64_t first_offset = -1;
+  std::int64_t last_offset = -1;
+  std::int64_t timestamp = -1;  // the batch's max timestamp
+};
+
+struct ProducerEntry {
+  static constexpr std::size_t kMaxBatches = 5;
+  std::int64_t producer_id = -1;
+  std::int16_t epoch = -1;
+  std::int32_t coordinator_epoch = -1;
+  std::int64_t current_txn_first_offset = -1;
+  // The last batches, oldest first (a small ring; count <= kMaxBatches).
+  std::array<ProducerBatch, kMaxBatches> batches{};
+  std::uint8_t head = 0;
+  std::uint8_t count = 0;
+
+  const ProducerBatch& batch(std::size_t i) const { return batches[(head + i) % kMaxBatches]; }
+  const ProducerBatch* last() const { return count ? &batch(count - 1u) : nullptr; }
+  std::int32_t last_seq() const { return count ? last()->last_seq : -1; }
+  std::int64_t last_offset() const { return count ? last()->last_offset : -1; }
+  std::int64_t last_timestamp() const { return count ? last()->timestamp : -1; }
+  void push(const ProducerBatch& b);
+  void clear_batches() { head = count = 0; }
+};
+
+enum class ProducerVerdict : std::uint8_t { append, duplicate, out_of_order, invalid_epoch };
+
+struct ProducerCheck {
+  ProducerVerdict verdict = ProducerVerdict::append;
+  ProducerBatch duplicate;  // for ProducerVerdict::duplicate
+  std::string message;      // for the errors
+};
+
+class ProducerStateTable {
+ public:
+  // What a client's batch would do. Pure: nothing changes until update().
+  ProducerCheck check(const io::BatchInfo& b) const;
+  // Records an appended batch holding offsets [first_offset, last_offset]; timestamp is what
+  // expiry measures (the batch's max timestamp, or the append time when it has none).
+  void update(const io::BatchInfo& b, std::int64_t first_offset, std::int64_t last_offset,
+              std::int64_t timestamp);
+
+  // Drops producers whose last batch is older than expiration_ms (by its timestamp against
+  // now_ms), as producer.id.expiration.ms does. Returns how many.
+  std::size_t expire(std::int64_t now_ms, std::int64_t expiration_ms);
+  // Drops batches (and producers left without any) wholly below the log start offset.
+  void evict_below(std::int64_t log_start);
+  void clear() { producers_.clear(); }
+
+  // Snapshot entries: every producer's remembered batches, oldest first.
+  std::vector<io::ProducerSnapshotEntry> snapshot() const;
+  void load(std::span<const io::ProducerSnapshotEntry> entries);
+
+  std::size_t size() const { return producers_.size(); }
+  const ProducerEntry* find(std::int64_t producer_id) const;
+  template <class F>
+  void for_each(F&& f) const {
+    for (const auto& [id, e] : producers_)
+      f(e);
+  }
+
+ private:
+  std::unordered_map<std::int64_t, ProducerEntry> producers_;
+};
+
+}  // namespace samsa::replication

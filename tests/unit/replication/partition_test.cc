@@ -1,0 +1,189 @@
+// replication::Partition on a real log: idempotent producers' duplicates and errors, and the
+// producer state surviving clean restarts (snapshot at the log end) and crashes (snapshots at
+// rolls plus the batches after them).
+#include "replication/partition.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "base/bytes.h"
+#include "io/producer_snapshot.h"
+#include "io/record_batch.h"
+#include "io/testing.h"
+
+namespace samsa::replication {
+namespace {
+
+using kafka::ErrorCode;
+
+struct Op : io::AppendOp {
+  std::vector<std::byte> bytes;
+  int completions = 0;
+  std::int64_t durable_at_done = -1;
+  io::Log* log = nullptr;
+  explicit Op(std::vector<std::byte> b, io::Log* l) : bytes(std::move(b)), log(l) {
+    batch = bytes;
+    durability = io::Durability::durable;
+    done = [](io::AppendOp* self) {
+      auto* o = static_cast<Op*>(self);
+      ++o->completions;
+      o->durable_at_done = o->log->durable_end_offset();
+    };
+  }
+};
+
+std::vector<std::byte> idem_batch(std::int64_t pid, std::int16_t epoch, std::int32_t seq,
+                                  int records) {
+  std::vector<io::SimpleRecord> rs;
+  for (int i = 0; i < records; ++i)
+    rs.push_back({1000 + i, "k" + std::to_string(seq + i), std::string(32, 'v'), {}});
+  io::BatchBuilder::Options o;
+  o.producer_id = pid;
+  o.producer_epoch = epoch;
+  o.base_sequence = seq;
+  return io::build_batch(rs, o);
+}
+
+class PartitionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto r = io::Reactor::create({.name = "test"});
+    ASSERT_TRUE(r.has_value());
+    reactor = std::move(*r);
+  }
+  std::filesystem::path ldir() const { return dir / "t-0"; }
+  std::unique_ptr<Partition> open(PartitionOptions po = {}, io::LogConfig cfg = {}) {
+    auto l = io::Log::open(*reactor, ldir(), cfg, {});
+    EXPECT_TRUE(l.has_value()) << l.error().detail;
+    if (!l) return nullptr;
+    return std::make_unique<Partition>(*reactor, "t", Uuid{}, 0, 0, std::move(*l), po);
+  }
+  // Appends and waits; returns the result or the error.
+  std::expected<io::AppendResult, AppendError> append(Partition& p, std::vector<std::byte> b) {
+    Op op(std::move(b), &p.log());
+    auto r = p.append(&op);
+    if (!r) return r;
+    EXPECT_TRUE(reactor->run_until([&] { return op.completions == 1; }));
+    EXPECT_FALSE(op.error.has_value());
+    return op.result;
+  }
+  io::testing::TempDir dir;
+  std::unique_ptr<io::Reactor> reactor;
+};
+
+TEST_F(PartitionTest, DuplicateGetsTheOriginalOffsetsAndIsNotStoredAgain) {
+  auto p = open();
+  ASSERT_EQ(append(*p, idem_batch(9, 0, 0, 5))->base_offset, 0);
+  ASSERT_EQ(append(*p, idem_batch(9, 0, 5, 5))->base_offset, 5);
+  auto dup = append(*p, idem_batch(9, 0, 0, 5));
+  ASSERT_TRUE(dup.has_value());
+  EXPECT_EQ(dup->base_offset, 0);
+  EXPECT_EQ(dup->last_offset, 4);
+  EXPECT_EQ(p->log().log_end_offset(), 10);
+  ASSERT_EQ(append(*p, idem_batch(9, 0, 10, 1))->base_offset, 10);
+}
+
+TEST_F(PartitionTest, DuplicateAnswersOnlyOnceTheOriginalIsDurable) {
+  auto p = open();
+  Op first(idem_batch(9, 0, 0, 3), &p->log());
+  Op retry(idem_batch(9, 0, 0, 3), &p->log());
+  ASSERT_TRUE(p->append(&first).has_value());
+  auto r = p->append(&retry);  // same loop turn: the original is not even written yet
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(retry.completions, 0);
+  ASSERT_TRUE(reactor->run_until([&] { return first.completions && retry.completions; }));
+  EXPECT_GE(retry.durable_at_done, 3);
+  EXPECT_EQ(retry.result.base_offset, 0);
+  EXPECT_EQ(p->log().log_end_offset(), 3);
+}
+
+TEST_F(PartitionTest, SequenceAndEpochErrorsStoreNothing) {
+  auto p = open();
+  ASSERT_TRUE(append(*p, idem_batch(9, 2, 0, 2)).has_value());
+  auto gap = append(*p, idem_batch(9, 2, 5, 1));
+  ASSERT_FALSE(gap.has_value());
+  EXPECT_EQ(gap.error().code, ErrorCode::out_of_order_sequence_number);
+  auto stale = append(*p, idem_batch(9, 1, 2, 1));
+  ASSERT_FALSE(stale.has_value());
+  EXPECT_EQ(stale.error().code, ErrorCode::invalid_producer_epoch);
+  EXPECT_EQ(p->log().log_end_offset(), 2);
+  // A new epoch starts at 0; an unknown producer anywhere.
+  EXPECT_TRUE(append(*p, idem_batch(9, 3, 0, 1)).has_value());
+  EXPECT_TRUE(append(*p, idem_batch(10, 0, 500, 1)).has_value());
+}
+
+TEST_F(PartitionTest, CleanRestartLoadsTheSnapshotAtTheLogEnd) {
+  {
+    auto p = open();
+    for (int i = 0; i < 4; ++i)
+      ASSERT_TRUE(append(*p, idem_batch(9, 0, i * 2, 2)).has_value());
+    ASSERT_TRUE(p->close().has_value());
+  }
+  EXPECT_TRUE(std::filesystem::exists(io::producer_snapshot_path(ldir(), 8)));
+  auto p = open();
+  ASSERT_NE(p->producers().find(9), nullptr);
+  EXPECT_EQ(p->producers().find(9)->count, 4u);
+  auto dup = append(*p, idem_batch(9, 0, 2, 2));
+  ASSERT_TRUE(dup.has_value());
+  EXPECT_EQ(dup->base_offset, 2);
+  auto gap = append(*p, idem_batch(9, 0, 9, 1));
+  ASSERT_FALSE(gap.has_value());
+  EXPECT_EQ(gap.error().code, ErrorCode::out_of_order_sequence_number);
+}
+
+TEST_F(PartitionTest, CrashRestartReplaysTheBatchesAfterTheLastRollSnapshot) {
+  io::LogConfig cfg;
+  cfg.segment_bytes = 600;  // a roll every few batches: snapshots land between the batches
+  {
+    auto p = open({}, cfg);
+    for (int i = 0; i < 12; ++i)
+      ASSERT_TRUE(append(*p, idem_batch(9, 0, i * 2, 2)).has_value());
+    EXPECT_GE(p->log().segment_count(), 3u);
+    // No close(): the process dies here. (The log is idle, so dropping it is safe.)
+  }
+  auto snaps = io::list_producer_snapshots(ldir());
+  ASSERT_FALSE(snaps.empty());
+  EXPECT_LT(snaps.back(), 24);  // the newest is at the last roll, below the log end
+  auto p = open({}, cfg);
+  // All of the last five batches are recognised, whether before or after that snapshot.
+  for (int i = 7; i < 12; ++i) {
+    auto dup = append(*p, idem_batch(9, 0, i * 2, 2));
+    ASSERT_TRUE(dup.has_value());
+    EXPECT_EQ(dup->base_offset, i * 2) << "batch " << i;
+  }
+  EXPECT_EQ(p->log().log_end_offset(), 24);
+  EXPECT_TRUE(append(*p, idem_batch(9, 0, 24, 1)).has_value());
+}
+
+TEST_F(PartitionTest, SnapshotsAboveTheLogEndAndDamagedOnesAreDiscarded) {
+  {
+    auto p = open();
+    ASSERT_TRUE(append(*p, idem_batch(9, 0, 0, 3)).has_value());
+  }
+  // A snapshot a crash left behind for batches that never became durable, and a torn one.
+  std::vector<io::ProducerSnapshotEntry> ghost = {{9, 0, 99, 900, 0, 1000, -1, -1}};
+  ASSERT_TRUE(io::write_producer_snapshot(ldir(), 1000, ghost).has_value());
+  std::ofstream(io::producer_snapshot_path(ldir(), 2)) << "torn";
+  auto p = open();
+  EXPECT_FALSE(std::filesystem::exists(io::producer_snapshot_path(ldir(), 1000)));
+  EXPECT_FALSE(std::filesystem::exists(io::producer_snapshot_path(ldir(), 2)));
+  auto dup = append(*p, idem_batch(9, 0, 0, 3));
+  ASSERT_TRUE(dup.has_value());
+  EXPECT_EQ(dup->base_offset, 0);
+  EXPECT_EQ(p->log().log_end_offset(), 3);
+}
+
+TEST_F(PartitionTest, WithoutTheSequenceCheckRetriesAreStoredTwice) {
+  PartitionOptions po;
+  po.sequence_check = false;
+  auto p = open(po);
+  ASSERT_TRUE(append(*p, idem_batch(9, 0, 0, 3)).has_value());
+  auto again = append(*p, idem_batch(9, 0, 0, 3));
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->base_offset, 3);
+  EXPECT_EQ(p->log().log_end_offset(), 6);
+}
+
+}  // namespace
+}  // namespace samsa::replication
