@@ -197,14 +197,14 @@ int call(const std::string& path, const Value& request, double timeout_s, Value*
   }
   std::string line = request.dump() + "\n";
   std::size_t off = 0;
+  int send_error = 0;
   while (off < line.size()) {
     ssize_t n = ::send(fd, line.data() + off, line.size() - off, MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      std::fprintf(stderr, "samsactl: %s: sending the request: %s\n", path.c_str(),
-                   std::strerror(errno));
-      ::close(fd);
-      return kExitUnreachable;
+      // samsad may have answered already and closed (access_denied): read that answer.
+      send_error = n < 0 ? errno : EPIPE;
+      break;
     }
     off += static_cast<std::size_t>(n);
   }
@@ -231,9 +231,9 @@ int call(const std::string& path, const Value& request, double timeout_s, Value*
     ssize_t n = ::read(fd, buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
+      const int e = n < 0 ? errno : send_error;
       std::fprintf(stderr, "samsactl: %s: samsad closed the connection without an answer%s\n",
-                   path.c_str(),
-                   n < 0 ? (std::string(" (") + std::strerror(errno) + ")").c_str() : "");
+                   path.c_str(), e ? (std::string(" (") + std::strerror(e) + ")").c_str() : "");
       ::close(fd);
       return kExitUnreachable;
     }
