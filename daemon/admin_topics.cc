@@ -45,8 +45,7 @@ json::Value partition_json(const PartitionSample& p) {
   v["log_end_offset"] = static_cast<long long>(p.log_end);
   v["segments"] = p.segments;
   v["size_bytes"] = p.size_bytes;
-  // Producer state (idempotent producers) is not tracked by the partition yet.
-  v["producers"] = nullptr;
+  v["producers"] = p.producers;
   v["fenced"] = p.fenced;
   v["dir"] = p.dir;
   return v;
@@ -75,6 +74,7 @@ void sample_partitions(Broker& b, AdminServer& admin, std::string topic, std::in
               s.high_watermark = p.high_watermark();
               s.size_bytes = p.log().size_bytes();
               s.segments = p.log().segment_count();
+              s.producers = p.producers().size();
               s.fenced = p.log().fenced();
               s.dir = p.log().dir().string();
               out.push_back(std::move(s));

@@ -217,8 +217,8 @@ std::expected<void, std::string> Broker::init(Config cfg,
     where += (where.empty() ? "" : ", ") + e.name + "://" + e.host + ":" + std::to_string(e.port);
   start_group_coordinator();
   state_.store(State::serving, std::memory_order_release);
-  LOG_INFO("samsad %s node %d cluster %s: %zu reactors, listening on %s", SAMSA_VERSION,
-           s->node_id, cluster_id_.c_str(), reactors_.size(), where.c_str());
+  LOG_INFO("samsad %s node %d cluster %s: %zu reactors, listening on %s", SAMSA_VERSION, s->node_id,
+           cluster_id_.c_str(), reactors_.size(), where.c_str());
   return {};
 }
 

@@ -86,6 +86,7 @@ ReactorSample sample_reactor(ReactorContext& ctx, bool with_partitions) {
         ps.high_watermark = p.high_watermark();
         ps.size_bytes = log.size_bytes();
         ps.segments = log.segment_count();
+        ps.producers = p.producers().size();
         ps.bytes_in = log.stats().bytes_written;
         ps.batches_in = log.stats().appends;
         ps.fenced = log.fenced();
@@ -269,6 +270,8 @@ std::string render_prometheus(const BrokerSample& s) {
                 [](const PartitionSample& p) { return p.high_watermark; });
   per_partition("samsa_partition_segments", "Segment files of the partition.",
                 [](const PartitionSample& p) { return p.segments; });
+  per_partition("samsa_partition_producers", "Idempotent producers the partition tracks.",
+                [](const PartitionSample& p) { return p.producers; });
 
   if (s.groups) {
     w.family("samsa_group_members", "gauge", "Members of a consumer group.");

@@ -88,7 +88,7 @@ const Command kCommands[] = {
      "Deletes TOPIC from the cluster metadata; its partitions' directories are removed.\n"},
     {"partition describe", "TOPIC[:PARTITION]", "leader, offsets, segments, size, producers",
      "As topic describe, for one partition (TOPIC:P) or all of TOPIC's, with the number of\n"
-     "idempotent producers known to the partition (- while samsa does not track them).\n"},
+     "idempotent producers whose state the partition keeps.\n"},
     {"group list", "", "consumer groups with their state and members",
      "Every consumer group the coordinator knows: state, members, generation, protocol.\n"},
     {"group describe", "GROUP", "members, assignment, committed offsets and lag",

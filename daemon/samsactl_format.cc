@@ -150,8 +150,9 @@ std::string format_status(const Value& r) {
               str(d, "truncated_partitions") + " tails truncated, " + str(*rec, "duration_ms") +
               " ms";
       }
-      rows.emplace_back("log dir " + str(d, "path"), str(d, "partitions_opened") + " partitions, " +
-                                                         str(d, "segments") + " segments, " +
+      rows.emplace_back("log dir " + str(d, "path"), "at start: " + str(d, "partitions_opened") +
+                                                         " partitions, " + str(d, "segments") +
+                                                         " segments, " +
                                                          human_bytes(num(d, "bytes")) + "; " + how);
     }
   }

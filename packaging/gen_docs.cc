@@ -74,9 +74,9 @@ std::string properties() {
       "# samsa.properties(5) describes each setting.\n";
   for (const ConfigKey& k : Config::keys()) {
     o += "\n";
-    o +=
-        wrap(std::string(k.name) + " (" + type_text(k) + (k.dynamic ? "; dynamic" : "") + ")", "#");
-    if (!k.doc.empty()) o += wrap(k.doc, "#  ");
+    // "# " before the description, none before the setting: uncommenting is deleting one '#'.
+    o += wrap(std::string(k.name) + ": " + type_text(k) + (k.dynamic ? "; dynamic" : ""), "# ");
+    if (!k.doc.empty()) o += wrap(k.doc, "#   ");
     o += "#" + std::string(k.name) + "=" + std::string(k.default_value) + "\n";
   }
   return o;

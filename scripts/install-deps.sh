@@ -33,6 +33,11 @@ if ((${#missing[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq >/dev/null
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # Only Prometheus' binaries are needed (the system test runs its own); not the package's
+  # service listening on :9090 where systemd runs.
+  if [[ " ${missing[*]} " == *" prometheus "* ]] && [ -d /run/systemd/system ]; then
+    systemctl disable --now prometheus.service >/dev/null 2>&1 || true
+  fi
 fi
 
 # Client libraries from npm/PyPI for the integration tests (kept inside the tree, ignored by git).
