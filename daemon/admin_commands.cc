@@ -73,6 +73,8 @@ const char* layer_name(Config::Layer l) {
       return "default";
     case Config::Layer::file:
       return "file";
+    case Config::Layer::dynamic_default:
+      return "dynamic-default";
     case Config::Layer::dynamic:
       return "dynamic";
     case Config::Layer::override_:
@@ -252,7 +254,7 @@ void config_get(Broker& b, const json::Value& args, Reply reply) {
 
 // Stored in the metadata log (a ConfigRecord for this broker), applied by every thread when
 // the image that carries it is published, answered once applied everywhere.
-void config_set(Broker& b, AdminServer& admin, const json::Value& args, Reply reply) {
+void config_set(Broker& b, const json::Value& args, Reply reply) {
   if (!serving(b, reply)) return;
   Args a(args, reply);
   auto key = a.string("key", true);
@@ -266,25 +268,24 @@ void config_set(Broker& b, AdminServer& admin, const json::Value& args, Reply re
         *key + " cannot change at run time: set it in " +
             (b.config().file().empty() ? std::string("the config file") : b.config().file()) +
             " and restart samsad");
-  if (value) {
-    if (auto v = Config::validate(*k, *value); !v)
-      return reply.error(admin_error::invalid_config, v.error());
-  }
-  replication::ConfigChange change;
+  // The same checks as IncrementalAlterConfigs (the controller asks the broker again).
+  if (auto why = Config::check_dynamic(*key, value))
+    return reply.error(admin_error::invalid_config, *why);
+  replication::ConfigAlteration change;
   change.resource = replication::ConfigResource::broker;
-  change.name = std::to_string(b.settings()->node_id);
-  change.key = *key;
-  change.value = value;
+  change.name = std::to_string(b.settings()->node_id);  // this broker, not the cluster default
+  change.ops.push_back(
+      {*key, value ? replication::ConfigOpType::set : replication::ConfigOpType::remove, value});
   LOG_INFO("admin: config set %s=%s (uid %u)", key->c_str(), value ? value->c_str() : "<default>",
            static_cast<unsigned>(reply.peer_uid()));
-  b.on_controller([&b, &admin, reply, change, key = *key](replication::Controller& c) {
-    c.alter_configs({change}, false, [&b, &admin, reply, key](auto results) {
-      const auto& [err, msg] = results.front();
-      if (err != kafka::ErrorCode::none) {
-        admin.post([reply, msg, err] {
-          reply.error(admin_error::failed,
-                      std::string(kafka::error_name(err)) + (msg.empty() ? "" : ": " + msg));
-        });
+  b.on_controller([&b, reply, change, key = *key](replication::Controller& c) {
+    c.alter_configs({change}, false, [&b, reply, key](std::vector<replication::ConfigOutcome> res) {
+      const auto& o = res.front();
+      if (o.error != kafka::ErrorCode::none) {
+        reply.error(
+            o.error == kafka::ErrorCode::invalid_config ? admin_error::invalid_config
+                                                        : admin_error::failed,
+            std::string(kafka::error_name(o.error)) + (o.message.empty() ? "" : ": " + o.message));
         return;
       }
       // Every reactor has applied the image (and the settings posted before it); the
@@ -500,8 +501,7 @@ void register_admin_commands(AdminServer& admin, Broker& b) {
   admin.add_command("status",
                     [&b, &admin](const json::Value& a, Reply r) { status(b, admin, a, r); });
   admin.add_command("config.get", [&b](const json::Value& a, Reply r) { config_get(b, a, r); });
-  admin.add_command("config.set",
-                    [&b, &admin](const json::Value& a, Reply r) { config_set(b, admin, a, r); });
+  admin.add_command("config.set", [&b](const json::Value& a, Reply r) { config_set(b, a, r); });
   admin.add_command("reload",
                     [&b, &admin](const json::Value& a, Reply r) { reload(b, admin, a, r); });
   admin.add_command("log.level", [](const json::Value& a, Reply r) { log_level(a, r); });

@@ -1,6 +1,5 @@
-// The Broker's operations behind the admin socket: start-up progress and summary, settings
-// pushed to every thread (reload and dynamic configs), drain and flush. Kept apart from
-// broker.cc, which owns the threads' lifecycle.
+// The Broker's operations behind the admin socket: start-up progress and summary, drain and
+// flush. Kept apart from broker.cc, which owns the threads' lifecycle and settings.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -110,70 +109,6 @@ void Broker::log_recovery_summary() {
   }
 }
 
-void Broker::push_settings_locked(std::shared_ptr<BrokerSettings> next) {
-  // Listener-level settings stay as started; topic defaults and request-path settings apply now.
-  next->listeners = settings_->listeners;
-  next->advertised = settings_->advertised;
-  settings_ = next;
-  if (auto lvl = log::parse_level(config_.get_string("samsa.log.level"))) log::set_level(*lvl);
-  std::shared_ptr<const BrokerSettings> frozen = next;
-  for (auto& t : reactors_) {
-    if (!t->ctx->reactor) continue;
-    t->ctx->reactor->post_fn([ctx = t->ctx, frozen] {
-      ctx->settings = frozen;
-      if (ctx->shard) {
-        ctx->shard->set_defaults(frozen->topic_defaults);
-        ctx->shard->set_partition_options(frozen->partition);
-      }
-    });
-  }
-  if (coordinator_reactor_) {
-    on_coordinator(
-        [o = coordinator_options(config_)](coordinator::GroupCoordinator& g) { g.set_options(o); });
-  }
-  if (controller_reactor_) {
-    on_controller([frozen](replication::Controller& c) {
-      c.set_defaults(frozen->topic_defaults);
-      c.set_default_partitions(frozen->num_partitions);
-      c.set_delete_topic_enable(frozen->delete_topic_enable);
-    });
-  }
-}
-
-// ---- dynamic broker configs --------------------------------------------------------------
-// Minimal version written with the admin socket (samsactl config set); the admin-API work
-// (IncrementalAlterConfigs for BROKER) feeds the same records through the same path.
-void Broker::apply_dynamic_configs(const replication::MetadataImage& image) {
-  const auto& now = image.broker_configs();
-  if (now == applied_broker_configs_) return;
-  std::lock_guard lk(config_mu_);
-  for (const auto& [key, value] : applied_broker_configs_) {
-    if (now.contains(key)) continue;
-    if (config_.set_dynamic(key, std::nullopt))
-      LOG_INFO("dynamic config %s removed; %s is now %s", key.c_str(), key.c_str(),
-               config_.get_string(key).c_str());
-  }
-  for (const auto& [key, value] : now) {
-    auto old = applied_broker_configs_.find(key);
-    if (old != applied_broker_configs_.end() && old->second == value) continue;
-    if (auto r = config_.set_dynamic(key, value); !r) {
-      LOG_WARN("ignoring dynamic config %s=%s from the metadata log: %s", key.c_str(),
-               value.c_str(), r.error().c_str());
-      continue;
-    }
-    LOG_INFO("dynamic config %s=%s%s", key.c_str(), value.c_str(),
-             config_.source(key) == Config::Layer::override_ ? " (an --override still wins)" : "");
-  }
-  applied_broker_configs_ = now;
-  auto settings = make_settings(config_, cluster_id_);
-  if (!settings) {
-    LOG_ERROR("dynamic configs give invalid settings, keeping the running ones: %s",
-              settings.error().c_str());
-    return;
-  }
-  if (settings_) push_settings_locked(std::make_shared<BrokerSettings>(**settings));
-}
-// ---- end of dynamic broker configs -------------------------------------------------------
 
 std::string Broker::flush_logs() {
   std::string error;

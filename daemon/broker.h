@@ -21,6 +21,7 @@
 
 #include "coordinator/coordinator.h"
 #include "daemon/config.h"
+#include "daemon/fetch_sessions.h"
 #include "daemon/metrics.h"
 #include "daemon/settings.h"
 #include "io/log_dir.h"
@@ -63,6 +64,8 @@ struct ReactorContext {
   ReactorMetrics metrics;
   // queued.max.request.bytes / reactors: frames, decoded requests and their handling.
   net::MemoryBudget budget;
+  // Incremental fetch sessions opened on this reactor (KIP-227).
+  std::unique_ptr<FetchSessionCache> fetch_sessions;
   ParkedRequest* parked = nullptr;  // intrusive list
   bool shutting_down = false;
 
@@ -116,15 +119,17 @@ class Broker {
   // Snapshots of the configuration and of the settings derived from it; any thread.
   Config config() const;
   std::shared_ptr<const BrokerSettings> settings() const;
-  const std::vector<std::unique_ptr<io::LogDir>>& log_dirs() const { return log_dirs_; }
   std::int64_t start_wall_ms() const { return start_wall_ms_; }
   std::int64_t start_mono_ns() const { return start_mono_ns_; }
   // What recovery found in each log dir (filled when start-up finished) and how long it took.
   const std::vector<io::LogDir::RecoverySummary>& recovery() const { return recovery_; }
   std::int64_t recovery_ms() const { return recovery_ms_; }
   bool testing_hooks() const { return testing_hooks_; }
-  // Feeds the metadata image's broker configs (samsactl config set, IncrementalAlterConfigs)
-  // into Config's dynamic layer and pushes new settings; controller thread.
+  // Dynamic broker settings: the image's broker ConfigRecords ("" = cluster default, this
+  // node's id = its own) become Config's dynamic layers, and the settings they produce reach
+  // every reactor, the controller and the coordinator, as reload() does. Called on the
+  // controller thread by every publish (a no-op unless those records changed), so a change made
+  // through IncrementalAlterConfigs or samsactl is answered only once the reactors have it.
   void apply_dynamic_configs(const replication::MetadataImage& image);
   // Stop accepting clients, close connections once their requests are answered, flush; done is
   // called on some broker thread with what happened.
@@ -157,6 +162,8 @@ class Broker {
   void on_coordinator(F&& f);
 
   const std::string& cluster_id() const { return cluster_id_; }
+  // The log.dirs (fixed after start-up; DescribeLogDirs lists them).
+  const std::vector<std::unique_ptr<io::LogDir>>& log_dirs() const { return log_dirs_; }
 
  private:
   struct ReactorThread {
@@ -175,12 +182,16 @@ class Broker {
   // Creates __consumer_offsets if needed (through the controller), then starts the coordinator.
   void start_group_coordinator();
   void publish(replication::ImagePtr image);
+  // Installs new settings (listeners stay as started) everywhere; config_mu_ held.
+  void apply_settings(std::shared_ptr<const BrokerSettings> next);
+  // What the controller asks about dynamic broker settings (validation, current values).
+  std::optional<std::string> check_broker_config(const std::string& key,
+                                                 const std::optional<std::string>& value);
+  std::string broker_config_value(const std::string& key);
   std::expected<std::string, std::string> load_or_create_meta();
   // Starts the admin thread (socket and metrics listener); an error only for a metrics
   // listener that cannot bind (the socket's own trouble is logged: samsad runs without it).
   std::string start_admin();
-  // Hands new settings to every thread that keeps a copy; config_mu_ held.
-  void push_settings_locked(std::shared_ptr<BrokerSettings> next);
   void log_recovery_summary();
 
   // config_ and settings_ change on reload (main or admin thread) and with dynamic configs
@@ -188,6 +199,8 @@ class Broker {
   mutable std::mutex config_mu_;
   Config config_;
   std::shared_ptr<const BrokerSettings> settings_;
+  replication::MetadataImage::ConfigMap applied_dynamic_default_;
+  replication::MetadataImage::ConfigMap applied_dynamic_broker_;
   std::string cluster_id_;
   std::vector<std::unique_ptr<io::LogDir>> log_dirs_;
   std::unique_ptr<io::RetentionDeleter> retention_;
@@ -224,7 +237,6 @@ class Broker {
   std::int64_t recovery_ms_ = 0;
   std::vector<io::LogDir::RecoverySummary> recovery_;
   bool testing_hooks_ = false;
-  std::map<std::string, std::string> applied_broker_configs_;  // controller thread
   std::unique_ptr<AdminServer> admin_;
 };
 

@@ -1,6 +1,7 @@
 #include "io/checkpoint.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -23,6 +24,56 @@ Result<void> fsync_dir(const std::filesystem::path& dir) {
   ::close(fd);
   if (rc != 0) return std::unexpected(sys_error("fsync directory", dir, err));
   return {};
+}
+
+namespace {
+
+std::filesystem::path dir_of(const std::filesystem::path& p) {
+  auto d = p.parent_path();
+  return d.empty() ? std::filesystem::path(".") : d;
+}
+
+}  // namespace
+
+Result<bool> create_directories_durably(const std::filesystem::path& dir) {
+  // "a/b/" names "a/b".
+  if (!dir.has_filename() && dir.has_relative_path()) {
+    return create_directories_durably(dir.parent_path());
+  }
+  std::error_code ec;
+  if (std::filesystem::is_directory(dir, ec)) return false;
+  // Missing parents first, from the top: each new entry is synced into an existing directory.
+  if (auto parent = dir.parent_path(); !parent.empty() && parent != dir) {
+    if (auto r = create_directories_durably(parent); !r) return std::unexpected(r.error());
+  }
+  if (::mkdir(dir.c_str(), 0755) != 0) {
+    int err = errno;
+    if (err == EEXIST) {
+      if (std::filesystem::is_directory(dir, ec)) return false;  // made meanwhile
+      err = ENOTDIR;                                             // a file is in the way
+    }
+    return std::unexpected(sys_error("create directory", dir, err));
+  }
+  if (auto r = fsync_dir(dir_of(dir)); !r) return std::unexpected(r.error());
+  return true;
+}
+
+Result<void> rename_durably(const std::filesystem::path& from, const std::filesystem::path& to) {
+  if (::rename(from.c_str(), to.c_str()) != 0) {
+    int err = errno;
+    return std::unexpected(sys_error("rename", from, err));
+  }
+  if (auto r = fsync_dir(dir_of(to)); !r) return r;
+  if (dir_of(from) != dir_of(to)) return fsync_dir(dir_of(from));
+  return {};
+}
+
+Result<void> remove_durably(const std::filesystem::path& file) {
+  if (::unlink(file.c_str()) != 0 && errno != ENOENT) {
+    int err = errno;
+    return std::unexpected(sys_error("remove", file, err));
+  }
+  return fsync_dir(dir_of(file));
 }
 
 Result<void> write_file_atomically(const std::filesystem::path& file, std::string_view data) {
@@ -51,7 +102,7 @@ Result<void> write_file_atomically(const std::filesystem::path& file, std::strin
     int err = errno;
     return std::unexpected(sys_error("rename into place", tmp, err));
   }
-  return fsync_dir(file.parent_path().empty() ? "." : file.parent_path());
+  return fsync_dir(dir_of(file));
 }
 
 Result<std::vector<std::vector<std::string>>> read_checkpoint(const std::filesystem::path& file,

@@ -2,6 +2,11 @@
 // leader-epoch-checkpoint): a version line "0", a count line, then one entry per line with
 // space-separated fields. Written atomically: temp file, fsync, rename, fsync of the directory,
 // so a crash leaves either the old or the new file, never a mix.
+//
+// Also the durable file and directory operations every file samsad writes goes through
+// (meta.properties, the clean-shutdown marker, partition directories and their renames): a
+// power cut leaves each either as it was or as it was meant to be, and once a call returns its
+// effect survives a cut.
 #pragma once
 
 #include <filesystem>
@@ -27,6 +32,18 @@ Result<void> write_file_atomically(const std::filesystem::path& file, std::strin
 
 // fsync of a directory: makes entries created, renamed or removed in it durable.
 Result<void> fsync_dir(const std::filesystem::path& dir);
+
+// Creates `dir` and any missing parents; the parent of each directory created is fsynced
+// before the next one is made, so none of them can vanish in a cut once this returns. true
+// when `dir` itself was created.
+Result<bool> create_directories_durably(const std::filesystem::path& dir);
+
+// rename(2), then fsync of the destination's directory (and the source's, when it differs), so
+// the new name survives a cut once this returns.
+Result<void> rename_durably(const std::filesystem::path& from, const std::filesystem::path& to);
+
+// Unlinks a file (absent is fine), then fsyncs its directory, so it stays gone after a cut.
+Result<void> remove_durably(const std::filesystem::path& file);
 
 // Error value for a failed system call: "<what> <path>: <strerror> (errno N)".
 Error sys_error(const char* what, const std::filesystem::path& p, int err);

@@ -47,13 +47,13 @@ Result<std::unique_ptr<LogDir>> LogDir::open(std::filesystem::path root) {
   std::unique_ptr<LogDir> d(new LogDir());
   d->root_ = std::move(root);
   std::error_code ec;
-  bool created = std::filesystem::create_directories(d->root_, ec);
-  if (ec) return std::unexpected(sys_error("create log dir", d->root_, ec.value()));
-  if (created) {
-    auto parent = d->root_.parent_path();
-    if (!parent.empty()) {
-      if (auto r = fsync_dir(parent); !r) return std::unexpected(r.error());
-    }
+  auto created = create_directories_durably(d->root_);
+  if (!created) return std::unexpected(created.error());
+  // Synced even when it existed: samsad creates its log dirs before opening them, and a start
+  // that crashed may have left the entry unsynced. Everything written in the dir hangs on it.
+  if (!*created) {
+    if (auto r = fsync_dir(d->root_.parent_path().empty() ? "." : d->root_.parent_path()); !r)
+      return std::unexpected(r.error());
   }
 
   auto lock_path = d->root_ / kLockFile;
@@ -72,10 +72,7 @@ Result<std::unique_ptr<LogDir>> LogDir::open(std::filesystem::path root) {
   auto marker = d->root_ / kCleanMarker;
   d->clean_ = std::filesystem::exists(marker, ec);
   if (d->clean_) {
-    if (::unlink(marker.c_str()) != 0) {
-      return std::unexpected(sys_error("remove clean-shutdown marker", marker, errno));
-    }
-    if (auto r = fsync_dir(d->root_); !r) return std::unexpected(r.error());
+    if (auto r = remove_durably(marker); !r) return std::unexpected(r.error());
   }
 
   // Checkpoints: a damaged file costs speed (full recovery), never correctness, so warn and go
@@ -103,6 +100,10 @@ Result<std::unique_ptr<LogDir>> LogDir::open(std::filesystem::path root) {
 
   for (const auto& de : std::filesystem::directory_iterator(d->root_, ec)) {
     if (!de.is_directory()) continue;
+    if (de.path().filename().string().ends_with("-delete")) {
+      d->left_to_delete_.push_back(de.path());
+      continue;
+    }
     auto id = PartitionId::parse(de.path().filename().string());
     if (!id) continue;
     d->entries_[*id].dir_found_at_open = true;

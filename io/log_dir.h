@@ -72,6 +72,9 @@ class LogDir {
   Result<void> shutdown_clean();
   // Drops a partition's checkpoint entries (topic deletion).
   void forget(const PartitionId& id);
+  // Directories of deleted partitions ("<topic>-<p>.<id>-delete") found at open: a stop or a
+  // power cut came before their removal finished. The RetentionDeleter removes them.
+  const std::vector<std::filesystem::path>& left_to_delete() const { return left_to_delete_; }
 
   // Called by Log::open / ~Log.
   std::shared_ptr<PartitionState> attach(const PartitionId& id, std::int64_t recovery_point,
@@ -120,6 +123,7 @@ class LogDir {
   bool clean_ = false;
   mutable std::mutex mu_;
   std::map<PartitionId, Entry> entries_;
+  std::vector<std::filesystem::path> left_to_delete_;  // set at open, then read-only
   Stats stats_;
   RecoverySummary recovery_;
 };

@@ -139,6 +139,9 @@ RetentionDeleter::RetentionDeleter(Options opts, std::vector<LogDir*> dirs)
   core_->opts.check_interval_ms = std::max<std::int64_t>(1, opts.check_interval_ms);
   core_->opts.checkpoint_interval_ms = std::max<std::int64_t>(1, opts.checkpoint_interval_ms);
   core_->dirs = std::move(dirs);
+  // Deleted partitions whose removal a stop or a power cut interrupted.
+  for (LogDir* d : core_->dirs)
+    core_->schedule(d->left_to_delete(), 0, false);
 }
 
 RetentionDeleter::~RetentionDeleter() {

@@ -250,9 +250,11 @@ void IndexBuilder::finish() {
 }
 
 BatchRing::BatchRing(std::size_t capacity)
-    : buf_(std::bit_ceil(std::max<std::size_t>(capacity, 2))), mask_(buf_.size() - 1) {}
+    : capacity_(std::bit_ceil(std::max<std::size_t>(capacity, 2))), mask_(capacity_ - 1) {}
 
 void BatchRing::push(std::int64_t base_offset, std::uint64_t position) {
+  // Allocated on the first append: a partition nobody writes to costs nothing here.
+  if (buf_.empty()) buf_.resize(capacity_);
   if (size_ == buf_.size()) {
     head_ = (head_ + 1) & mask_;
     --size_;

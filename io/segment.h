@@ -146,6 +146,7 @@ class BatchRing {
 
  private:
   std::vector<Entry> buf_;
+  std::size_t capacity_;
   std::size_t mask_;
   std::size_t head_ = 0;
   std::size_t size_ = 0;

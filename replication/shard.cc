@@ -4,6 +4,7 @@
 
 #include "base/clock.h"
 #include "base/log.h"
+#include "io/checkpoint.h"
 
 namespace samsa::replication {
 namespace {
@@ -127,6 +128,10 @@ void Shard::apply(ImagePtr image) {
         existing->log().set_config(make_log_config(topic->configs, opts_.defaults));
         continue;
       }
+      // A deleted topic re-created under the same name while the old partition still drains
+      // its appends: the new one opens once the old directory has been renamed away
+      // (finish_retired), never on top of it.
+      if (retiring(name, p.partition)) continue;
       open_partition(*topic, p);
     }
   }
@@ -146,11 +151,9 @@ void Shard::set_aside_strays() {
       if (!std::filesystem::exists(from)) continue;
       std::filesystem::path to = from;
       to += "." + hex(random_uuid()) + "-stray";
-      std::error_code ec;
-      std::filesystem::rename(from, to, ec);
-      if (ec) {
+      if (auto r = io::rename_durably(from, to); !r) {
         LOG_ERROR("stray partition directory %s could not be set aside: %s", from.c_str(),
-                  ec.message().c_str());
+                  r.error().detail.c_str());
       } else {
         d->forget(id);
         LOG_WARN("partition directory %s is not in the cluster metadata; renamed to %s",
@@ -181,7 +184,14 @@ void Shard::retire(std::unique_ptr<Partition> p, bool remove_data) {
   closing_.push_back(Retired{std::move(p), remove_data, dir});
 }
 
+bool Shard::retiring(std::string_view topic, std::int32_t partition) const {
+  for (const auto& r : closing_)
+    if (r.partition->topic() == topic && r.partition->index() == partition) return true;
+  return false;
+}
+
 void Shard::finish_retired() {
+  std::vector<io::PartitionId> reopen;
   // A log with appends in flight cannot close yet; look again shortly.
   for (auto it = closing_.begin(); it != closing_.end();) {
     Partition& p = *it->partition;
@@ -197,22 +207,30 @@ void Shard::finish_retired() {
     io::PartitionId pid{p.topic(), p.index()};
     bool remove = it->remove_data;
     io::LogDir* ld = it->dir;
-    it = closing_.erase(it);  // destroys the Partition and its Log
+    it = closing_.erase(it);            // destroys the Partition and its Log
+    if (remove) reopen.push_back(pid);  // (close_all keeps its data and reopens nothing)
     if (remove) {
-      // Kafka's convention: rename to "<topic>-<p>.<id>-delete" at once (a restart will not
-      // resurrect it), remove the tree in the background.
+      // Kafka's convention: rename to "<topic>-<p>.<id>-delete" at once, durably (neither a
+      // restart nor a power cut resurrects it; a tree left half-removed is removed at the next
+      // start), remove the tree in the background.
       std::filesystem::path doomed = dir;
       doomed += "." + hex(id) + "-delete";
-      std::error_code ec;
-      std::filesystem::rename(dir, doomed, ec);
-      if (ec) {
-        LOG_ERROR("cannot rename %s for deletion: %s", dir.c_str(), ec.message().c_str());
+      if (auto r = io::rename_durably(dir, doomed); !r) {
+        LOG_ERROR("cannot rename %s for deletion: %s", dir.c_str(), r.error().detail.c_str());
       } else {
         if (ld) ld->forget(pid);
         LOG_INFO("deleted partition %s", pid.dir_name().c_str());
         if (opts_.retention) opts_.retention->schedule_unlink({doomed}, 0);
       }
     }
+  }
+  // Partitions of a re-created topic that waited for the old directory to go.
+  for (const auto& pid : reopen) {
+    const TopicState* t = image_ ? image_->topic(pid.topic) : nullptr;
+    if (!t || pid.partition >= static_cast<std::int32_t>(t->partitions.size())) continue;
+    if (!owns(pid.topic, pid.partition) || find(pid.topic, pid.partition)) continue;
+    if (retiring(pid.topic, pid.partition)) continue;
+    open_partition(*t, t->partitions[static_cast<std::size_t>(pid.partition)]);
   }
   if (!closing_.empty() && !retry_timer_.armed())
     reactor_.arm(&retry_timer_, mono_ns() + 5'000'000);

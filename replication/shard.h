@@ -92,6 +92,7 @@ class Shard {
   void open_partition(const TopicState& t, const PartitionState& p);
   void retire(std::unique_ptr<Partition> p, bool remove_data);
   void finish_retired();
+  bool retiring(std::string_view topic, std::int32_t partition) const;
 
   io::Reactor& reactor_;
   Options opts_;

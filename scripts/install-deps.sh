@@ -11,7 +11,7 @@ DEBS=(
   clang libclang-rt-14-dev clang-format
   libzstd-dev liblz4-dev libsnappy-dev zlib1g-dev
   kcat python3-confluent-kafka python3-kafka python3-pytest librdkafka-dev
-  python3-lz4 python3-snappy python3-zstandard
+  python3-lz4 python3-snappy python3-zstandard python3-venv
   iproute2 procps psmisc curl ca-certificates
   # Packages and the system test (tests/system): build the .deb/.rpm, check them, boot a
   # Debian root under systemd-nspawn, scrape samsad with a real Prometheus.
@@ -19,6 +19,8 @@ DEBS=(
 )
 # Node.js, npm, a JDK and Maven usually come with the machine (nodesource's nodejs bundles npm,
 # so Debian's npm package must not be pulled in beside it): install them only when absent.
+# Go >= 1.24 (the franz-go test) and Node.js >= 20.19 (@platformatic/kafka) must come with the
+# machine too: Debian 12 ships Go 1.19 and Node.js 18; tests/clients/install.sh says so.
 command -v node >/dev/null || DEBS+=(nodejs)
 command -v npm >/dev/null || DEBS+=(npm)
 command -v javac >/dev/null || DEBS+=(openjdk-17-jdk-headless)
@@ -40,7 +42,8 @@ if ((${#missing[@]})); then
   fi
 fi
 
-# Client libraries from npm/PyPI for the integration tests (kept inside the tree, ignored by git).
+# Client libraries from npm, PyPI, the Go proxy and Maven Central for the integration tests
+# (kept inside the tree and ignored by git, or in ~/.cache/samsa).
 if [ -f tests/clients/install.sh ]; then
   bash tests/clients/install.sh
 fi

@@ -56,6 +56,8 @@ def parse_args(name: str, extra=None) -> argparse.Namespace:
                     help="a few records per codec (for request captures)")
     ap.add_argument("--codecs", default=",".join(ALL_CODECS),
                     help="comma-separated subset of " + ",".join(ALL_CODECS))
+    ap.add_argument("--full", action="store_true",
+                    help="the full flow of tests/clients/README.md (admin steps 5-8 too)")
     if extra:
         extra(ap)
     args = ap.parse_args()
@@ -89,6 +91,55 @@ def arm_watchdog(name: str, seconds: float):
     t.daemon = True
     t.start()
     return t
+
+
+class Flow:
+    """The numbered steps of the full flow (tests/clients/README.md). Each step's result is
+    recorded and the run goes on after a failed step, so one run against a broker that lacks
+    some APIs shows every step that fails and why; `fatal` steps (nothing after them can work)
+    end the run. The summary lines (`RESULT <step> PASS|FAIL ...`) are what the harness and the
+    reports quote; the same step ids are used by every driver."""
+
+    def __init__(self, name: str, steps: Steps):
+        self.name, self.steps = name, steps
+        self.results: list[tuple[str, str, str | None]] = []
+
+    def run(self, sid: str, title: str, fn, fatal: bool = False):
+        t = time.monotonic()
+        try:
+            out = fn()
+        except (DriverError, segments.SegmentError) as e:
+            self._record(sid, title, str(e), t)
+            if fatal:
+                self.finish()
+            return None
+        except Exception as e:  # noqa: BLE001 - any client exception fails the step
+            traceback.print_exc()
+            self._record(sid, title, f"{type(e).__name__}: {e}", t)
+            if fatal:
+                self.finish()
+            return None
+        self._record(sid, title, None, t)
+        return out
+
+    def _record(self, sid, title, err, t):
+        took = f"{time.monotonic() - t:.1f}s"
+        self.results.append((sid, title, err))
+        if err is None:
+            self.steps(f"step {sid} ({title}) passed in {took}")
+        else:
+            self.steps(f"step {sid} ({title}) FAILED after {took}: {err}")
+
+    def failed(self, sid_prefix: str) -> bool:
+        return any(s.startswith(sid_prefix) and e is not None for s, _, e in self.results)
+
+    def finish(self):
+        for sid, title, err in self.results:
+            print(f"RESULT {sid:6} {title:28} " + ("PASS" if err is None else f"FAIL: {err}"),
+                  flush=True)
+        bad = [sid for sid, _, err in self.results if err is not None]
+        if bad:
+            raise DriverError(f"steps failed: {', '.join(bad)}")
 
 
 def run_main(name: str, args: argparse.Namespace, body) -> None:
@@ -142,20 +193,23 @@ def make_records(codec: str, prefix: str, count: int, t0: int, start_index: int,
     return out
 
 
-def by_partition(recs: list[Rec]) -> dict[int, list[Rec]]:
-    out: dict[int, list[Rec]] = {p: [] for p in range(PARTITIONS)}
+def by_partition(recs: list[Rec], partitions: int = PARTITIONS) -> dict[int, list[Rec]]:
+    out: dict[int, list[Rec]] = {p: [] for p in range(partitions)}
     for r in recs:
         out[r.partition].append(r)
     return out
 
 
-def compare_partition(p: int, want: list[Rec], got: list[tuple], what: str = "consumed"):
-    """`got`: (offset, key, value, headers) in the order received. Offsets must be 0..n-1 and
-    every field byte-identical to what was produced, in production order."""
+def compare_partition(p: int, want: list[Rec], got: list[tuple], what: str = "consumed",
+                      first: int = 0):
+    """`got`: (offset, key, value, headers) in the order received; `want`: the records produced
+    from offset `first` on. Offsets must be first..first+n-1 and every field byte-identical to
+    what was produced, in production order."""
     if len(got) != len(want):
-        fail(f"partition {p}: {what} {len(got)} records, produced {len(want)}")
+        fail(f"partition {p}: {what} {len(got)} records from offset {first}, produced "
+             f"{len(want)}")
     for i, (w, g) in enumerate(zip(want, got)):
-        check_record(p, i, w, g, f"{what} #{i}")
+        check_record(p, first + i, w, g, f"{what} #{i}")
 
 
 def check_record(p: int, offset: int, w: Rec, g: tuple, what: str):
@@ -199,3 +253,32 @@ def wait_until(pred, timeout: float, what: str, interval: float = 0.2):
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+# The full flow's fixed figures (tests/clients/README.md); every driver uses the same ones.
+RET_SUFFIX = "-ret"  # topic for step 5: 1 partition, segment.ms=SEGMENT_MS
+SEGMENT_MS = 100  # Kafka 4 refuses segment.bytes below 1 MiB: segments roll by record time
+RET_RECORDS = 6  # each in a batch of its own, 1 s of record time apart: one segment each
+RETENTION_MS = 1000  # the records are 10 minutes old: every closed segment expires
+MAX_MESSAGE_BYTES = 2048
+BIG_VALUE_BYTES = 8192  # random, uncompressed: over MAX_MESSAGE_BYTES whatever the codec
+NEW_PARTITIONS = 4  # step 6 grows the topic from PARTITIONS to this
+NEW_RECORDS = 3  # produced to the new partition
+LAG = 2  # step 8 commits each partition's end minus LAG
+
+
+def retention_records(prefix: str, t0: int) -> list[Rec]:
+    return [Rec(0, f"ret-{i}".encode(), f"none|{prefix}|ret|{i}|".encode() + _FILLER,
+                [("r", str(i).encode())], t0 + i * 1000, "none") for i in range(RET_RECORDS)]
+
+
+def new_partition_records(prefix: str, t0: int) -> list[Rec]:
+    p = NEW_PARTITIONS - 1
+    return [Rec(p, f"new-{i}".encode() + bytes([0, 255]),
+                f"none|{prefix}|new|{i}|".encode() + _FILLER + bytes([0, 200 + i]),
+                [("new", str(i).encode()), ("bin", bytes([0, 255]))], t0 + i * 10, "none")
+            for i in range(NEW_RECORDS)]
+
+
+def big_record(t: int) -> Rec:
+    return Rec(0, b"big", os.urandom(BIG_VALUE_BYTES), [], t, "none")

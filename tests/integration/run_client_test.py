@@ -3,13 +3,22 @@
 runs one real-client driver from tests/clients against it, stops the broker, and fails if the
 driver fails or the broker dies or does not stop cleanly.
 
-  run_client_test.py --client kcat|confluent_kafka|kafka_python|kafkajs|java
-                     [--broker samsad --samsad PATH | --broker kafka]
+  run_client_test.py --client CLIENT [--broker samsad --samsad PATH | --broker kafka]
+                     [--override KEY=VALUE ...] [--java-version X.Y.Z]
                      [--capture DIR] [--small] [--keep] [--driver-timeout S]
                      [--topic-prefix P] [-- DRIVER_ARGS...]
 
+CLIENT: the first flow (create, produce every codec, consume, seek, group commit, delete):
+kcat, confluent_kafka (Debian's), kafka_python, kafkajs, java (4.1.1's jars from kafka.sh);
+the full flow of tests/clients/README.md (also configs, partitions, delete records, group
+describe/reset): confluent_kafka_pypi (tests/clients/venv), franz_go, java_3.9, java_4.1,
+kafka_cli (Apache Kafka's command-line tools), platformatic (@platformatic/kafka).
+
 --broker kafka runs Apache Kafka through perf/vs-kafka/kafka.sh (the oracle the drivers are
-validated against). --capture DIR puts tests/clients/kcapture.py between client and broker and
+validated against). Both brokers get the same settings: num.partitions=3,
+auto.create.topics.enable=true, group.initial.rebalance.delay.ms=0 and
+log.retention.check.interval.ms=500 (the full flow waits for retention; Kafka also gets
+log.initial.task.delay.ms=0), then every --override (last one wins). --capture DIR puts tests/clients/kcapture.py between client and broker and
 saves the request frames into DIR/<client>/ (the broker advertises the proxy's port).
 
 A missing client library or binary skips the test (exit 77) unless CI=true, where it fails.
@@ -19,6 +28,7 @@ Exit codes: 0 pass, 1 fail, 77 skipped.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import shutil
 import signal
@@ -33,7 +43,31 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 CLIENTS = os.path.join(ROOT, "tests", "clients")
 KAFKA_SH = os.path.join(ROOT, "perf", "vs-kafka", "kafka.sh")
 DEBIAN_PY = "/usr/bin/python3"
+VENV_PY = os.path.join(CLIENTS, "venv", "bin", "python")
+CLIENTS_SH = os.path.join(CLIENTS, "java", "clients.sh")
+GO_MODULE = os.path.join(CLIENTS, "go")
+CACHE = os.environ.get("SAMSA_CACHE", os.path.expanduser("~/.cache/samsa"))
 SKIP = 77
+# The Java client versions the java_<major.minor> clients run (newest patch releases).
+JAVA_VERSIONS = {"3.9": "3.9.2", "4.1": "4.1.2"}
+FIRST_FLOW = ["kcat", "confluent_kafka", "kafka_python", "kafkajs", "java"]
+FULL_FLOW = ["confluent_kafka_pypi", "franz_go", "java_3.9", "java_4.1", "kafka_cli",
+             "platformatic"]
+# Broker settings every run gets (kafka.sh sets the rebalance delay itself; samsad needs it
+# named): kcat relies on auto-creation with 3 partitions, the full flow on retention running
+# often.
+BASE_OVERRIDES = ["num.partitions=3", "auto.create.topics.enable=true",
+                  "group.initial.rebalance.delay.ms=0", "log.retention.check.interval.ms=500"]
+# Kafka runs its first retention check log.initial.task.delay.ms (30 s) after start.
+KAFKA_OVERRIDES = ["log.initial.task.delay.ms=0"]
+JAVA_OPTS = ["-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+             # Client warnings go to stderr (slf4j-simple with clients.sh's jars, log4j2 with
+             # kafka.sh's); the one logger silenced floods every assign/seek.
+             "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+             "-Dorg.slf4j.simpleLogger.log.org.apache.kafka.clients.consumer.internals."
+             "OffsetFetcherUtils=error",
+             "-Dlog4j2.configurationFile=" + os.path.join(CLIENTS, "java",
+                                                          "log4j2-stderr.properties")]
 # Every driver's segment check decodes compressed batches with these (Debian packages).
 PY_CODECS = ["snappy", "lz4.frame", "zstandard"]
 
@@ -66,17 +100,84 @@ def py_imports(mods: list[str]) -> str | None:
     return None
 
 
-def java_classpath() -> tuple[str | None, str | None]:
-    if not shutil.which("java"):
-        return None, "java not found (apt-get install openjdk-17-jdk-headless)"
-    r = subprocess.run(["bash", KAFKA_SH, "classpath"], capture_output=True, text=True,
-                       timeout=600)
+def java_classpath(version: str | None = None) -> tuple[str | None, str | None]:
+    """Apache Kafka 4.1.1's jars (kafka.sh: broker, tools, client) or, with `version`, that
+    kafka-clients version alone (clients.sh)."""
+    if not shutil.which("java") or not shutil.which("javac"):
+        return None, "java/javac not found (apt-get install openjdk-17-jdk-headless)"
+    cmd = ["bash", CLIENTS_SH, "classpath", version] if version else ["bash", KAFKA_SH,
+                                                                        "classpath"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if r.returncode != 0:
-        return None, f"kafka.sh classpath failed: {r.stderr.strip()}"
+        return None, f"{' '.join(cmd[1:3])} failed: {r.stderr.strip()}"
     return r.stdout.strip(), None
 
 
-def driver_command(client: str) -> tuple[list[str] | None, str | None]:
+def java_compiled(source: str, cp: str, tag: str) -> tuple[str | None, str | None]:
+    """Compiles a driver once per (source, classpath tag) into the cache: the source launcher
+    would spend 10-15 s of a 2-core machine compiling it on every run."""
+    with open(source, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()[:16]
+    name = os.path.splitext(os.path.basename(source))[0]
+    out = os.path.join(CACHE, "java-drivers", f"{name}-{tag}-{digest}")
+    if os.path.isdir(out):
+        return out, None
+    tmp = f"{out}.tmp{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    r = subprocess.run(["javac", "-nowarn", "-Xlint:none", "-cp", cp, "-d", tmp, source],
+                       capture_output=True, text=True, timeout=300)
+    if r.returncode != 0:
+        shutil.rmtree(tmp, ignore_errors=True)
+        return None, f"javac {source} failed:\n{r.stdout}{r.stderr}"
+    try:
+        os.rename(tmp, out)
+    except OSError:  # another run compiled it meanwhile
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out, None
+
+
+def java_driver(source: str, version: str | None, tag: str):
+    cp, why = java_classpath(version)
+    if why:
+        return None, why
+    classes, why = java_compiled(source, cp, tag)
+    if why:
+        return None, why
+    main = os.path.splitext(os.path.basename(source))[0]
+    return ["java"] + JAVA_OPTS + ["-Dsegments.py=" + os.path.join(CLIENTS, "segments.py"),
+                                   "-cp", f"{classes}:{cp}", main], py_imports(PY_CODECS)
+
+
+def node_requires(mods: list[str]) -> str | None:
+    node_dir = os.path.join(CLIENTS, "node")
+    if not shutil.which("node"):
+        return "node not found (apt-get install nodejs npm)"
+    r = subprocess.run(["node", "-e", f"for (const m of {mods!r}) require(m)"], cwd=node_dir,
+                       capture_output=True, text=True, timeout=60)
+    if r.returncode != 0:
+        return (f"{', '.join(mods)} not installed (bash tests/clients/install.sh): "
+                f"{(r.stderr.strip().splitlines() or ['?'])[-1]}")
+    return None
+
+
+def go_driver(work: str) -> tuple[list[str] | None, str | None]:
+    """Builds the franz-go driver (Go's build cache makes a rebuild quick; install.sh warms it
+    and downloads the modules). GOTOOLCHAIN=local: toolchain downloads fail here, and the
+    module proxy is only asked for modules go.sum pins."""
+    if not shutil.which("go"):
+        return None, "go not found (apt-get install golang, Go >= 1.24)"
+    exe = os.path.join(work, "franzgo")
+    env = dict(os.environ, GOTOOLCHAIN="local", GOFLAGS="-mod=readonly")
+    r = subprocess.run(["go", "build", "-o", exe, "./cmd/franzgo"], cwd=GO_MODULE, env=env,
+                       capture_output=True, text=True, timeout=600)
+    if r.returncode != 0:
+        return None, f"go build ./cmd/franzgo failed (bash tests/clients/install.sh):\n{r.stderr}"
+    return [exe], py_imports(PY_CODECS)
+
+
+def driver_command(client: str, work: str,
+                   java_version: str | None) -> tuple[list[str] | None, str | None]:
     """The driver's command line (without the common arguments), or why it cannot run."""
     if client == "kcat":
         if not (shutil.which("kcat") or shutil.which("kafkacat")):
@@ -86,34 +187,49 @@ def driver_command(client: str) -> tuple[list[str] | None, str | None]:
     if client == "confluent_kafka":
         why = py_imports(["confluent_kafka"] + PY_CODECS)
         return [DEBIAN_PY, os.path.join(CLIENTS, "confluent_driver.py")], why
+    if client == "confluent_kafka_pypi":
+        if not os.access(VENV_PY, os.X_OK):
+            return None, f"{VENV_PY} missing (bash tests/clients/install.sh)"
+        r = subprocess.run([VENV_PY, "-c", "import confluent_kafka, snappy, lz4.frame, "
+                            "zstandard; print(confluent_kafka.__file__)"],
+                           capture_output=True, text=True, timeout=60)
+        if r.returncode != 0 or not r.stdout.startswith(os.path.join(CLIENTS, "venv")):
+            return None, ("confluent-kafka from PyPI is not in tests/clients/venv (bash "
+                          f"tests/clients/install.sh): {r.stdout.strip()} {r.stderr.strip()}")
+        return [VENV_PY, os.path.join(CLIENTS, "confluent_driver.py"), "--full"], None
     if client == "kafka_python":
         why = py_imports(["kafka"] + PY_CODECS)
         return [DEBIAN_PY, os.path.join(CLIENTS, "kafka_python_driver.py")], why
     if client == "kafkajs":
-        node_dir = os.path.join(CLIENTS, "node")
-        if not shutil.which("node"):
-            return None, "node not found (apt-get install nodejs npm)"
-        r = subprocess.run(["node", "-e", "for (const m of ['kafkajs','kafkajs-lz4',"
-                            "'kafkajs-snappy','zstd-napi']) require(m)"], cwd=node_dir,
-                           capture_output=True, text=True, timeout=60)
-        if r.returncode != 0:
-            return None, "kafkajs or its codecs are not installed (bash tests/clients/install.sh)"
-        why = py_imports(PY_CODECS)
-        return ["node", os.path.join(node_dir, "kafkajs_driver.js")], why
-    if client == "java":
-        cp, why = java_classpath()
+        why = node_requires(["kafkajs", "kafkajs-lz4", "kafkajs-snappy", "zstd-napi"])
         if why:
             return None, why
-        why = py_imports(PY_CODECS)
-        return ["java", "-Xmx512m", "-cp", cp,
-                os.path.join(CLIENTS, "java", "JavaDriver.java")], why
+        return ["node", os.path.join(CLIENTS, "node", "kafkajs_driver.js")], py_imports(PY_CODECS)
+    if client == "platformatic":
+        why = node_requires(["@platformatic/kafka", "zstd-napi"])
+        if why:
+            return None, why
+        return ["node", os.path.join(CLIENTS, "node", "platformatic_driver.mjs")], \
+            py_imports(PY_CODECS)
+    if client == "java":
+        return java_driver(os.path.join(CLIENTS, "java", "JavaDriver.java"), None, "kafka")
+    if client.startswith("java_"):
+        version = java_version or JAVA_VERSIONS[client[len("java_"):]]
+        cmd, why = java_driver(os.path.join(CLIENTS, "java", "JavaDriver.java"), version,
+                               version)
+        return (cmd + ["--full"] if cmd else None), why
+    if client == "kafka_cli":
+        return java_driver(os.path.join(CLIENTS, "java", "CliDriver.java"), None, "kafka")
+    if client == "franz_go":
+        return go_driver(work)
     return None, f"unknown client {client}"
 
 
 class Broker:
     def __init__(self, kind: str, samsad: str | None, work: str, port: int,
-                 advertised_port: int | None):
+                 advertised_port: int | None, overrides: list[str]):
         self.kind, self.samsad, self.work, self.port = kind, samsad, work, port
+        self.overrides = overrides
         self.advertised_port = advertised_port
         self.proc: subprocess.Popen | None = None
         self.log_dir = os.path.join(work, "data")
@@ -124,9 +240,8 @@ class Broker:
             env = dict(os.environ)
             if self.advertised_port:
                 env["KAFKA_ADVERTISED_PORT"] = str(self.advertised_port)
-            r = subprocess.run(["bash", KAFKA_SH, "start", self.work, str(self.port),
-                                "num.partitions=3", "auto.create.topics.enable=true"],
-                               env=env, capture_output=True, text=True, timeout=timeout + 60)
+            r = subprocess.run(["bash", KAFKA_SH, "start", self.work, str(self.port)]
+                               + KAFKA_OVERRIDES + self.overrides, env=env, capture_output=True, text=True, timeout=timeout + 60)
             if r.returncode != 0:
                 raise RuntimeError(f"kafka.sh start failed: {r.stderr.strip()}")
             self.log_file = os.path.join(self.work, "server.log")
@@ -136,10 +251,10 @@ class Broker:
         cmd = [self.samsad,
                "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
                "--override", f"log.dirs={self.log_dir}",
-               "--override", "num.partitions=3",
-               "--override", "auto.create.topics.enable=true",
                "--override", "node.id=1",
                "--override", f"samsa.admin.socket={os.path.join(self.work, 'admin.sock')}"]
+        for kv in self.overrides:
+            cmd += ["--override", kv]
         if self.advertised_port:
             cmd += ["--override",
                     f"advertised.listeners=PLAINTEXT://127.0.0.1:{self.advertised_port}"]
@@ -198,10 +313,13 @@ class Broker:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--client", required=True,
-                    choices=["kcat", "confluent_kafka", "kafka_python", "kafkajs", "java"])
+    ap.add_argument("--client", required=True, choices=FIRST_FLOW + FULL_FLOW)
     ap.add_argument("--broker", choices=["samsad", "kafka"], default="samsad")
     ap.add_argument("--samsad", help="path of the samsad binary (with --broker samsad)")
+    ap.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                    help="a broker setting (repeatable; after the defaults, last one wins)")
+    ap.add_argument("--java-version", help="kafka-clients version for java_* (default: "
+                    + ", ".join(f"java_{k}: {v}" for k, v in JAVA_VERSIONS.items()) + ")")
     ap.add_argument("--capture", help="save request frames into CAPTURE/<client>/")
     ap.add_argument("--small", action="store_true", help="a few records per codec")
     ap.add_argument("--keep", action="store_true", help="keep the work dir even on success")
@@ -210,19 +328,27 @@ def main() -> int:
     ap.add_argument("driver_args", nargs="*", help="after --: passed on to the driver")
     a = ap.parse_args()
     ci = os.environ.get("CI") == "true"
+    for kv in a.override:
+        if "=" not in kv:
+            ap.error(f"--override {kv}: not KEY=VALUE")
+    if a.java_version and not a.client.startswith("java_"):
+        ap.error("--java-version goes with a java_* client")
 
-    cmd, why = driver_command(a.client)
+    work = tempfile.mkdtemp(prefix=f"samsa-it-{a.client}-")
+    t_setup = time.monotonic()
+    cmd, why = driver_command(a.client, work, a.java_version)
     if cmd is None or why:
+        shutil.rmtree(work, ignore_errors=True)
         if ci:
             log(f"FAIL: {a.client} cannot run and CI=true: {why}")
             return 1
         log(f"SKIP: {why}")
         return SKIP
+    log(f"{a.client} ready in {time.monotonic() - t_setup:.1f}s")
     if a.broker == "samsad" and not (a.samsad and os.access(a.samsad, os.X_OK)):
+        shutil.rmtree(work, ignore_errors=True)
         log(f"FAIL: samsad binary not found: {a.samsad!r}")
         return 1
-
-    work = tempfile.mkdtemp(prefix=f"samsa-it-{a.client}-")
     port = free_port()
     cap = None
     cport = None
@@ -231,7 +357,7 @@ def main() -> int:
         import kcapture
 
         cport = free_port()
-    broker = Broker(a.broker, a.samsad, work, port, cport)
+    broker = Broker(a.broker, a.samsad, work, port, cport, BASE_OVERRIDES + a.override)
     ok = False
     try:
         broker.start()
@@ -249,9 +375,11 @@ def main() -> int:
             full.append("--small")
         full += a.driver_args
         log("driver: " + " ".join(full))
+        t_driver = time.monotonic()
         try:
             r = subprocess.run(full, timeout=a.driver_timeout + 20, cwd=CLIENTS)
             rc = r.returncode
+            log(f"driver exited with {rc} after {time.monotonic() - t_driver:.1f}s")
         except subprocess.TimeoutExpired:
             log(f"FAIL: driver still running {a.driver_timeout + 20:.0f}s after start (killed)")
             rc = -1

@@ -103,6 +103,9 @@ class PowerFs:
                 break
             # Busy while the killed writer's io_uring requests drain; give them a moment.
             if time.monotonic() > deadline:
+                r = subprocess.run(["fuser", "-vm", self.mountpoint], stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, timeout=10)
+                self.busy_users = r.stdout.decode(errors="replace")
                 subprocess.run(["fusermount3", "-uz", self.mountpoint],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 break
@@ -110,12 +113,33 @@ class PowerFs:
         try:
             rc = self.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
+            where = self.diagnose()
             self.proc.kill()
             self.proc.wait()
-            raise Failure("powerfs did not exit after unmount:\n" + tail(self.logpath))
+            raise Failure("powerfs did not exit after unmount:\n%s%s" % (tail(self.logpath), where))
         self.logfile.close()
         ACTIVE.remove(self)
         return rc
+
+    def diagnose(self):
+        """Where powerfs's threads wait, and who still uses the mount (for a hang's report)."""
+        out = ["\npowerfs threads (name: kernel wait channel):"]
+        task = "/proc/%d/task" % self.proc.pid
+        try:
+            for tid in sorted(os.listdir(task)):
+                try:
+                    with open("%s/%s/comm" % (task, tid)) as f:
+                        name = f.read().strip()
+                    with open("%s/%s/wchan" % (task, tid)) as f:
+                        wchan = f.read().strip()
+                except OSError:
+                    continue
+                out.append("  %s %s: %s" % (tid, name, wchan))
+        except OSError as e:
+            out.append("  %s" % e)
+        out.append("users of the mount when it stayed busy for 10 s:\n" +
+                   (getattr(self, "busy_users", None) or "(it was not busy)"))
+        return "\n".join(out)
 
     def abandon(self):
         if self.proc.poll() is None:

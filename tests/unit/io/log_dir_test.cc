@@ -6,10 +6,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "io/checkpoint.h"
+#include "io/retention.h"
 #include "io/testing.h"
 
 namespace samsa::io {
@@ -46,6 +49,28 @@ TEST(PartitionId, ParsesKafkaDirectoryNames) {
   EXPECT_FALSE(PartitionId::parse("orders-0.5c1d2e-delete"));
   EXPECT_FALSE(PartitionId::parse("orders-x"));
   EXPECT_EQ((PartitionId{"a.b", 7}).dir_name(), "a.b-7");
+}
+
+// A topic deletion renames its partitions "<topic>-<p>.<id>-delete" and removes them in the
+// background; a stop or a power cut in between leaves them, and the next start removes them.
+TEST_F(LogDirTest, DeletedPartitionsLeftBehindAreRemovedAfterOpen) {
+  fs::create_directories(dir / "a-3.0f0f-delete");
+  std::ofstream(dir / "a-3.0f0f-delete" / "00000000000000000000.log") << "old";
+  fs::create_directories(dir / "b-0.1a2b-stray");  // set aside for an operator: kept
+  fs::create_directories(dir / "a-0");
+  auto d = LogDir::open(dir.path());
+  ASSERT_TRUE(d.has_value()) << d.error().detail;
+  ASSERT_EQ((*d)->left_to_delete().size(), 1u);
+  EXPECT_EQ((*d)->left_to_delete()[0].filename(), "a-3.0f0f-delete");
+  RetentionDeleter del({.check_interval_ms = 3600 * 1000, .checkpoint_interval_ms = 3600 * 1000},
+                       {d->get()});
+  del.start();
+  for (int i = 0; i < 500 && fs::exists(dir / "a-3.0f0f-delete"); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_FALSE(fs::exists(dir / "a-3.0f0f-delete"));
+  EXPECT_TRUE(fs::exists(dir / "b-0.1a2b-stray"));
+  EXPECT_TRUE(fs::exists(dir / "a-0"));
+  del.stop();
 }
 
 TEST_F(LogDirTest, DiscoversPartitionsAndWritesKafkaCheckpoints) {

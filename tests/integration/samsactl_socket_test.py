@@ -6,7 +6,7 @@ writes, one that stops mid-line, more connections than allowed, and peers that a
 (SO_PEERCRED). Each must get an error line or be closed after the idle timeout; samsactl must
 keep working and the producer must see every record acknowledged, with no stall.
 
-  admin_socket_test.py --samsad PATH --samsactl PATH
+  samsactl_socket_test.py --samsad PATH --samsactl PATH
 """
 
 from __future__ import annotations
