@@ -132,6 +132,7 @@ class Log::Impl final : public TurnHook {
     std::uint64_t total = 0, done = 0, consumed = 0;
     bool write_pending = false, sync_pending = false;
     bool resubmit = false, sync_again = false, finished = false;
+    std::int64_t submitted_ns = 0;  // fsync latency metric: submission to the sync's completion
     int err = 0;
     const char* err_what = nullptr;
     RunCompletion wc, sc;

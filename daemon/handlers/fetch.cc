@@ -186,8 +186,11 @@ bool read_part(Part& p, ReactorContext& rc) {
     p.error = r.error().code == io::Errc::offset_out_of_range ? ErrorCode::offset_out_of_range
                                                               : ErrorCode::kafka_storage_error;
     if (p.error == ErrorCode::kafka_storage_error)
-      LOG_ERROR("fetch from %.*s-%d: %s", static_cast<int>(p.topic.size()), p.topic.data(),
-                p.partition, r.error().detail.c_str());
+      LOGF_ERROR((log::Fields{.topic = p.topic,
+                              .partition = p.partition,
+                              .error_code = kafka::code(p.error)}),
+                 "fetch from %.*s-%d: %s", static_cast<int>(p.topic.size()), p.topic.data(),
+                 p.partition, r.error().detail.c_str());
     return true;
   }
   p.slices = std::move(r->slices);
@@ -401,13 +404,18 @@ void respond(FetchCtx* raw) {
       // The response limit: the first partition with data is sent whole (a batch larger
       // than every limit must still get through); later ones only while they fit.
       bool sent = false;
+      std::uint64_t sent_bytes = 0;
       for (const auto& sl : p.slices) {
         if (any && sl.length > budget) break;
         pd.records.add_file(net::FileRange{sl.file, sl.file->fd, sl.position, sl.length});
         budget -= std::min<std::size_t>(budget, sl.length);
+        sent_bytes += sl.length;
         any = sent = true;
       }
-      if (sent) with_data.push_back(order[oi]);
+      if (sent) {
+        with_data.push_back(order[oi]);
+        r.rc.metrics.add_bytes_out(p.topic, sent_bytes);
+      }
     } else {
       pd.high_watermark = -1;
       pd.last_stable_offset = -1;

@@ -105,8 +105,11 @@ bool lookup(Item& it, std::int8_t isolation, ReactorContext& rc, io::ReadAhead* 
   if (!r && r.error().code == io::Errc::would_block) return false;
   if (!r) {
     it.error = ErrorCode::kafka_storage_error;
-    LOG_ERROR("ListOffsets by timestamp on %.*s-%d: %s", static_cast<int>(it.topic.size()),
-              it.topic.data(), it.partition, r.error().detail.c_str());
+    LOGF_ERROR(
+        (log::Fields{
+            .topic = it.topic, .partition = it.partition, .error_code = kafka::code(it.error)}),
+        "ListOffsets by timestamp on %.*s-%d: %s", static_cast<int>(it.topic.size()),
+        it.topic.data(), it.partition, r.error().detail.c_str());
     return true;
   }
   const std::int64_t limit = isolation == 1 ? p->last_stable_offset() : p->high_watermark();
