@@ -362,7 +362,14 @@ void UringConnection::on_recv(io::Completion* c, int res, std::uint32_t flags) {
   if (flags & IORING_CQE_F_BUFFER) {
     auto bid = static_cast<std::uint16_t>(flags >> IORING_CQE_BUFFER_SHIFT);
     if (res > 0 && self->state_ == State::open) {
-      self->consume(self->t_.bufs_->data(bid), static_cast<std::size_t>(res));
+      const std::byte* data = self->t_.bufs_->data(bid);
+      if (self->budget_wait_) {
+        // A frame waits for request memory and the recv is being cancelled, but completions
+        // already on their way still land here: their bytes follow the stashed ones.
+        self->stash_.insert(self->stash_.end(), data, data + res);
+      } else {
+        self->consume(data, static_cast<std::size_t>(res));
+      }
     }
     // Copied out (or discarded): the buffer goes straight back for any connection to use.
     self->t_.bufs_->recycle(bid);
