@@ -13,6 +13,9 @@ DEBS=(
   kcat python3-confluent-kafka python3-kafka python3-pytest librdkafka-dev
   python3-lz4 python3-snappy python3-zstandard python3-venv
   iproute2 procps psmisc curl ca-certificates
+  # perf/: plots (matplotlib), rdkafka_performance from Debian's source package (dpkg-dev),
+  # profiles (linux-perf), pinning broker and client to cores (taskset, util-linux)
+  python3-matplotlib dpkg-dev linux-perf util-linux
 )
 # Node.js, npm, a JDK and Maven usually come with the machine (nodesource's nodejs bundles npm,
 # so Debian's npm package must not be pulled in beside it): install them only when absent.

@@ -13,6 +13,8 @@ namespace samsa::perf {
 
 namespace {
 
+constexpr std::int64_t kPaceNs = 200'000;
+
 void sleep_until_ns(std::int64_t t) {
   timespec ts{static_cast<time_t>(t / 1'000'000'000), static_cast<long>(t % 1'000'000'000)};
   while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
@@ -118,7 +120,11 @@ void Producer::send_loop() {
     if (interval > 0) {
       due = w_.start + static_cast<std::int64_t>(phase + interval * static_cast<double>(k));
       if (due > now) {
-        sleep_until_ns(due);
+        // Sleep at least kPaceNs, then send everything that fell due meanwhile, each record
+        // with its own due time: tens of thousands of wake-ups a second would cost more CPU
+        // than the sends (on a 2-core machine, taken from the broker), while the lateness this
+        // adds (< kPaceNs) is counted in the latencies anyway.
+        sleep_until_ns(std::max(due, now + kPaceNs));
         continue;
       }
       if (due >= w_.end && limit == 0) break;

@@ -311,7 +311,8 @@ def write(results, out):
           "## Targets (issue 8)", "",
           "| target | goal | measured | met |", "|---|---|---|---|"]
     L += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows]
-    L += [""] + notes + [""]
+    L += [""] + notes + ["Where samsa misses a target, `perf/PROFILES.md` says where its time "
+                         "(or memory) goes, from profiles of the same workloads.", ""]
     L += ["## Figures", "", *figures_table(results), ""]
     rate = get(results, "brokers.samsa.w2_rate")
     if rate:
