@@ -185,9 +185,14 @@ def errors(results):
                 continue
             for i, r in enumerate(runs):
                 errs = sum((r.get(s) or {}).get("errors") or 0 for s in ("produce", "consume"))
-                if not r.get("ok") or errs:
-                    out.append(f"- {LABEL.get(b, b)} {w} repetition {i + 1}: "
-                               f"{errs} record errors; {r.get('error') or ''}".rstrip("; "))
+                closed = r.get("broker_closed_connections") or 0
+                if not r.get("ok") or errs or closed:
+                    msg = f"- {LABEL.get(b, b)} {w} repetition {i + 1}: {errs} record errors"
+                    if closed:
+                        msg += f"; the broker closed {closed} client connections (its log)"
+                    if r.get("error"):
+                        msg += f"; {r['error']}"
+                    out.append(msg)
     return out
 
 

@@ -150,9 +150,20 @@ class Broker:
     name = "?"
     pid = None
     port = None
+    log_path = None
+    closing_marker = None  # a log line's text that means "closed a client's connection"
 
     def bootstrap(self):
         return f"127.0.0.1:{self.port}"
+
+    def closed_connections(self):
+        """Connections the broker closed on a client so far, by its log (None if unknown)."""
+        if not self.closing_marker or not self.log_path:
+            return None
+        try:
+            return Path(self.log_path).read_text(errors="replace").count(self.closing_marker)
+        except OSError:
+            return None
 
 
 class Samsa(Broker):
@@ -172,7 +183,10 @@ class Samsa(Broker):
             cmd += ["--override", o]
         if self.cpu is not None:
             cmd = ["taskset", "-c", str(self.cpu)] + cmd
-        self.log = open(self.dir / "samsad.log", "w")
+        self.log_path = self.dir / "samsad.log"
+        # samsad's warning when it gives up on a connection (bad frame size, over budget).
+        self.closing_marker = "; closing"
+        self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT,
                                      start_new_session=True)
         self.pid = self.proc.pid
