@@ -19,6 +19,13 @@ namespace {
 
 constexpr const char* kMetaFile = "meta.properties";
 
+// Each reactor keeps its share of the broker's fetch sessions (rounded up: never 0 unless
+// sessions are off).
+std::size_t session_slots_per_reactor(const BrokerSettings& s, std::size_t reactors) {
+  const auto slots = static_cast<std::size_t>(std::max(0, s.fetch_session_slots));
+  return (slots + reactors - 1) / reactors;
+}
+
 std::string read_text(const std::filesystem::path& p) {
   std::ifstream in(p, std::ios::binary);
   std::ostringstream ss;
@@ -86,9 +93,15 @@ std::expected<void, std::string> Broker::init(Config cfg) {
       if (std::find(controller_names.begin(), controller_names.end(), e.name) !=
           controller_names.end())
         continue;  // not opened by this broker (see settings.cc)
+      // A process killed a moment ago keeps its listening socket until the kernel has torn
+      // down its io_uring (10-20 ms here): wait that out briefly before calling the port taken.
       std::string why;
-      if (!net::check_address_free(e.host, e.port, &why))
-        return std::unexpected("listener " + e.name + ": " + why);
+      bool free = false;
+      for (int attempt = 0; attempt < 40 && !free; ++attempt) {
+        if (attempt) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        free = net::check_address_free(e.host, e.port, &why);
+      }
+      if (!free) return std::unexpected("listener " + e.name + ": " + why);
     }
   }
   std::vector<io::LogDir*> dirs;
@@ -113,6 +126,13 @@ std::expected<void, std::string> Broker::init(Config cfg) {
   ro.checkpoint_interval_ms = config_.get_int("log.flush.offset.checkpoint.interval.ms");
   retention_ = std::make_unique<io::RetentionDeleter>(ro, dirs);
   retention_->start();
+  // Rare blocking file work (index files of rolled segments, producer snapshots, epoch
+  // checkpoints) runs here, never on a reactor.
+  {
+    std::string why;
+    offload_ = io::Offload::start("offload", 2, &why);
+    if (!offload_) return std::unexpected(why);
+  }
 
   std::size_t n = static_cast<std::size_t>(config_.get_int("samsa.reactors"));
   if (n == 0) n = std::max<long>(1, sysconf(_SC_NPROCESSORS_ONLN));
@@ -127,6 +147,8 @@ std::expected<void, std::string> Broker::init(Config cfg) {
     // the share.
     const std::uint64_t share = settings_->queued_max_request_bytes / n;
     ctx->budget.set_capacity(share, std::min<std::uint64_t>(share / 8, 16u << 20));
+    ctx->fetch_sessions = std::make_unique<FetchSessionCache>(
+        i, session_slots_per_reactor(*settings_, n), settings_->fetch_session_eviction_ms);
     contexts_.push_back(std::move(ctx));
     auto t = std::make_unique<ReactorThread>();
     t->ctx = contexts_.back().get();
@@ -168,10 +190,11 @@ std::expected<void, std::string> Broker::init(Config cfg) {
     for (auto& t : reactors_)
       if (!t->error.empty()) return std::unexpected(t->error);
   }
+  start_group_coordinator();
+  std::lock_guard cfg_lk(config_mu_);
   std::string where;
   for (const auto& e : settings_->listeners)
     where += (where.empty() ? "" : ", ") + e.name + "://" + e.host + ":" + std::to_string(e.port);
-  start_group_coordinator();
   LOG_INFO("samsad %s node %d cluster %s: %zu reactors, listening on %s", SAMSA_VERSION,
            settings_->node_id, cluster_id_.c_str(), reactors_.size(), where.c_str());
   return {};
@@ -188,6 +211,7 @@ void Broker::run_reactor(ReactorThread* t) {
       t->error = name + ": io_uring setup failed: " + std::strerror(-r.error());
     } else {
       t->reactor = std::move(*r);
+      t->reactor->set_offload(offload_.get());
       ctx.reactor = t->reactor.get();
       replication::Shard::Options so;
       so.index = ctx.index;
@@ -248,6 +272,13 @@ void Broker::run_controller() {
   co.default_partitions = settings_->num_partitions;
   co.default_replication_factor = settings_->default_replication_factor;
   co.delete_topic_enable = settings_->delete_topic_enable;
+  co.max_partitions = settings_->max_partitions;
+  co.max_partitions_per_request = settings_->max_partitions_per_request;
+  co.validate_broker_config = [this](const std::string& key,
+                                     const std::optional<std::string>& value) {
+    return check_broker_config(key, value);
+  };
+  co.broker_config_value = [this](const std::string& key) { return broker_config_value(key); };
   co.reactors = reactors_.size();
   co.publish = [this](replication::ImagePtr img) { publish(std::move(img)); };
   controller_ = std::make_unique<replication::Controller>(*reactor, std::move(co));
@@ -328,11 +359,13 @@ void Broker::run_coordinator() {
 }
 
 void Broker::start_group_coordinator() {
+  std::unique_lock lk(config_mu_);  // the controller thread may be applying dynamic settings
   const auto partitions =
       static_cast<std::int32_t>(config_.get_int("offsets.topic.num.partitions"));
   const auto rf = static_cast<std::int16_t>(config_.get_int("offsets.topic.replication.factor"));
   const std::string retention_ms =
       std::to_string(coordinator_options(config_).offsets_retention_ms);
+  lk.unlock();
   on_controller([this, partitions, rf, retention_ms](replication::Controller& c) {
     auto begin = [this](std::int32_t n) {
       on_coordinator([n](coordinator::GroupCoordinator& g) { g.start(n); });
@@ -377,6 +410,9 @@ void Broker::start_group_coordinator() {
 // Controller thread: hand the image to every reactor; each applies it to its shard, starts
 // listening the first time, and reports back.
 void Broker::publish(replication::ImagePtr image) {
+  // Settings the image changes are posted first: a reactor has them before it sees the image
+  // (each reactor's queue runs in order), so the change's answer waits for them too.
+  apply_dynamic_configs(*image);
   const std::int64_t version = image->offset();
   for (std::size_t i = 0; i < reactors_.size(); ++i) {
     ReactorThread* t = reactors_[i].get();
@@ -419,13 +455,16 @@ void Broker::publish(replication::ImagePtr image) {
 }
 
 std::expected<void, std::string> Broker::reload() {
+  std::lock_guard lk(config_mu_);
   std::vector<std::string> warnings;
-  auto changed = config_.reload_file(&warnings);
+  Config next = config_;
+  auto changed = next.reload_file(&warnings);
   for (const auto& w : warnings)
     LOG_WARN("%s", w.c_str());
   if (!changed) return std::unexpected(changed.error());
-  auto settings = make_settings(config_, cluster_id_);
+  auto settings = make_settings(next, cluster_id_);
   if (!settings) return std::unexpected(settings.error());
+  config_ = std::move(next);
   for (const auto& key : *changed) {
     const ConfigKey* k = Config::find_key(key);
     if (k && !k->dynamic)
@@ -433,29 +472,98 @@ std::expected<void, std::string> Broker::reload() {
     else
       LOG_INFO("config %s is now %s", key.c_str(), config_.get_string(key).c_str());
   }
+  apply_settings(*settings);
+  return {};
+}
+
+void Broker::apply_dynamic_configs(const replication::MetadataImage& image) {
+  std::lock_guard lk(config_mu_);
+  const auto& defaults = image.broker_configs("");
+  const auto& own = image.broker_configs(std::to_string(settings_->node_id));
+  if (defaults == applied_dynamic_default_ && own == applied_dynamic_broker_) return;
+  Config next = config_;
+  auto feed = [&](Config::Layer layer, const replication::MetadataImage::ConfigMap& want) {
+    std::vector<std::string> gone;
+    for (const auto& [k, v] : next.layer_values(layer))
+      if (!want.contains(k)) gone.push_back(k);
+    for (const auto& k : gone)
+      (void)next.set_dynamic(k, std::nullopt, layer);
+    for (const auto& [k, v] : want) {
+      // Records are validated before they are written; one that no longer validates (a key
+      // an older samsa knew) is skipped, never fatal.
+      if (auto r = next.set_dynamic(k, v, layer); !r)
+        LOG_WARN("dynamic config %s=%s ignored: %s", k.c_str(), v.c_str(), r.error().c_str());
+    }
+  };
+  feed(Config::Layer::dynamic_default, defaults);
+  feed(Config::Layer::dynamic, own);
+  auto settings = make_settings(next, cluster_id_);
+  if (!settings) {
+    LOG_ERROR("dynamic configs not applied: %s", settings.error().c_str());
+    return;
+  }
+  for (const auto& [key, before] : config_.effective()) {
+    std::string after = next.get_string(key);
+    if (after != config_.get_string(key))
+      LOG_INFO("config %s is now %s (dynamic)", key.c_str(), after.c_str());
+  }
+  config_ = std::move(next);
+  applied_dynamic_default_ = defaults;
+  applied_dynamic_broker_ = own;
+  apply_settings(*settings);
+}
+
+void Broker::apply_settings(std::shared_ptr<const BrokerSettings> made) {
   if (auto lvl = log::parse_level(config_.get_string("samsa.log.level"))) log::set_level(*lvl);
   // Listener-level settings stay as started; topic defaults and request-path settings apply now.
-  auto next = std::make_shared<BrokerSettings>(**settings);
-  next->listeners = settings_->listeners;
-  next->advertised = settings_->advertised;
+  auto next = std::make_shared<BrokerSettings>(*made);
+  if (settings_) {
+    next->listeners = settings_->listeners;
+    next->advertised = settings_->advertised;
+  }
   settings_ = next;
+  const std::size_t n = reactors_.size();
   for (auto& t : reactors_) {
-    t->ctx->reactor->post_fn([ctx = t->ctx, next] {
+    if (!t->ctx->reactor) continue;
+    t->ctx->reactor->post_fn([ctx = t->ctx, next, n] {
       ctx->settings = next;
-      ctx->shard->set_defaults(next->topic_defaults);
-      ctx->shard->set_partition_options(next->partition);
+      if (ctx->shard) {
+        ctx->shard->set_defaults(next->topic_defaults);
+        ctx->shard->set_partition_options(next->partition);
+      }
+      ctx->fetch_sessions->configure(session_slots_per_reactor(*next, n),
+                                     next->fetch_session_eviction_ms);
     });
   }
   if (coordinator_reactor_) {
     on_coordinator(
         [o = coordinator_options(config_)](coordinator::GroupCoordinator& g) { g.set_options(o); });
   }
-  on_controller([next](replication::Controller& c) {
-    c.set_defaults(next->topic_defaults);
-    c.set_default_partitions(next->num_partitions);
-    c.set_delete_topic_enable(next->delete_topic_enable);
-  });
-  return {};
+  if (controller_reactor_) {
+    on_controller([next](replication::Controller& c) {
+      c.set_defaults(next->topic_defaults);
+      c.set_default_partitions(next->num_partitions);
+      c.set_delete_topic_enable(next->delete_topic_enable);
+      c.set_max_partitions(next->max_partitions, next->max_partitions_per_request);
+    });
+  }
+}
+
+std::optional<std::string> Broker::check_broker_config(const std::string& key,
+                                                       const std::optional<std::string>& value) {
+  if (auto why = Config::check_dynamic(key, value)) return why;
+  if (!value) return std::nullopt;
+  // Values that pass alone but not together (make_settings' derived checks) are refused too.
+  std::lock_guard lk(config_mu_);
+  Config trial = config_;
+  if (auto r = trial.set_dynamic(key, value, Config::Layer::dynamic); !r) return r.error();
+  if (auto s = make_settings(trial, cluster_id_); !s) return s.error();
+  return std::nullopt;
+}
+
+std::string Broker::broker_config_value(const std::string& key) {
+  std::lock_guard lk(config_mu_);
+  return config_.get_string(key);
 }
 
 bool Broker::healthy() {
@@ -474,7 +582,9 @@ std::string Broker::status_line() const {
 
 void Broker::shutdown() {
   if (stopping_.exchange(true)) return;
+  std::unique_lock cfg_lk(config_mu_);
   const std::int64_t timeout_ms = config_.get_int("samsa.shutdown.timeout.ms");
+  cfg_lk.unlock();
   std::vector<ReactorThread*> running;
   for (auto& t : reactors_)
     if (t->ctx->reactor && t->thread.joinable()) running.push_back(t.get());
@@ -576,6 +686,8 @@ void Broker::shutdown() {
     coordinator_thread_.join();
   }
   if (retention_) retention_->stop();
+  // The reactors are done; what they handed the offload is finished before the clean marker.
+  offload_.reset();
   bool clean = true;
   for (auto& t : reactors_)
     clean &= t->ctx->reactor != nullptr;

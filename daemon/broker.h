@@ -18,8 +18,10 @@
 
 #include "coordinator/coordinator.h"
 #include "daemon/config.h"
+#include "daemon/fetch_sessions.h"
 #include "daemon/settings.h"
 #include "io/log_dir.h"
+#include "io/offload.h"
 #include "io/reactor.h"
 #include "io/retention.h"
 #include "net/memory_budget.h"
@@ -57,6 +59,8 @@ struct ReactorContext {
   std::atomic<std::uint64_t> turns{0};
   // queued.max.request.bytes / reactors: frames, decoded requests and their handling.
   net::MemoryBudget budget;
+  // Incremental fetch sessions opened on this reactor (KIP-227).
+  std::unique_ptr<FetchSessionCache> fetch_sessions;
   ParkedRequest* parked = nullptr;  // intrusive list
   bool shutting_down = false;
 
@@ -84,6 +88,12 @@ class Broker {
 
   // SIGHUP / samsactl reload: re-reads the config file and applies what can change live.
   std::expected<void, std::string> reload();
+  // Dynamic broker settings: the image's broker ConfigRecords ("" = cluster default, this
+  // node's id = its own) become Config's dynamic layers, and the settings they produce reach
+  // every reactor, the controller and the coordinator, as reload() does. Called on the
+  // controller thread by every publish (a no-op unless those records changed), so a change made
+  // through IncrementalAlterConfigs or samsactl is answered only once the reactors have it.
+  void apply_dynamic_configs(const replication::MetadataImage& image);
   // Graceful stop: no new connections, answer what is in flight (bounded by
   // samsa.shutdown.timeout.ms), close logs cleanly, write checkpoints and the clean marker.
   void shutdown();
@@ -108,6 +118,8 @@ class Broker {
   void on_coordinator(F&& f);
 
   const std::string& cluster_id() const { return cluster_id_; }
+  // The log.dirs (fixed after start-up; DescribeLogDirs lists them).
+  const std::vector<std::unique_ptr<io::LogDir>>& log_dirs() const { return log_dirs_; }
 
  private:
   struct ReactorThread {
@@ -125,13 +137,25 @@ class Broker {
   // Creates __consumer_offsets if needed (through the controller), then starts the coordinator.
   void start_group_coordinator();
   void publish(replication::ImagePtr image);
+  // Installs new settings (listeners stay as started) everywhere; config_mu_ held.
+  void apply_settings(std::shared_ptr<const BrokerSettings> next);
+  // What the controller asks about dynamic broker settings (validation, current values).
+  std::optional<std::string> check_broker_config(const std::string& key,
+                                                 const std::optional<std::string>& value);
+  std::string broker_config_value(const std::string& key);
   std::expected<std::string, std::string> load_or_create_meta();
 
+  // config_ and settings_ change after start-up only under config_mu_ (reload on the main
+  // thread, dynamic settings on the controller thread); threads read settings_ copies.
+  std::mutex config_mu_;
   Config config_;
   std::shared_ptr<const BrokerSettings> settings_;
+  replication::MetadataImage::ConfigMap applied_dynamic_default_;
+  replication::MetadataImage::ConfigMap applied_dynamic_broker_;
   std::string cluster_id_;
   std::vector<std::unique_ptr<io::LogDir>> log_dirs_;
   std::unique_ptr<io::RetentionDeleter> retention_;
+  std::unique_ptr<io::Offload> offload_;  // "offload-N" threads
 
   std::vector<std::unique_ptr<ReactorThread>> reactors_;
   std::vector<std::unique_ptr<ReactorContext>> contexts_;

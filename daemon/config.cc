@@ -263,6 +263,26 @@ const std::vector<ConfigKey> kKeys = {
      "error,warn,info,debug",
      true,
      "Log verbosity."},
+    {"samsa.max.partitions",
+     T::int64,
+     "100000",
+     1,
+     INT64_MAX,
+     {},
+     true,
+     "Partitions this broker holds at most, internal topics included; CreateTopics, "
+     "CreatePartitions and auto-creation past it get POLICY_VIOLATION. Each open partition "
+     "costs file descriptors and memory for its index and recent-batch ring."},
+    {"samsa.max.partitions.per.request",
+     T::int64,
+     "10000",
+     1,
+     INT64_MAX,
+     {},
+     true,
+     "Partitions one CreateTopics or CreatePartitions request may add (Kafka's controller "
+     "caps it at 10000); a larger request is refused whole with POLICY_VIOLATION before "
+     "anything is built. Auto-creation from one Metadata request stops at it."},
     {"samsa.shutdown.timeout.ms",
      T::int64,
      "30000",
@@ -305,6 +325,23 @@ const std::vector<ConfigKey> kKeys = {
      {},
      false,
      "How often partitions look for expired producers."},
+    {"max.incremental.fetch.session.cache.slots",
+     T::int32,
+     "1000",
+     0,
+     kMax32,
+     {},
+     true,
+     "Incremental fetch sessions (KIP-227) the broker keeps, split among the reactors; 0 turns "
+     "sessions off."},
+    {"samsa.fetch.session.eviction.ms",
+     T::int64,
+     "120000",
+     0,
+     INT64_MAX,
+     {},
+     true,
+     "A fetch session unused this long may be evicted for a new one (Kafka's fixed 2 minutes)."},
     // Test-only behaviour is inert unless samsa.testing.hooks is true, so it ships harmlessly.
     {"samsa.testing.hooks",
      T::boolean,
@@ -506,7 +543,8 @@ std::expected<Config, std::string> Config::load(const std::string& file,
                                                 std::vector<std::string>* warnings) {
   Config c;
   for (const auto& k : kKeys)
-    if (!k.default_value.empty()) c.layers_[0].emplace(std::string(k.name), k.default_value);
+    if (!k.default_value.empty())
+      c.layers_[static_cast<int>(Layer::defaults)].emplace(std::string(k.name), k.default_value);
   c.file_ = file;
   if (!file.empty()) {
     auto changed = c.reload_file(warnings);
@@ -523,7 +561,7 @@ std::expected<Config, std::string> Config::load(const std::string& file,
     } else if (auto v = validate(*k, value); !v) {
       return std::unexpected(v.error());
     }
-    c.layers_[3][key] = value;
+    c.layers_[static_cast<int>(Layer::override_)][key] = value;
   }
   return c;
 }
@@ -548,7 +586,7 @@ std::expected<std::vector<std::string>, std::string> Config::reload_file(
   }
   std::vector<std::string> changed;
   Config before = *this;
-  layers_[1] = std::move(fresh);
+  layers_[static_cast<int>(Layer::file)] = std::move(fresh);
   for (const auto& k : kKeys) {
     const std::string* a = before.lookup(k.name);
     const std::string* b = lookup(k.name);
@@ -558,21 +596,70 @@ std::expected<std::vector<std::string>, std::string> Config::reload_file(
 }
 
 std::expected<void, std::string> Config::set_dynamic(const std::string& key,
-                                                     const std::optional<std::string>& value) {
+                                                     const std::optional<std::string>& value,
+                                                     Layer layer) {
+  if (layer != Layer::dynamic && layer != Layer::dynamic_default)
+    return std::unexpected("set_dynamic: not a dynamic layer");
   const ConfigKey* k = find_key(key);
   if (!k) return std::unexpected("unknown config key " + key);
   if (!k->dynamic) return std::unexpected(key + " cannot be changed at run time");
+  auto& l = layers_[static_cast<int>(layer)];
   if (!value) {
-    layers_[2].erase(key);
+    l.erase(key);
     return {};
   }
   if (auto v = validate(*k, *value); !v) return std::unexpected(v.error());
-  layers_[2][key] = *value;
+  l[key] = *value;
   return {};
 }
 
+std::optional<std::string> Config::check_dynamic(const std::string& key,
+                                                 const std::optional<std::string>& value) {
+  const ConfigKey* k = find_key(key);
+  if (!k) return "Unknown broker config name: " + key;
+  if (!k->dynamic) return "Cannot update these configs dynamically: Set(" + key + ")";
+  if (!value) return std::nullopt;
+  const std::string bad = "Invalid value " + *value + " for configuration " + key + ": ";
+  switch (k->type) {
+    case T::boolean:
+      if (trim(*value) != "true" && trim(*value) != "false")
+        return bad + "Expected value to be either true or false";
+      return std::nullopt;
+    case T::int32:
+    case T::int64: {
+      auto v = parse_int(*value);
+      if (!v || (k->type == T::int32 && (*v < INT32_MIN || *v > INT32_MAX)))
+        return bad + "Not a number of type " + (k->type == T::int32 ? "INT" : "LONG");
+      if (*v < k->min) return bad + "Value must be at least " + std::to_string(k->min);
+      if (*v > k->max) return bad + "Value must be no more than " + std::to_string(k->max);
+      return std::nullopt;
+    }
+    case T::enumeration:
+      for (const auto& c : split_list(k->choices))
+        if (c == trim(*value)) return std::nullopt;
+      {
+        std::string choices;
+        for (const auto& c : split_list(k->choices))
+          choices += (choices.empty() ? "" : ", ") + c;
+        return bad + "String must be one of: " + choices;
+      }
+    case T::string:
+    case T::list:
+      if (auto v = validate(*k, *value); !v) return bad + v.error();
+      return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> Config::layer_value(std::string_view key, Layer layer) const {
+  const auto& l = layers_[static_cast<int>(layer)];
+  auto it = l.find(key);
+  if (it == l.end()) return std::nullopt;
+  return it->second;
+}
+
 const std::string* Config::lookup(std::string_view key) const {
-  for (int i = 3; i >= 0; --i) {
+  for (int i = kLayers - 1; i >= 0; --i) {
     auto it = layers_[i].find(key);
     if (it != layers_[i].end()) return &it->second;
   }
@@ -580,7 +667,7 @@ const std::string* Config::lookup(std::string_view key) const {
 }
 
 Config::Layer Config::source(std::string_view key) const {
-  for (int i = 3; i >= 0; --i)
+  for (int i = kLayers - 1; i >= 0; --i)
     if (layers_[i].contains(key)) return static_cast<Layer>(i);
   return Layer::defaults;
 }

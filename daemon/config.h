@@ -37,7 +37,10 @@ std::expected<std::map<std::string, std::string>, std::string> parse_properties(
 
 class Config {
  public:
-  enum class Layer : std::uint8_t { defaults, file, dynamic, override_ };
+  // Lowest precedence first. The two dynamic layers are Kafka's: dynamic_default holds the
+  // cluster-wide values (resource name ""), dynamic this broker's own (its node id).
+  enum class Layer : std::uint8_t { defaults, file, dynamic_default, dynamic, override_ };
+  static constexpr int kLayers = 5;
 
   // Builds a config from a file (may be empty path: defaults only) and overrides
   // ("key=value"). Returns an error naming the key on any invalid value.
@@ -49,9 +52,15 @@ class Config {
   // changed; fails without changing anything if a value is invalid.
   std::expected<std::vector<std::string>, std::string> reload_file(
       std::vector<std::string>* warnings);
-  // Sets (or with nullopt, clears) a dynamic value; only keys declared dynamic.
+  // Sets (or with nullopt, clears) a dynamic value; only keys declared dynamic. layer is
+  // Layer::dynamic or Layer::dynamic_default.
   std::expected<void, std::string> set_dynamic(const std::string& key,
-                                               const std::optional<std::string>& value);
+                                               const std::optional<std::string>& value,
+                                               Layer layer = Layer::dynamic);
+  // Whether key=value may be set at run time, worded as Kafka words its INVALID_REQUEST
+  // answers (nullopt: yes). With no value, only whether the key may change.
+  static std::optional<std::string> check_dynamic(const std::string& key,
+                                                  const std::optional<std::string>& value);
 
   std::string get_string(std::string_view key) const;
   std::int64_t get_int(std::string_view key) const;
@@ -60,6 +69,12 @@ class Config {
   // Where the effective value came from.
   Layer source(std::string_view key) const;
   bool is_set(std::string_view key) const;  // set above the defaults layer
+  // The value one layer holds for key, if any (DescribeConfigs' synonyms).
+  std::optional<std::string> layer_value(std::string_view key, Layer layer) const;
+  // Every key a dynamic layer holds.
+  const std::map<std::string, std::string, std::less<>>& layer_values(Layer layer) const {
+    return layers_[static_cast<int>(layer)];
+  }
 
   const std::string& file() const { return file_; }
   // All known keys with their effective values (for `samsactl config get` and DescribeConfigs).
@@ -78,7 +93,7 @@ class Config {
  private:
   const std::string* lookup(std::string_view key) const;
   std::string file_;
-  std::map<std::string, std::string, std::less<>> layers_[4];
+  std::map<std::string, std::string, std::less<>> layers_[kLayers];
 };
 
 }  // namespace samsa::daemon

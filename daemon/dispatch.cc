@@ -13,15 +13,27 @@ using kafka::ApiKey;
 using kafka::key;
 
 // The served apis and versions. Each range is what the handler implements, from Kafka 4.0's
-// minimum (FACTS.md) up to the newest the current clients send.
+// minimum (FACTS.md) up to what Kafka 4.1.1 advertises (so every current client, the Java 4.1
+// client included, gets its newest): README.md has the table.
 const std::array kHandlers = {
-    ApiHandler{key(ApiKey::produce), 0, 12, &handlers::produce, 3},
-    ApiHandler{key(ApiKey::fetch), 4, 17, &handlers::fetch},
+    // v13 names topics by id (the handler resolves them through the image).
+    ApiHandler{key(ApiKey::produce), 0, 13, &handlers::produce, 3},
+    // v18 only adds the follower's HighWatermark (a tagged field consumers never send).
+    ApiHandler{key(ApiKey::fetch), 4, 18, &handlers::fetch},
     ApiHandler{key(ApiKey::list_offsets), 1, 10, &handlers::list_offsets},
     ApiHandler{key(ApiKey::metadata), 0, 13, &handlers::metadata},
     ApiHandler{key(ApiKey::api_versions), 0, 4, &handlers::api_versions},
     ApiHandler{key(ApiKey::create_topics), 2, 7, &handlers::create_topics},
     ApiHandler{key(ApiKey::delete_topics), 1, 6, &handlers::delete_topics},
+    ApiHandler{key(ApiKey::create_partitions), 0, 3, &handlers::create_partitions},
+    ApiHandler{key(ApiKey::delete_records), 0, 2, &handlers::delete_records},
+    ApiHandler{key(ApiKey::offset_for_leader_epoch), 2, 4, &handlers::offset_for_leader_epoch},
+    ApiHandler{key(ApiKey::describe_configs), 1, 4, &handlers::describe_configs},
+    ApiHandler{key(ApiKey::alter_configs), 0, 2, &handlers::alter_configs},
+    ApiHandler{key(ApiKey::incremental_alter_configs), 0, 1, &handlers::incremental_alter_configs},
+    ApiHandler{key(ApiKey::describe_log_dirs), 1, 4, &handlers::describe_log_dirs},
+    ApiHandler{key(ApiKey::describe_cluster), 0, 2, &handlers::describe_cluster},
+    ApiHandler{key(ApiKey::describe_topic_partitions), 0, 0, &handlers::describe_topic_partitions},
     // Groups: every version the codecs have, except OffsetCommit/OffsetFetch v10 (topic ids;
     // unstable in Kafka 4.1). ConsumerGroupHeartbeat (KIP-848) is not served yet.
     ApiHandler{key(ApiKey::offset_commit), 2, 9, &handlers::offset_commit},

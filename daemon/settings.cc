@@ -87,10 +87,16 @@ std::expected<std::shared_ptr<const BrokerSettings>, std::string> make_settings(
   auto qb = c.get_int("queued.max.request.bytes");
   s->queued_max_request_bytes = qb < 0 ? (256ull << 20) : static_cast<std::uint64_t>(qb);
 
+  s->max_partitions = c.get_int("samsa.max.partitions");
+  s->max_partitions_per_request = c.get_int("samsa.max.partitions.per.request");
+  s->config = std::make_shared<const Config>(c);
   s->partition.producer_expiration_ms = c.get_int("producer.id.expiration.ms");
   s->partition.sequence_check =
       !c.get_bool("samsa.testing.hooks") || c.get_bool("samsa.testing.producer.sequence.check");
   s->producer_expiration_check_ms = c.get_int("producer.id.expiration.check.interval.ms");
+  s->fetch_session_slots =
+      static_cast<std::int32_t>(c.get_int("max.incremental.fetch.session.cache.slots"));
+  s->fetch_session_eviction_ms = c.get_int("samsa.fetch.session.eviction.ms");
 
   auto& d = s->topic_defaults;
   d["cleanup.policy"] = c.get_string("log.cleanup.policy");

@@ -40,9 +40,15 @@ struct BrokerSettings {
   std::int64_t connections_max_idle_ms = 600000;
   std::uint32_t queued_max_requests = 500;
   std::uint64_t queued_max_request_bytes = 256u << 20;
+  std::int64_t max_partitions = 100000;
+  std::int64_t max_partitions_per_request = 10000;
   replication::TopicDefaults topic_defaults;  // broker defaults of topic configs
   replication::PartitionOptions partition;    // idempotent producers
+  std::int32_t fetch_session_slots = 1000;     // broker-wide
+  std::int64_t fetch_session_eviction_ms = 120000;
   std::int64_t producer_expiration_check_ms = 600'000;
+  // The configuration these settings were made from (DescribeConfigs reads its layers).
+  std::shared_ptr<const Config> config;
 };
 
 // Validates and derives everything; errors name the key.

@@ -71,9 +71,16 @@ struct LogConfig {
   // (message.timestamp.before.max.ms / .after.max.ms; Kafka 4's defaults).
   std::int64_t timestamp_before_max_ms = INT64_MAX;
   std::int64_t timestamp_after_max_ms = 3600000;
-  // false: complete Durability::durable appends after the write, without fdatasync (Kafka's
-  // default flush.messages behaviour; also how the power-loss test proves it can fail).
+  // Kafka's flush.messages / flush.ms. fsync (flush.messages <= 1, samsa's default): every group
+  // commit fdatasyncs and Durability::durable appends complete only after it. Without fsync,
+  // durable appends complete once written (Kafka's behaviour), and a group commit still
+  // fdatasyncs every file with unsynced data once flush_messages records are unsynced, or
+  // flush_ms after the oldest unsynced write (a reactor timer), so the recovery point keeps
+  // moving. Both INT64_MAX: only close() syncs (how the power-loss test proves it can fail).
+  // A change never weakens an append already accepted: those keep the sync they were promised.
   bool fsync = true;
+  std::int64_t flush_messages = INT64_MAX;  // flush.messages (used when fsync is false)
+  std::int64_t flush_ms = INT64_MAX;        // flush.ms (used when fsync is false)
 };
 
 struct OpenOptions {
@@ -241,7 +248,8 @@ class Log {
   std::int64_t written_end_offset() const;  // everything below is written (page cache)
   std::int64_t durable_end_offset() const;  // everything below is acknowledged as durable
   // Everything below is on stable storage (what the recovery-point checkpoint records). Equal
-  // to durable_end_offset() unless config().fsync is false, when it moves only on close().
+  // to durable_end_offset() unless config().fsync is false, when it moves with the syncs that
+  // flush_messages / flush_ms ask for, and on close().
   std::int64_t recovery_point() const;
   std::uint64_t size_bytes() const;
   std::size_t segment_count() const;

@@ -31,6 +31,9 @@ struct Completion {
 struct Task : MpscNode {
   using Fn = void (*)(Task* self);
   Fn fn = nullptr;
+  // Frees a task the reactor is destroyed with, without running it (null: not the reactor's
+  // to free, e.g. a task embedded in its owner).
+  Fn drop = nullptr;
   Task* local_next = nullptr;
 };
 
@@ -106,6 +109,12 @@ class Reactor {
   void arm(Timer* t, std::int64_t deadline_ns);
   void disarm(Timer* t);
 
+  // Where this reactor sends blocking file work (io/offload.h); null: done inline.
+  void set_offload(class Offload* o) { offload_ = o; }
+  class Offload* offload() const {
+    return offload_;
+  }
+
   std::uint64_t turns() const { return turns_; }
   std::uint64_t submits() const { return submits_; }
 
@@ -135,6 +144,7 @@ class Reactor {
   Task* local_tail_ = nullptr;
   TurnHook* hooks_ = nullptr;
   std::vector<Timer*> heap_;
+  class Offload* offload_ = nullptr;
   std::uint64_t turns_ = 0;
   std::uint64_t submits_ = 0;
   bool defer_taskrun_ = false;
@@ -149,6 +159,7 @@ struct FnTask : Task {
       self->f_();
       delete self;
     };
+    drop = [](Task* t) { delete static_cast<FnTask*>(t); };
   }
   std::decay_t<F> f_;
 };

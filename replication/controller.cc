@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <deque>
+#include <tuple>
 
 #include "base/clock.h"
 #include "base/log.h"
@@ -17,6 +19,10 @@ using kafka::ErrorCode;
 namespace {
 
 const io::PartitionId kMetadataPartition{"__cluster_metadata", 0};
+// Metadata batches are packed up to this size; one topic's records (bounded by the partitions
+// a request may add) always fit a single batch, whatever this says.
+constexpr std::size_t kBatchBytes = 1u << 20;
+constexpr std::uint32_t kMaxMetadataBatch = 64u << 20;
 
 // Topic names that differ only in '.' versus '_' collide in metric names; Kafka refuses them.
 std::string collision_key(std::string_view name) {
@@ -40,11 +46,20 @@ io::Result<void> pread_all(int fd, std::byte* dst, std::size_t n, std::uint64_t 
 
 }  // namespace
 
-struct Controller::Commit : io::AppendOp {
-  std::vector<std::byte> bytes;
-  std::vector<MetadataRecord> records;
+// One commit: its records in one or more batches (pieces), appended in the same loop turn so
+// one group commit writes and syncs them all.
+struct Controller::Commit {
+  struct Piece : io::AppendOp {
+    std::vector<std::byte> bytes;
+    std::vector<MetadataRecord> records;
+    Commit* owner = nullptr;
+  };
+  std::vector<std::unique_ptr<Piece>> pieces;
+  std::size_t appended = 0;  // pieces the log accepted
+  std::size_t left = 0;      // accepted pieces not yet done
+  bool failed = false;
   std::function<void(bool)> then;
-  Controller* self;
+  Controller* self = nullptr;
 };
 
 Controller::Controller(io::Reactor& r, Options opts)
@@ -59,6 +74,7 @@ io::Result<void> Controller::open() {
   cfg.retention_ms = -1;  // metadata is never aged out
   cfg.retention_bytes = -1;
   cfg.segment_bytes = 64u << 20;
+  cfg.max_batch_bytes = kMaxMetadataBatch;
   auto log = opts_.log_dir->open_log(reactor_, kMetadataPartition, cfg);
   if (!log) return std::unexpected(log.error());
   log_ = std::move(*log);
@@ -145,56 +161,144 @@ void Controller::run_waiters() {
 }
 
 void Controller::commit(std::vector<MetadataRecord> records, std::function<void(bool)> then) {
+  std::vector<std::vector<MetadataRecord>> groups;
+  groups.push_back(std::move(records));
+  commit_groups(std::move(groups), std::move(then));
+}
+
+void Controller::commit_groups(std::vector<std::vector<MetadataRecord>> groups,
+                               std::function<void(bool)> then) {
   auto* c = new Commit{};
   c->self = this;
-  c->records = std::move(records);
   c->then = std::move(then);
-  std::vector<io::SimpleRecord> recs;
   const std::int64_t now = wall_ms();
-  for (const auto& r : c->records) {
-    auto v = encode_record(r);
-    recs.push_back(io::SimpleRecord{
-        now, std::nullopt, std::string(reinterpret_cast<const char*>(v.data()), v.size()), {}});
-  }
-  c->bytes = io::build_batch(recs);
-  c->batch = c->bytes;
-  c->durability = io::Durability::durable;
-  c->done = [](io::AppendOp* op) {
-    auto* c = static_cast<Commit*>(op);
-    c->self->on_committed(c);
+  std::vector<io::SimpleRecord> batch;
+  std::vector<MetadataRecord> batch_records;
+  std::size_t batch_bytes = 0;
+  auto seal = [&] {
+    if (batch.empty()) return;
+    auto piece = std::make_unique<Commit::Piece>();
+    piece->bytes = io::build_batch(batch);
+    piece->records = std::move(batch_records);
+    piece->batch = piece->bytes;
+    piece->durability = io::Durability::durable;
+    piece->owner = c;
+    piece->done = [](io::AppendOp* op) {
+      auto* p = static_cast<Commit::Piece*>(op);
+      p->owner->self->on_piece_done(p->owner);
+    };
+    c->pieces.push_back(std::move(piece));
+    batch.clear();
+    batch_records.clear();
+    batch_bytes = 0;
   };
-  auto r = log_->append(c);
-  if (!r) {
-    LOG_ERROR("metadata log append failed: %s", r.error().detail.c_str());
+  for (auto& g : groups) {
+    std::vector<io::SimpleRecord> recs;
+    std::size_t bytes = 0;
+    recs.reserve(g.size());
+    for (auto& r : g) {
+      auto v = encode_record(r);
+      bytes += v.size() + 16;  // the record's own framing, roughly
+      recs.push_back(io::SimpleRecord{
+          now, std::nullopt, std::string(reinterpret_cast<const char*>(v.data()), v.size()), {}});
+    }
+    if (!batch.empty() && batch_bytes + bytes > kBatchBytes) seal();
+    for (auto& r : recs)
+      batch.push_back(std::move(r));
+    for (auto& r : g)
+      batch_records.push_back(std::move(r));
+    batch_bytes += bytes;
+  }
+  seal();
+  for (auto& piece : c->pieces) {
+    auto r = log_->append(piece.get());
+    if (!r) {
+      LOG_ERROR("metadata log append failed: %s", r.error().detail.c_str());
+      c->failed = true;
+      break;
+    }
+    ++c->appended;
+  }
+  c->left = c->appended;
+  if (c->appended == 0) {
     auto then_fn = std::move(c->then);
     delete c;
-    then_fn(false);
+    then_fn(false);  // nothing was written
   }
+}
+
+void Controller::on_piece_done(Commit* c) {
+  if (--c->left == 0) on_committed(c);
 }
 
 void Controller::on_committed(Commit* c) {
   std::unique_ptr<Commit> owned(c);
-  if (c->error) {
-    LOG_ERROR("metadata log write failed: %s", c->error->detail.c_str());
-    c->then(false);
+  // The image follows exactly what reached the log: pieces whose write failed are left out.
+  auto next = std::make_shared<MetadataImage>(*image_);
+  bool any = false;
+  for (std::size_t i = 0; i < c->appended; ++i) {
+    Commit::Piece& p = *c->pieces[i];
+    if (p.error) {
+      LOG_ERROR("metadata log write failed: %s", p.error->detail.c_str());
+      c->failed = true;
+      continue;
+    }
+    for (const auto& r : p.records) {
+      if (!next->apply(r)) LOG_ERROR("metadata: committed record does not apply (bug)");
+    }
+    next->set_offset(std::max(next->offset(), p.result.last_offset));
+    any = true;
+  }
+  auto then = std::move(c->then);
+  const bool ok = !c->failed;
+  if (!any) {
+    then(false);
     return;
   }
-  auto next = std::make_shared<MetadataImage>(*image_);
-  for (const auto& r : c->records) {
-    if (!next->apply(r)) LOG_ERROR("metadata: committed record does not apply (bug)");
-  }
-  next->set_offset(c->result.last_offset);
   image_ = std::move(next);
   publish();
   const std::int64_t version = image_->offset();
-  auto then = std::move(c->then);
-  waiters_.push_back(Waiter{version, [then = std::move(then)] { then(true); }});
+  waiters_.push_back(Waiter{version, [then = std::move(then), ok] { then(ok); }});
   run_waiters();
 }
 
-void Controller::create_topics(std::vector<TopicSpec> specs, bool validate_only, CreateDone done) {
+std::int32_t Controller::pending_partitions(const TopicState& t) const {
+  const auto have = static_cast<std::int32_t>(t.partitions.size());
+  auto it = pending_counts_.find(t.name);
+  return it == pending_counts_.end() ? have : std::max(have, it->second);
+}
+
+namespace {
+
+constexpr const char* kTooManyPerRequest = "Excessively large number of partitions per request.";
+
+std::string too_many_on_broker(std::int64_t would, std::int64_t limit) {
+  return "This broker would hold " + std::to_string(would) +
+         " partitions, more than samsa.max.partitions (" + std::to_string(limit) + ").";
+}
+
+}  // namespace
+
+void Controller::create_topics(std::vector<TopicSpec> specs, bool validate_only, CreateDone done,
+                               bool partial) {
   auto outcomes = std::make_shared<std::vector<TopicOutcome>>();
-  std::vector<MetadataRecord> records;
+  outcomes->reserve(specs.size());
+  // The bounds come first, from the counts alone: nothing per partition is built for a request
+  // that asks for too many (as Kafka's controller refuses the whole request).
+  if (!partial) {
+    std::int64_t total = 0;
+    for (const auto& s : specs) {
+      const std::int32_t p = s.partitions == -1 ? opts_.default_partitions : s.partitions;
+      if (p > 0) total += p;
+    }
+    if (total > opts_.max_partitions_per_request) {
+      for (const auto& s : specs)
+        outcomes->push_back(TopicOutcome{s.name, ErrorCode::policy_violation, kTooManyPerRequest});
+      done(std::move(*outcomes));
+      return;
+    }
+  }
+  std::vector<std::vector<MetadataRecord>> groups;
   std::map<std::string, int> seen;
   for (const auto& s : specs)
     ++seen[s.name];
@@ -202,6 +306,7 @@ void Controller::create_topics(std::vector<TopicSpec> specs, bool validate_only,
   for (const auto& [name, t] : image_->topics())
     collisions.emplace(collision_key(name), name);
   std::vector<std::string> reserved;
+  std::int64_t accepted = 0;  // partitions this request adds
 
   for (auto& s : specs) {
     TopicOutcome o;
@@ -213,6 +318,8 @@ void Controller::create_topics(std::vector<TopicSpec> specs, bool validate_only,
     std::int32_t partitions = s.partitions == -1 ? opts_.default_partitions : s.partitions;
     std::int16_t rf =
         s.replication_factor == -1 ? opts_.default_replication_factor : s.replication_factor;
+    const std::int64_t on_broker =
+        image_->partition_count() + in_flight_partitions_ + accepted + partitions;
     if (seen[s.name] > 1) {
       fail(ErrorCode::invalid_request, "Duplicate topic name " + s.name + " in the request.");
     } else if (auto why = check_topic_name(s.name)) {
@@ -235,6 +342,10 @@ void Controller::create_topics(std::vector<TopicSpec> specs, bool validate_only,
                " time(s): The target replication factor of " + std::to_string(rf) +
                " cannot be reached because only " + std::to_string(opts_.live_brokers) +
                " broker(s) are registered.");
+    } else if (accepted + partitions > opts_.max_partitions_per_request) {
+      fail(ErrorCode::policy_violation, kTooManyPerRequest);
+    } else if (on_broker > opts_.max_partitions) {
+      fail(ErrorCode::policy_violation, too_many_on_broker(on_broker, opts_.max_partitions));
     } else {
       for (const auto& [k, v] : s.configs) {
         if (auto why = validate_topic_config(k, v)) {
@@ -246,9 +357,12 @@ void Controller::create_topics(std::vector<TopicSpec> specs, bool validate_only,
     if (o.error == ErrorCode::none) {
       o.partitions = partitions;
       o.replication_factor = rf;
+      accepted += partitions;
       collisions.emplace(collision_key(s.name), s.name);
       if (!validate_only) {
         o.id = random_uuid();
+        std::vector<MetadataRecord> records;
+        records.reserve(1 + s.configs.size() + static_cast<std::size_t>(partitions));
         records.push_back(TopicRecord{s.name, o.id});
         for (const auto& [k, v] : s.configs)
           records.push_back(ConfigRecord{ConfigResource::topic, s.name, k, v});
@@ -261,29 +375,159 @@ void Controller::create_topics(std::vector<TopicSpec> specs, bool validate_only,
           pr.leader = opts_.node_id;
           records.push_back(std::move(pr));
         }
+        groups.push_back(std::move(records));
         ++in_flight_names_[s.name];
         reserved.push_back(s.name);
       }
     }
     outcomes->push_back(std::move(o));
   }
-  if (records.empty()) {
+  if (groups.empty()) {
     done(std::move(*outcomes));
     return;
   }
-  commit(std::move(records), [this, outcomes, reserved, done = std::move(done)](bool ok) {
-    for (const auto& n : reserved)
-      if (--in_flight_names_[n] == 0) in_flight_names_.erase(n);
-    if (!ok) {
-      for (auto& o : *outcomes) {
-        if (o.error == ErrorCode::none) {
-          o.error = ErrorCode::kafka_storage_error;
-          o.message = "The metadata log could not be written.";
+  in_flight_partitions_ += accepted;
+  commit_groups(std::move(groups),
+                [this, outcomes, reserved, accepted, done = std::move(done)](bool ok) {
+                  in_flight_partitions_ -= accepted;
+                  for (const auto& n : reserved)
+                    if (--in_flight_names_[n] == 0) in_flight_names_.erase(n);
+                  if (!ok) {
+                    for (auto& o : *outcomes) {
+                      if (o.error == ErrorCode::none && !image_->topic(o.name)) {
+                        o.error = ErrorCode::kafka_storage_error;
+                        o.message = "The metadata log could not be written.";
+                      }
+                    }
+                  }
+                  done(std::move(*outcomes));
+                });
+}
+
+void Controller::create_partitions(std::vector<PartitionsSpec> specs, bool validate_only,
+                                   PartitionsDone done) {
+  auto outcomes = std::make_shared<std::vector<PartitionsOutcome>>();
+  outcomes->reserve(specs.size());
+  std::map<std::string, int> seen;
+  std::int64_t total = 0;
+  for (const auto& s : specs) {
+    ++seen[s.name];
+    if (const TopicState* t = image_->topic(s.name); t && s.count > pending_partitions(*t))
+      total += s.count - pending_partitions(*t);
+  }
+  // Kafka 4.1 has no cap here (its controller builds every record a huge count asks for);
+  // samsa applies CreateTopics' cap before anything per partition is built.
+  if (total > opts_.max_partitions_per_request) {
+    for (const auto& s : specs)
+      outcomes->push_back({s.name, ErrorCode::policy_violation, kTooManyPerRequest});
+    done(std::move(*outcomes));
+    return;
+  }
+  std::vector<std::vector<MetadataRecord>> groups;
+  std::vector<std::pair<std::string, std::int32_t>> raised;
+  std::int64_t accepted = 0;
+  for (auto& s : specs) {
+    PartitionsOutcome o;
+    o.name = s.name;
+    auto fail = [&](ErrorCode e, std::string msg) {
+      o.error = e;
+      o.message = std::move(msg);
+    };
+    const TopicState* t = image_->topic(s.name);
+    const std::int32_t have = t ? pending_partitions(*t) : 0;
+    const std::int64_t add = static_cast<std::int64_t>(s.count) - have;
+    const std::int64_t on_broker =
+        image_->partition_count() + in_flight_partitions_ + accepted + add;
+    if (seen[s.name] > 1) {
+      fail(ErrorCode::invalid_request, "Duplicate topic name " + s.name + " in the request.");
+    } else if (!t || in_flight_names_.contains(s.name)) {
+      fail(ErrorCode::unknown_topic_or_partition, "");  // Kafka sends no message
+    } else if (is_internal_topic(s.name)) {
+      // The group coordinator maps groups to __consumer_offsets partitions by their count.
+      fail(ErrorCode::invalid_request,
+           "Cannot increase the partition count of the internal topic " + s.name + ".");
+    } else if (s.count < have) {
+      fail(ErrorCode::invalid_partitions,
+           "The topic " + s.name + " currently has " + std::to_string(have) + " partition(s); " +
+               std::to_string(s.count) + " would not be an increase.");
+    } else if (s.count == have) {
+      fail(ErrorCode::invalid_partitions,
+           "Topic already has " + std::to_string(have) + " partition(s).");
+    } else if (!s.assignments.empty() && static_cast<std::int64_t>(s.assignments.size()) != add) {
+      fail(ErrorCode::invalid_replica_assignment,
+           "Attempted to add " + std::to_string(add) + " additional partition(s), but only " +
+               std::to_string(s.assignments.size()) + " assignment(s) were specified.");
+    } else if (accepted + add > opts_.max_partitions_per_request) {
+      fail(ErrorCode::policy_violation, kTooManyPerRequest);
+    } else if (on_broker > opts_.max_partitions) {
+      fail(ErrorCode::policy_violation, too_many_on_broker(on_broker, opts_.max_partitions));
+    } else {
+      const std::size_t rf = t->partitions.empty() ? 1 : t->partitions.front().replicas.size();
+      for (const auto& a : s.assignments) {
+        for (auto b : a) {
+          if (b != opts_.node_id) {
+            fail(ErrorCode::invalid_replica_assignment,
+                 "The manual partition assignment includes broker " + std::to_string(b) +
+                     ", but no such broker is registered.");
+            break;
+          }
+        }
+        if (o.error != ErrorCode::none) break;
+        if (a.size() != rf) {
+          fail(ErrorCode::invalid_replica_assignment,
+               "The manual partition assignment includes a partition with " +
+                   std::to_string(a.size()) +
+                   " replica(s), but this is not consistent with previous partitions, which "
+                   "have " +
+                   std::to_string(rf) + " replica(s).");
+          break;
         }
       }
     }
+    if (o.error == ErrorCode::none) {
+      accepted += add;
+      if (!validate_only) {
+        std::vector<MetadataRecord> records;
+        records.reserve(static_cast<std::size_t>(add));
+        for (std::int32_t p = have; p < s.count; ++p) {
+          PartitionRecord pr;
+          pr.topic_id = t->id;
+          pr.partition = p;
+          pr.replicas = {opts_.node_id};
+          pr.isr = {opts_.node_id};
+          pr.leader = opts_.node_id;
+          records.push_back(std::move(pr));
+        }
+        groups.push_back(std::move(records));
+        pending_counts_[s.name] = s.count;
+        raised.emplace_back(s.name, s.count);
+      }
+    }
+    outcomes->push_back(std::move(o));
+  }
+  if (groups.empty()) {
     done(std::move(*outcomes));
-  });
+    return;
+  }
+  in_flight_partitions_ += accepted;
+  commit_groups(std::move(groups),
+                [this, outcomes, raised, accepted, done = std::move(done)](bool ok) {
+                  in_flight_partitions_ -= accepted;
+                  for (const auto& [name, count] : raised) {
+                    auto it = pending_counts_.find(name);
+                    if (it != pending_counts_.end() && it->second == count)
+                      pending_counts_.erase(it);
+                  }
+                  if (!ok) {
+                    for (auto& o : *outcomes) {
+                      if (o.error == ErrorCode::none) {
+                        o.error = ErrorCode::kafka_storage_error;
+                        o.message = "The metadata log could not be written.";
+                      }
+                    }
+                  }
+                  done(std::move(*outcomes));
+                });
 }
 
 void Controller::delete_topics(std::vector<std::pair<std::string, Uuid>> topics, DeleteDone done) {
@@ -326,37 +570,196 @@ void Controller::delete_topics(std::vector<std::pair<std::string, Uuid>> topics,
   });
 }
 
-void Controller::alter_configs(std::vector<ConfigChange> changes, bool validate_only,
+namespace {
+
+const char* op_name(ConfigOpType op) {
+  switch (op) {
+    case ConfigOpType::set:
+      return "SET";
+    case ConfigOpType::remove:
+      return "DELETE";
+    case ConfigOpType::append:
+      return "APPEND";
+    case ConfigOpType::subtract:
+      return "SUBTRACT";
+  }
+  return "?";
+}
+
+std::vector<std::string> split_items(std::string_view v) {
+  std::vector<std::string> out;
+  while (!v.empty()) {
+    auto c = v.find(',');
+    std::string_view item = v.substr(0, c);
+    while (!item.empty() && item.front() == ' ')
+      item.remove_prefix(1);
+    while (!item.empty() && item.back() == ' ')
+      item.remove_suffix(1);
+    if (!item.empty()) out.emplace_back(item);
+    if (c == std::string_view::npos) break;
+    v.remove_prefix(c + 1);
+  }
+  return out;
+}
+
+std::string join_items(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& i : items)
+    out += (out.empty() ? "" : ",") + i;
+  return out;
+}
+
+// APPEND adds the items not yet present; SUBTRACT removes the ones present.
+std::string apply_list_op(ConfigOpType op, std::string_view current, std::string_view value) {
+  auto items = split_items(current);
+  for (const auto& v : split_items(value)) {
+    auto it = std::find(items.begin(), items.end(), v);
+    if (op == ConfigOpType::append && it == items.end()) items.push_back(v);
+    if (op == ConfigOpType::subtract && it != items.end()) items.erase(it);
+  }
+  return join_items(items);
+}
+
+}  // namespace
+
+void Controller::alter_configs(std::vector<ConfigAlteration> changes, bool validate_only,
                                ConfigDone done) {
-  auto results = std::make_shared<std::vector<std::pair<ErrorCode, std::string>>>();
+  // One config change at a time: each works from the image the previous one produced (APPEND,
+  // SUBTRACT and AlterConfigs' replacement read the current values).
+  if (config_busy_) {
+    auto args = std::make_shared<std::tuple<std::vector<ConfigAlteration>, bool, ConfigDone>>(
+        std::move(changes), validate_only, std::move(done));
+    config_queue_.push_back([this, args] {
+      alter_configs(std::move(std::get<0>(*args)), std::get<1>(*args),
+                    std::move(std::get<2>(*args)));
+    });
+    return;
+  }
+  auto results = std::make_shared<std::vector<ConfigOutcome>>();
+  results->reserve(changes.size());
   std::vector<MetadataRecord> records;
-  for (auto& c : changes) {
-    std::pair<ErrorCode, std::string> r{ErrorCode::none, {}};
-    if (c.resource == ConfigResource::topic) {
-      if (!image_->topic(c.name)) {
-        r = {ErrorCode::unknown_topic_or_partition, "Topic " + c.name + " does not exist."};
-      } else if (c.value) {
-        if (auto why = validate_topic_config(c.key, *c.value))
-          r = {ErrorCode::invalid_config, *why};
-      } else if (!find_topic_config(c.key)) {
-        r = {ErrorCode::invalid_config, "unknown topic config " + c.key};
+  std::map<std::pair<ConfigResource, std::string>, int> named;
+  for (const auto& a : changes)
+    ++named[{a.resource, a.name}];
+  for (auto& a : changes) {
+    ConfigOutcome o;
+    if (named[{a.resource, a.name}] > 1) {
+      // Kafka refuses every occurrence of a resource named twice.
+      results->push_back({ErrorCode::invalid_request, "Each resource must appear at most once."});
+      continue;
+    }
+    auto fail = [&](ErrorCode e, std::string msg) {
+      if (o.error != ErrorCode::none) return;
+      o.error = e;
+      o.message = std::move(msg);
+    };
+    const bool topic = a.resource == ConfigResource::topic;
+    const std::string self_id = std::to_string(opts_.node_id);
+    std::map<std::string, std::string> current;
+    if (topic) {
+      if (auto why = check_topic_name(a.name)) {
+        fail(ErrorCode::invalid_topic_exception, "Topic name is invalid: " + *why);
+      } else if (const TopicState* t = image_->topic(a.name)) {
+        current = t->configs;
+      } else {
+        fail(ErrorCode::unknown_topic_or_partition, "The topic '" + a.name + "' does not exist.");
+      }
+    } else if (a.name != "" && a.name != self_id) {
+      fail(ErrorCode::invalid_request, "Unexpected broker id, expected " + self_id +
+                                           " or empty string, but received " + a.name);
+    } else if (!opts_.validate_broker_config) {
+      fail(ErrorCode::invalid_request, "Dynamic broker settings are not available.");
+    } else {
+      current = image_->broker_configs(a.name);
+    }
+    std::map<std::string, int> seen;
+    for (const auto& op : a.ops)
+      if (++seen[op.key] == 2)
+        fail(ErrorCode::invalid_request, "Error due to duplicate config keys");
+    // Kafka reports bad topic configs as INVALID_CONFIG and bad broker ones as INVALID_REQUEST.
+    const ErrorCode bad = topic ? ErrorCode::invalid_config : ErrorCode::invalid_request;
+    std::map<std::string, std::string> next =
+        a.replace ? std::map<std::string, std::string>{} : current;
+    for (const auto& op : a.ops) {
+      if (o.error != ErrorCode::none) break;
+      const TopicConfigKey* tk = topic ? find_topic_config(op.key) : nullptr;
+      if (topic && !tk) {
+        fail(ErrorCode::invalid_config, "Unknown topic config name: " + op.key);
+        break;
+      }
+      if (op.op != ConfigOpType::remove && !op.value) {
+        fail(ErrorCode::invalid_request, "Null value not supported for : " + op.key);
+        break;
+      }
+      std::optional<std::string> value;
+      switch (op.op) {
+        case ConfigOpType::set:
+          value = *op.value;
+          break;
+        case ConfigOpType::remove:
+          break;
+        case ConfigOpType::append:
+        case ConfigOpType::subtract: {
+          if (topic && tk->type != TopicConfigType::list) {
+            fail(ErrorCode::invalid_config, std::string("Can't ") + op_name(op.op) + " to key " +
+                                                op.key + " because its type is not LIST.");
+            break;
+          }
+          std::string now;
+          if (auto it = next.find(op.key); it != next.end()) {
+            now = it->second;
+          } else if (topic) {
+            now = topic_config_value({}, opts_.defaults, op.key);
+          } else if (opts_.broker_config_value) {
+            now = opts_.broker_config_value(op.key);
+          }
+          value = apply_list_op(op.op, now, *op.value);
+          break;
+        }
+      }
+      if (o.error != ErrorCode::none) break;
+      if (topic) {
+        if (value) {
+          if (auto why = validate_topic_config(op.key, *value)) fail(bad, *why);
+        }
+      } else if (auto why = opts_.validate_broker_config(op.key, value)) {
+        fail(bad, *why);
+      }
+      if (value) {
+        next[op.key] = *value;
+      } else {
+        next.erase(op.key);
       }
     }
-    if (r.first == ErrorCode::none && !validate_only)
-      records.push_back(ConfigRecord{c.resource, c.name, c.key, c.value});
-    results->push_back(std::move(r));
+    if (o.error == ErrorCode::none && !validate_only) {
+      for (const auto& [k, v] : next) {
+        auto it = current.find(k);
+        if (it == current.end() || it->second != v)
+          records.push_back(ConfigRecord{a.resource, a.name, k, v});
+      }
+      for (const auto& [k, v] : current)
+        if (!next.contains(k)) records.push_back(ConfigRecord{a.resource, a.name, k, std::nullopt});
+    }
+    results->push_back(std::move(o));
   }
   if (records.empty()) {
     done(std::move(*results));
     return;
   }
-  commit(std::move(records), [results, done = std::move(done)](bool ok) {
+  config_busy_ = true;
+  commit(std::move(records), [this, results, done = std::move(done)](bool ok) {
     if (!ok) {
       for (auto& r : *results)
-        if (r.first == ErrorCode::none)
-          r = {ErrorCode::kafka_storage_error, "metadata log write failed"};
+        if (r.error == ErrorCode::none)
+          r = {ErrorCode::kafka_storage_error, "The metadata log could not be written."};
     }
     done(std::move(*results));
+    config_busy_ = false;
+    if (!config_queue_.empty()) {
+      auto next = std::move(config_queue_.front());
+      config_queue_.pop_front();
+      next();
+    }
   });
 }
 

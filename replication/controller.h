@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -48,11 +49,39 @@ struct DeleteOutcome {
   std::string message;
 };
 
-struct ConfigChange {
-  ConfigResource resource = ConfigResource::topic;
-  std::string name;  // topic name, or "" for broker-wide
+// IncrementalAlterConfigs' operations (Kafka's wire codes).
+enum class ConfigOpType : std::int8_t { set = 0, remove = 1, append = 2, subtract = 3 };
+
+struct ConfigOp {
   std::string key;
-  std::optional<std::string> value;  // nullopt: remove the override
+  ConfigOpType op = ConfigOpType::set;
+  std::optional<std::string> value;
+};
+
+// The changes to one resource, applied all together or not at all.
+struct ConfigAlteration {
+  ConfigResource resource = ConfigResource::topic;
+  std::string name;  // topic name; for brokers this node's id, or "" for the cluster default
+  std::vector<ConfigOp> ops;
+  bool replace = false;  // AlterConfigs (legacy): overrides the request does not name are removed
+};
+
+struct ConfigOutcome {
+  kafka::ErrorCode error = kafka::ErrorCode::none;
+  std::string message;
+};
+
+struct PartitionsSpec {
+  std::string name;
+  std::int32_t count = 0;  // the new total
+  // Replicas of each new partition (empty: the controller picks).
+  std::vector<std::vector<std::int32_t>> assignments;
+};
+
+struct PartitionsOutcome {
+  std::string name;
+  kafka::ErrorCode error = kafka::ErrorCode::none;
+  std::string message;
 };
 
 class Controller {
@@ -65,6 +94,17 @@ class Controller {
     std::int16_t default_replication_factor = 1;
     std::int32_t live_brokers = 1;
     bool delete_topic_enable = true;
+    // Bounds checked before any record is built: partitions on this broker
+    // (samsa.max.partitions) and partitions one request may add (Kafka's own cap: 10000).
+    std::int64_t max_partitions = 100000;
+    std::int64_t max_partitions_per_request = 10000;
+    // Dynamic broker settings (ConfigRecords of broker resources) are the daemon's: it says
+    // whether key=value may be set at run time (nullopt: yes; else the INVALID_REQUEST message)
+    // and what a key's effective value is (for APPEND/SUBTRACT). Unset: broker changes refused.
+    std::function<std::optional<std::string>(const std::string& key,
+                                             const std::optional<std::string>& value)>
+        validate_broker_config;
+    std::function<std::string(const std::string& key)> broker_config_value;
     // Hands a new image to every reactor; each answers with applied(reactor, image->offset()).
     std::function<void(ImagePtr)> publish;
     std::size_t reactors = 1;
@@ -79,15 +119,28 @@ class Controller {
   void set_defaults(TopicDefaults d) { opts_.defaults = std::move(d); }
   void set_default_partitions(std::int32_t n) { opts_.default_partitions = n; }
   void set_delete_topic_enable(bool b) { opts_.delete_topic_enable = b; }
+  void set_max_partitions(std::int64_t per_broker, std::int64_t per_request) {
+    opts_.max_partitions = per_broker;
+    opts_.max_partitions_per_request = per_request;
+  }
 
   using CreateDone = std::function<void(std::vector<TopicOutcome>)>;
   using DeleteDone = std::function<void(std::vector<DeleteOutcome>)>;
-  using ConfigDone = std::function<void(std::vector<std::pair<kafka::ErrorCode, std::string>>)>;
+  using ConfigDone = std::function<void(std::vector<ConfigOutcome>)>;
+  using PartitionsDone = std::function<void(std::vector<PartitionsOutcome>)>;
 
-  void create_topics(std::vector<TopicSpec> specs, bool validate_only, CreateDone done);
+  // CreateTopics: a request adding more than max_partitions_per_request partitions is refused
+  // whole (POLICY_VIOLATION, as Kafka does). With partial (Metadata auto-creation) topics are
+  // taken in order while they fit and the rest are refused. Each topic is created whole or not
+  // at all, also across a power cut (its records share one metadata batch).
+  void create_topics(std::vector<TopicSpec> specs, bool validate_only, CreateDone done,
+                     bool partial = false);
   // Each entry names a topic by name or (when name is empty) by id.
   void delete_topics(std::vector<std::pair<std::string, Uuid>> topics, DeleteDone done);
-  void alter_configs(std::vector<ConfigChange> changes, bool validate_only, ConfigDone done);
+  void create_partitions(std::vector<PartitionsSpec> specs, bool validate_only,
+                         PartitionsDone done);
+  // Topic configs and dynamic broker settings, one outcome per alteration.
+  void alter_configs(std::vector<ConfigAlteration> changes, bool validate_only, ConfigDone done);
   // Reserves a block of producer ids durably; done(first id) or done(-1) on failure.
   void allocate_producer_ids(std::int32_t block, std::function<void(std::int64_t)> done);
 
@@ -102,7 +155,14 @@ class Controller {
   struct Commit;
   // Appends records as one batch; calls then(ok) after they are synced and applied.
   void commit(std::vector<MetadataRecord> records, std::function<void(bool)> then);
+  // Several groups of records: each group stays within one batch (so it survives a power cut
+  // whole or not at all); groups are packed into batches of about kBatchBytes.
+  void commit_groups(std::vector<std::vector<MetadataRecord>> groups,
+                     std::function<void(bool)> then);
+  void on_piece_done(Commit* c);
   void on_committed(Commit* c);
+  // The partition count a topic will have once changes in flight commit.
+  std::int32_t pending_partitions(const TopicState& t) const;
   void publish();
   void run_waiters();
 
@@ -118,6 +178,12 @@ class Controller {
   std::vector<Waiter> waiters_;
   // Topics being created or deleted by changes not yet committed (names reserved).
   std::map<std::string, int> in_flight_names_;
+  // Partitions being added by changes not yet committed: in total, and per existing topic.
+  std::int64_t in_flight_partitions_ = 0;
+  std::map<std::string, std::int32_t> pending_counts_;
+  // Config changes wait for the one being committed (see alter_configs).
+  bool config_busy_ = false;
+  std::deque<std::function<void()>> config_queue_;
 };
 
 }  // namespace samsa::replication

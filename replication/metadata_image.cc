@@ -12,6 +12,23 @@ const TopicState* MetadataImage::topic(const Uuid& id) const {
   return it == name_by_id_.end() ? nullptr : topic(it->second);
 }
 
+const MetadataImage::ConfigMap& MetadataImage::broker_configs(std::string_view resource) const {
+  static const ConfigMap empty;
+  auto it = broker_configs_.find(std::string(resource));
+  return it == broker_configs_.end() ? empty : it->second;
+}
+
+// Copy-on-write at the topic level: a topic still shared with an older image (published, so
+// other threads may read it) is copied once; after that this image owns it alone and the
+// following records of the same commit change it in place. Without this, a topic with n
+// partitions cost n copies of the topic (quadratic: seconds for 10,000 partitions).
+TopicState* MetadataImage::writable(std::shared_ptr<const TopicState>& slot) {
+  // use_count() == 1: only this image (not yet published) holds it; nobody can start sharing
+  // it meanwhile, since no other thread can see this image.
+  if (slot.use_count() != 1) slot = std::make_shared<TopicState>(*slot);
+  return const_cast<TopicState*>(slot.get());
+}
+
 bool MetadataImage::apply(const MetadataRecord& rec) {
   return std::visit(
       [&](const auto& r) -> bool {
@@ -28,42 +45,45 @@ bool MetadataImage::apply(const MetadataRecord& rec) {
           auto id = name_by_id_.find(r.topic_id);
           if (id == name_by_id_.end() || r.partition < 0) return false;
           auto& slot = by_name_[id->second];
-          auto t = std::make_shared<TopicState>(*slot);
           auto p = static_cast<std::size_t>(r.partition);
-          if (p > t->partitions.size()) return false;  // partitions are added in order
+          if (p > slot->partitions.size()) return false;  // partitions are added in order
+          TopicState* t = writable(slot);
           PartitionState ps{r.partition, r.replicas,     r.isr,
                             r.leader,    r.leader_epoch, r.partition_epoch};
           if (p == t->partitions.size()) {
             t->partitions.push_back(std::move(ps));
+            ++partition_count_;
           } else {
             t->partitions[p] = std::move(ps);
           }
-          slot = std::move(t);
           return true;
         } else if constexpr (std::is_same_v<R, RemoveTopicRecord>) {
           auto id = name_by_id_.find(r.topic_id);
           if (id == name_by_id_.end()) return false;
+          if (auto t = by_name_.find(id->second); t != by_name_.end())
+            partition_count_ -= static_cast<std::int64_t>(t->second->partitions.size());
           by_name_.erase(id->second);
           name_by_id_.erase(id);
           return true;
         } else if constexpr (std::is_same_v<R, ConfigRecord>) {
           if (r.resource == ConfigResource::broker) {
+            auto& layer = broker_configs_[r.resource_name];
             if (r.value) {
-              broker_configs_[r.key] = *r.value;
+              layer[r.key] = *r.value;
             } else {
-              broker_configs_.erase(r.key);
+              layer.erase(r.key);
+              if (layer.empty()) broker_configs_.erase(r.resource_name);
             }
             return true;
           }
           auto it = by_name_.find(r.resource_name);
           if (it == by_name_.end()) return false;
-          auto t = std::make_shared<TopicState>(*it->second);
+          TopicState* t = writable(it->second);
           if (r.value) {
             t->configs[r.key] = *r.value;
           } else {
             t->configs.erase(r.key);
           }
-          it->second = std::move(t);
           return true;
         } else if constexpr (std::is_same_v<R, ProducerIdsRecord>) {
           if (r.next_producer_id < next_producer_id_) return false;

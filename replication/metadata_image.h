@@ -52,7 +52,13 @@ class MetadataImage {
   const std::map<std::string, std::shared_ptr<const TopicState>, std::less<>>& topics() const {
     return by_name_;
   }
-  const std::map<std::string, std::string>& broker_configs() const { return broker_configs_; }
+  // Dynamic broker settings by resource name: "" holds the cluster-wide defaults, "<node id>"
+  // one broker's own (Kafka's two dynamic layers).
+  using ConfigMap = std::map<std::string, std::string>;
+  const std::map<std::string, ConfigMap>& broker_configs() const { return broker_configs_; }
+  const ConfigMap& broker_configs(std::string_view resource) const;
+  // Partitions of every topic (what samsa.max.partitions bounds).
+  std::int64_t partition_count() const { return partition_count_; }
   std::int64_t next_producer_id() const { return next_producer_id_; }
 
   // Offset of the last record applied (the image's version).
@@ -60,9 +66,11 @@ class MetadataImage {
   void set_offset(std::int64_t o) { offset_ = o; }
 
  private:
+  TopicState* writable(std::shared_ptr<const TopicState>& slot);
   std::map<std::string, std::shared_ptr<const TopicState>, std::less<>> by_name_;
   std::unordered_map<Uuid, std::string, UuidHash> name_by_id_;
-  std::map<std::string, std::string> broker_configs_;
+  std::map<std::string, ConfigMap> broker_configs_;
+  std::int64_t partition_count_ = 0;
   std::int64_t next_producer_id_ = 0;
   std::int64_t offset_ = -1;
 };

@@ -8,35 +8,281 @@ namespace {
 using T = TopicConfigType;
 constexpr std::int64_t kMax32 = INT32_MAX;
 
+// Kafka 4.1's topic configs, in its order (DescribeConfigs lists them sorted by name). The docs
+// say what samsa does with each; those samsa keeps only for compatibility say so.
 const std::vector<TopicConfigKey> kTopicKeys = {
-    {"cleanup.policy", T::list, "delete", {}, {}, "delete,compact"},
+    {"cleanup.policy",
+     T::list,
+     "delete",
+     {},
+     {},
+     "compact,delete",
+     "log.cleanup.policy",
+     "delete: old segments are removed by retention.ms and retention.bytes. compact is accepted "
+     "for compatibility; samsa does not compact yet, so such topics are kept by retention."},
+    {"compression.gzip.level",
+     T::int32,
+     "-1",
+     -1,
+     9,
+     {},
+     "compression.gzip.level",
+     "Accepted for compatibility: samsa stores batches as producers compressed them."},
+    {"compression.lz4.level",
+     T::int32,
+     "9",
+     1,
+     17,
+     {},
+     "compression.lz4.level",
+     "Accepted for compatibility: samsa stores batches as producers compressed them."},
     {"compression.type",
-     T::enumeration,
+     T::string,
      "producer",
      {},
      {},
-     "producer,uncompressed,gzip,snappy,lz4,zstd"},
-    {"delete.retention.ms", T::integer, "86400000", 0, INT64_MAX, {}},
-    {"file.delete.delay.ms", T::integer, "60000", 0, INT64_MAX, {}},
-    {"flush.messages", T::integer, "1", 1, INT64_MAX, {}},
-    {"flush.ms", T::integer, "9223372036854775807", 0, INT64_MAX, {}},
-    {"index.interval.bytes", T::integer, "4096", 0, kMax32, {}},
-    {"max.compaction.lag.ms", T::integer, "9223372036854775807", 1, INT64_MAX, {}},
-    {"max.message.bytes", T::integer, "1048588", 0, kMax32, {}},
-    {"message.timestamp.type", T::enumeration, "CreateTime", {}, {}, "CreateTime,LogAppendTime"},
-    {"message.timestamp.before.max.ms", T::integer, "9223372036854775807", 0, INT64_MAX, {}},
-    {"message.timestamp.after.max.ms", T::integer, "3600000", 0, INT64_MAX, {}},
-    {"min.cleanable.dirty.ratio", T::ratio, "0.5", {}, {}, {}},
-    {"min.compaction.lag.ms", T::integer, "0", 0, INT64_MAX, {}},
-    {"min.insync.replicas", T::integer, "1", 1, kMax32, {}},
-    {"preallocate", T::boolean, "false", {}, {}, {}},
-    {"retention.bytes", T::integer, "-1", -1, INT64_MAX, {}},
-    {"retention.ms", T::integer, "604800000", -1, INT64_MAX, {}},
-    {"segment.bytes", T::integer, "1073741824", 14, kMax32, {}},
-    {"segment.index.bytes", T::integer, "10485760", 4, kMax32, {}},
-    {"segment.jitter.ms", T::integer, "0", 0, INT64_MAX, {}},
-    {"segment.ms", T::integer, "604800000", 1, INT64_MAX, {}},
-    {"unclean.leader.election.enable", T::boolean, "false", {}, {}, {}},
+     "uncompressed,zstd,lz4,snappy,gzip,producer",
+     "compression.type",
+     "producer: batches are stored exactly as producers sent them (the only mode samsa "
+     "implements; other values are accepted and stored, batches are not recompressed)."},
+    {"compression.zstd.level",
+     T::int32,
+     "3",
+     -131072,
+     22,
+     {},
+     "compression.zstd.level",
+     "Accepted for compatibility: samsa stores batches as producers compressed them."},
+    {"delete.retention.ms",
+     T::int64,
+     "86400000",
+     0,
+     INT64_MAX,
+     {},
+     "log.cleaner.delete.retention.ms",
+     "How long compaction keeps tombstones (compaction is not "
+     "implemented yet)."},
+    {"file.delete.delay.ms",
+     T::int64,
+     "60000",
+     0,
+     INT64_MAX,
+     {},
+     "log.segment.delete.delay.ms",
+     "Time between renaming a removed segment to .deleted and unlinking it."},
+    {"flush.messages",
+     T::int64,
+     "1",
+     1,
+     INT64_MAX,
+     {},
+     "log.flush.interval.messages",
+     "1 (samsa's default): every group commit is fdatasynced and acks=all waits for it. More: "
+     "appends are acknowledged once written, and an fdatasync follows once this many records "
+     "are unsynced."},
+    {"flush.ms",
+     T::int64,
+     "9223372036854775807",
+     0,
+     INT64_MAX,
+     {},
+     "log.flush.interval.ms",
+     "With flush.messages above 1: the longest unsynced data may wait before an fdatasync."},
+    {"follower.replication.throttled.replicas",
+     T::list,
+     "",
+     {},
+     {},
+     {},
+     {},
+     "Replicas whose follower traffic is throttled (partition:broker,... or *); kept for "
+     "compatibility, samsa does not throttle."},
+    {"index.interval.bytes",
+     T::int32,
+     "4096",
+     0,
+     kMax32,
+     {},
+     "log.index.interval.bytes",
+     "Bytes appended between two offset index entries."},
+    {"leader.replication.throttled.replicas",
+     T::list,
+     "",
+     {},
+     {},
+     {},
+     {},
+     "Replicas whose leader traffic is throttled (partition:broker,... or *); kept for "
+     "compatibility, samsa does not throttle."},
+    {"local.retention.bytes",
+     T::int64,
+     "-2",
+     -2,
+     INT64_MAX,
+     {},
+     "log.local.retention.bytes",
+     "Tiered storage only (not in samsa): -2 means retention.bytes."},
+    {"local.retention.ms",
+     T::int64,
+     "-2",
+     -2,
+     INT64_MAX,
+     {},
+     "log.local.retention.ms",
+     "Tiered storage only (not in samsa): -2 means retention.ms."},
+    {"max.compaction.lag.ms",
+     T::int64,
+     "9223372036854775807",
+     1,
+     INT64_MAX,
+     {},
+     "log.cleaner.max.compaction.lag.ms",
+     "Compaction (not implemented yet)."},
+    {"max.message.bytes",
+     T::int32,
+     "1048588",
+     0,
+     kMax32,
+     {},
+     "message.max.bytes",
+     "Largest record batch a producer may append; larger ones get MESSAGE_TOO_LARGE."},
+    {"message.timestamp.after.max.ms",
+     T::int64,
+     "3600000",
+     0,
+     INT64_MAX,
+     {},
+     "log.message.timestamp.after.max.ms",
+     "How far in the future a CreateTime timestamp may be."},
+    {"message.timestamp.before.max.ms",
+     T::int64,
+     "9223372036854775807",
+     0,
+     INT64_MAX,
+     {},
+     "log.message.timestamp.before.max.ms",
+     "How far in the past a CreateTime timestamp may be."},
+    {"message.timestamp.type",
+     T::string,
+     "CreateTime",
+     {},
+     {},
+     "CreateTime,LogAppendTime",
+     "log.message.timestamp.type",
+     "CreateTime keeps the producer's timestamps; LogAppendTime stamps batches on append."},
+    {"min.cleanable.dirty.ratio",
+     T::double_,
+     "0.5",
+     {},
+     {},
+     {},
+     "log.cleaner.min.cleanable.ratio",
+     "Compaction (not implemented yet)."},
+    {"min.compaction.lag.ms",
+     T::int64,
+     "0",
+     0,
+     INT64_MAX,
+     {},
+     "log.cleaner.min.compaction.lag.ms",
+     "Compaction (not implemented yet)."},
+    {"min.insync.replicas",
+     T::int32,
+     "1",
+     1,
+     kMax32,
+     {},
+     "min.insync.replicas",
+     "Replicas that must hold a batch before acks=all succeeds."},
+    {"preallocate",
+     T::boolean,
+     "false",
+     {},
+     {},
+     {},
+     "log.preallocate",
+     "Accepted for compatibility: segments are not preallocated."},
+    {"remote.log.copy.disable",
+     T::boolean,
+     "false",
+     {},
+     {},
+     {},
+     {},
+     "Tiered storage only (not in samsa)."},
+    {"remote.log.delete.on.disable",
+     T::boolean,
+     "false",
+     {},
+     {},
+     {},
+     {},
+     "Tiered storage only (not in samsa)."},
+    {"remote.storage.enable",
+     T::boolean,
+     "false",
+     {},
+     {},
+     {},
+     {},
+     "Tiered storage is not in samsa: only false is accepted."},
+    {"retention.bytes",
+     T::int64,
+     "-1",
+     -1,
+     INT64_MAX,
+     {},
+     "log.retention.bytes",
+     "Partition size above which the oldest closed segments are removed (-1: no limit)."},
+    {"retention.ms",
+     T::int64,
+     "604800000",
+     -1,
+     INT64_MAX,
+     {},
+     "log.retention.ms",
+     "Age (by largest record timestamp) after which closed segments are removed (-1: never)."},
+    {"segment.bytes",
+     T::int32,
+     "1073741824",
+     14,
+     kMax32,
+     {},
+     "log.segment.bytes",
+     "Segment file size at which the log rolls to a new segment."},
+    {"segment.index.bytes",
+     T::int32,
+     "10485760",
+     4,
+     kMax32,
+     {},
+     "log.index.size.max.bytes",
+     "Index size at which the log rolls to a new segment."},
+    // Kafka's synonym is log.roll.jitter.ms, which has no default: no synonym is reported.
+    {"segment.jitter.ms",
+     T::int64,
+     "0",
+     0,
+     INT64_MAX,
+     {},
+     {},
+     "Accepted for compatibility: segment.ms is applied without jitter."},
+    {"segment.ms",
+     T::int64,
+     "604800000",
+     1,
+     INT64_MAX,
+     {},
+     "log.roll.ms",
+     "Age of the active segment (by record timestamps) after which the log rolls."},
+    {"unclean.leader.election.enable",
+     T::boolean,
+     "false",
+     {},
+     {},
+     {},
+     "unclean.leader.election.enable",
+     "Whether a replica outside the ISR may become leader (single node: no effect)."},
 };
 
 std::optional<std::int64_t> to_int(std::string_view v) {
@@ -44,6 +290,14 @@ std::optional<std::int64_t> to_int(std::string_view v) {
   auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
   if (v.empty() || ec != std::errc() || p != v.data() + v.size()) return std::nullopt;
   return out;
+}
+
+std::string_view trim(std::string_view v) {
+  while (!v.empty() && v.front() == ' ')
+    v.remove_prefix(1);
+  while (!v.empty() && v.back() == ' ')
+    v.remove_suffix(1);
+  return v;
 }
 
 bool in_list(std::string_view choices, std::string_view item) {
@@ -54,6 +308,33 @@ bool in_list(std::string_view choices, std::string_view item) {
     choices.remove_prefix(c + 1);
   }
   return false;
+}
+
+// "a, b, c": how Kafka lists the allowed values in its messages.
+std::string spaced(std::string_view choices) {
+  std::string out;
+  for (char c : choices) {
+    out.push_back(c);
+    if (c == ',') out.push_back(' ');
+  }
+  return out;
+}
+
+// partition:broker pairs, or "*" (Kafka's throttled-replicas format).
+bool throttled_replicas_ok(std::string_view v) {
+  v = trim(v);
+  if (v.empty() || v == "*") return true;
+  while (!v.empty()) {
+    auto c = v.find(',');
+    auto item = trim(v.substr(0, c));
+    auto colon = item.find(':');
+    if (colon == std::string_view::npos || !to_int(item.substr(0, colon)) ||
+        !to_int(item.substr(colon + 1)))
+      return false;
+    if (c == std::string_view::npos) break;
+    v.remove_prefix(c + 1);
+  }
+  return true;
 }
 
 }  // namespace
@@ -70,49 +351,62 @@ const TopicConfigKey* find_topic_config(std::string_view name) {
 
 std::optional<std::string> validate_topic_config(std::string_view key, std::string_view value) {
   const TopicConfigKey* k = find_topic_config(key);
-  std::string what = std::string(key) + "=" + std::string(value);
-  if (!k) return "unknown topic config " + std::string(key);
+  if (!k) return "Unknown topic config name: " + std::string(key);
+  const std::string bad =
+      "Invalid value " + std::string(value) + " for configuration " + std::string(key) + ": ";
   switch (k->type) {
     case T::boolean:
-      if (value != "true" && value != "false") return what + ": expected true or false";
+      if (trim(value) != "true" && trim(value) != "false")
+        return bad + "Expected value to be either true or false";
+      if (key == "remote.storage.enable" && trim(value) == "true")
+        return std::string(
+            "Tiered Storage functionality is disabled in the broker. Topic cannot be configured "
+            "with remote log storage.");
       return std::nullopt;
-    case T::integer: {
-      auto v = to_int(value);
-      if (!v) return what + ": expected an integer";
-      if (*v < k->min || *v > k->max)
-        return what + ": out of range [" + std::to_string(k->min) + ", " + std::to_string(k->max) +
-               "]";
+    case T::int32:
+    case T::int64: {
+      auto v = to_int(trim(value));
+      if (!v || (k->type == T::int32 && (*v < INT32_MIN || *v > INT32_MAX)))
+        return bad + "Not a number of type " + (k->type == T::int32 ? "INT" : "LONG");
+      if (key == "compression.gzip.level" && *v == 0)
+        return bad + "Value must be -1 or between 1 and 9";
+      if (*v < k->min) return bad + "Value must be at least " + std::to_string(k->min);
+      if (*v > k->max) return bad + "Value must be no more than " + std::to_string(k->max);
       return std::nullopt;
     }
-    case T::enumeration:
-      if (!in_list(k->choices, value)) return what + ": expected one of " + std::string(k->choices);
+    case T::string:
+      if (!k->choices.empty() && !in_list(k->choices, trim(value)))
+        return bad + "String must be one of: " + spaced(k->choices);
       return std::nullopt;
     case T::list: {
+      if (k->choices.empty()) {
+        if (!throttled_replicas_ok(value))
+          return bad +
+                 "must be the literal '*' or a list of replicas in the following format: "
+                 "[partitionId]:[brokerId],[partitionId]:[brokerId],...";
+        return std::nullopt;
+      }
       std::string_view v = value;
-      if (v.empty()) return what + ": empty list";
+      if (trim(v).empty()) return bad + "Empty list";
       while (!v.empty()) {
         auto c = v.find(',');
-        auto item = v.substr(0, c);
-        while (!item.empty() && item.front() == ' ')
-          item.remove_prefix(1);
-        while (!item.empty() && item.back() == ' ')
-          item.remove_suffix(1);
-        if (!in_list(k->choices, item))
-          return what + ": items must be among " + std::string(k->choices);
+        auto item = trim(v.substr(0, c));
+        if (!in_list(k->choices, item)) return bad + "String must be one of: " + spaced(k->choices);
         if (c == std::string_view::npos) break;
         v.remove_prefix(c + 1);
       }
       return std::nullopt;
     }
-    case T::ratio: {
+    case T::double_: {
       double d = 0;
-      auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), d);
-      if (ec != std::errc() || p != value.data() + value.size() || d < 0 || d > 1)
-        return what + ": expected a number between 0 and 1";
+      std::string_view t = trim(value);
+      auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), d);
+      if (t.empty() || ec != std::errc() || p != t.data() + t.size())
+        return bad + "Not a number of type DOUBLE";
+      if (d < 0) return bad + "Value must be at least 0.0";
+      if (d > 1) return bad + "Value must be no more than 1.0";
       return std::nullopt;
     }
-    case T::string:
-      return std::nullopt;
   }
   return std::nullopt;
 }
@@ -146,6 +440,8 @@ io::LogConfig make_log_config(const std::map<std::string, std::string>& override
   c.timestamp_before_max_ms = num("message.timestamp.before.max.ms");
   c.timestamp_after_max_ms = num("message.timestamp.after.max.ms");
   c.fsync = num("flush.messages") <= 1;
+  c.flush_messages = num("flush.messages");
+  c.flush_ms = num("flush.ms");
   return c;
 }
 

@@ -14,20 +14,24 @@
 
 namespace samsa::replication {
 
-enum class TopicConfigType : std::uint8_t { boolean, integer, list, enumeration, ratio, string };
+// The value types Kafka's DescribeConfigs reports (int32 vs int64 matters to admin clients).
+enum class TopicConfigType : std::uint8_t { boolean, int32, int64, double_, list, string };
 
 struct TopicConfigKey {
   std::string_view name;
   TopicConfigType type;
   std::string_view builtin_default;  // when the broker gives no default
-  std::int64_t min = INT64_MIN;
+  std::int64_t min = INT64_MIN;      // numeric bounds
   std::int64_t max = INT64_MAX;
-  std::string_view choices;  // enumeration/list: allowed items, comma-separated
+  std::string_view choices;  // string/list: allowed items, comma-separated ("" = any)
+  // Kafka's broker setting that supplies the default (DescribeConfigs synonyms), or "".
+  std::string_view broker_synonym;
+  std::string_view doc;
 };
 
 const std::vector<TopicConfigKey>& topic_config_keys();
 const TopicConfigKey* find_topic_config(std::string_view name);
-// nullopt if valid, else a message for INVALID_CONFIG.
+// nullopt if valid, else a message for INVALID_CONFIG (worded as Kafka words it).
 std::optional<std::string> validate_topic_config(std::string_view key, std::string_view value);
 
 // Broker-wide defaults of topic configs, keyed by the topic config name.

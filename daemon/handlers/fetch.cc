@@ -4,11 +4,17 @@
 // watermark moves wakes the request (or max_wait_ms expires it), the waiters come off, and the
 // request reads again.
 //
-// Fetch sessions (KIP-227) are declined: the answer's session id is 0, so clients send full
-// fetch requests, which is what this handler serves.
+// Incremental fetch sessions (KIP-227, daemon/fetch_sessions.h): a full fetch with epoch 0
+// opens a session on this reactor; an incremental one names the session and its next epoch,
+// carries only changed partitions, and is answered with only the partitions that have records,
+// errors or moved offsets. The request then reads every partition of the session.
+#include <algorithm>
+#include <tuple>
+
 #include "base/clock.h"
 #include "base/log.h"
 #include "daemon/broker.h"
+#include "daemon/fetch_sessions.h"
 #include "daemon/handlers/handlers.h"
 #include "net/kafka/gen/fetch_request.h"
 #include "net/kafka/gen/fetch_response.h"
@@ -28,6 +34,9 @@ struct Part final : replication::PartitionWaiter {
   std::int64_t fetch_offset = 0;
   std::int32_t max_bytes = 0;
   std::int32_t leader_epoch = -1;
+  // How the client named the topic (the answer repeats it).
+  std::string asked_topic;
+  replication::Uuid asked_topic_id{};
   // Results of the last read, written on the shard thread.
   ErrorCode error = ErrorCode::none;
   std::int64_t high_watermark = -1;
@@ -61,6 +70,12 @@ struct FetchCtx final : ParkedRequest {
   bool expired = false;
   bool final_read = false;
   std::int64_t deadline_ns = 0;
+  // Fetch sessions: the session this request reads (incremental), or whether a full fetch
+  // opens one when it answers.
+  std::int32_t session_id = 0;
+  bool incremental = false;
+  bool open_session = false;
+  bool by_id = false;  // topics named by id (v13+)
   struct Expiry : io::Timer {
     FetchCtx* ctx = nullptr;
   } timer;
@@ -240,53 +255,183 @@ void FetchCtx::expire() {
   if (phase == Phase::parked) start_round(this, Phase::unparking);
 }
 
+// Whether a session's partition goes into an incremental answer (Kafka's rule): it has
+// records or an error, or an offset the client has not been told yet. Updates what the
+// session remembers as told.
+bool must_answer(SessionPartition& sp, const Part& p) {
+  bool changed = !sp.answered || p.error != ErrorCode::none || !p.slices.empty() ||
+                 sp.high_watermark != p.high_watermark ||
+                 sp.last_stable_offset != p.last_stable || sp.broker_log_start != p.log_start;
+  sp.answered = true;
+  sp.high_watermark = p.high_watermark;
+  sp.last_stable_offset = p.last_stable;
+  sp.broker_log_start = p.log_start;
+  return changed;
+}
+
+SessionPartition session_partition_of(const Part& p) {
+  SessionPartition sp;
+  sp.topic = p.asked_topic;
+  sp.topic_id = p.asked_topic_id;
+  sp.partition = p.partition;
+  sp.fetch_offset = p.fetch_offset;
+  sp.max_bytes = p.max_bytes;
+  sp.current_leader_epoch = p.leader_epoch;
+  return sp;
+}
+
 void respond(FetchCtx* raw) {
   std::unique_ptr<FetchCtx> ctx(raw);
   Request& r = *ctx->req;
   const auto& s = *r.rc.settings;
   kafka::FetchResponse resp;
   resp.session_id = 0;
+  // Which parts the answer carries, in order.
+  std::vector<std::size_t> order(ctx->parts.size());
+  for (std::size_t i = 0; i < order.size(); ++i)
+    order[i] = i;
+  FetchSession* session = nullptr;
+  if (ctx->incremental) {
+    session = r.rc.fetch_sessions->find(ctx->session_id);
+    if (!session) {  // evicted while this request waited
+      resp.error_code = kafka::code(ErrorCode::fetch_session_id_not_found);
+      ctx->req->reply(resp);
+      return;
+    }
+    session->last_used_ms = wall_ms();
+    resp.session_id = session->id;
+    std::vector<std::size_t> keep;
+    for (std::size_t i : order) {
+      Part& p = ctx->parts[i];
+      SessionPartition* sp = session->find(p.asked_topic, p.asked_topic_id, ctx->by_id, p.partition);
+      if (!sp || must_answer(*sp, p)) keep.push_back(i);
+    }
+    order = std::move(keep);
+  }
   std::size_t budget =
       static_cast<std::size_t>(std::max(0, std::min(ctx->body.max_bytes, s.fetch_max_bytes)));
   bool any = false;
-  std::size_t pi = 0;
-  for (const auto& t : ctx->body.topics) {
-    kafka::FetchResponse::FetchableTopicResponse tr;
-    tr.topic = t.topic;
-    tr.topic_id = t.topic_id;
-    for (std::size_t i = 0; i < t.partitions.size(); ++i) {
-      Part& p = ctx->parts[pi++];
-      kafka::FetchResponse::PartitionData pd;
-      pd.partition_index = p.partition;
-      pd.error_code = kafka::code(p.error);
-      pd.high_watermark = p.high_watermark;
-      pd.last_stable_offset = p.last_stable;
-      pd.log_start_offset = p.log_start;
-      if (ctx->body.isolation_level == 0) pd.aborted_transactions = std::nullopt;
-      pd.records.set_empty();
-      if (p.error == ErrorCode::none) {
-        // The response limit: the first partition with data is sent whole (a batch larger
-        // than every limit must still get through); later ones only while they fit.
-        for (const auto& sl : p.slices) {
-          if (any && sl.length > budget) break;
-          pd.records.add_file(net::FileRange{sl.file, sl.file->fd, sl.position, sl.length});
-          budget -= std::min<std::size_t>(budget, sl.length);
-          any = true;
-        }
-      } else {
-        pd.high_watermark = -1;
-        pd.last_stable_offset = -1;
-        pd.log_start_offset = -1;
-        // Kafka answers a partition it cannot find with an empty list, not null.
-        if (p.error == ErrorCode::unknown_topic_or_partition ||
-            p.error == ErrorCode::unknown_topic_id)
-          pd.aborted_transactions.emplace();
-      }
-      tr.partitions.push_back(std::move(pd));
+  std::vector<std::size_t> with_data;
+  for (std::size_t oi = 0; oi < order.size(); ++oi) {
+    Part& p = ctx->parts[order[oi]];
+    // Consecutive partitions of one topic share its entry.
+    if (resp.responses.empty() || oi == 0 ||
+        ctx->parts[order[oi - 1]].asked_topic != p.asked_topic ||
+        ctx->parts[order[oi - 1]].asked_topic_id != p.asked_topic_id) {
+      kafka::FetchResponse::FetchableTopicResponse tr;
+      tr.topic = p.asked_topic;
+      tr.topic_id = p.asked_topic_id;
+      resp.responses.push_back(std::move(tr));
     }
-    resp.responses.push_back(std::move(tr));
+    kafka::FetchResponse::PartitionData pd;
+    pd.partition_index = p.partition;
+    pd.error_code = kafka::code(p.error);
+    pd.high_watermark = p.high_watermark;
+    pd.last_stable_offset = p.last_stable;
+    pd.log_start_offset = p.log_start;
+    if (ctx->body.isolation_level == 0) pd.aborted_transactions = std::nullopt;
+    pd.records.set_empty();
+    if (p.error == ErrorCode::none) {
+      // The response limit: the first partition with data is sent whole (a batch larger
+      // than every limit must still get through); later ones only while they fit.
+      bool sent = false;
+      for (const auto& sl : p.slices) {
+        if (any && sl.length > budget) break;
+        pd.records.add_file(net::FileRange{sl.file, sl.file->fd, sl.position, sl.length});
+        budget -= std::min<std::size_t>(budget, sl.length);
+        any = sent = true;
+      }
+      if (sent) with_data.push_back(order[oi]);
+    } else {
+      pd.high_watermark = -1;
+      pd.last_stable_offset = -1;
+      pd.log_start_offset = -1;
+      // Kafka answers a partition it cannot find with an empty list, not null.
+      if (p.error == ErrorCode::unknown_topic_or_partition ||
+          p.error == ErrorCode::unknown_topic_id)
+        pd.aborted_transactions.emplace();
+    }
+    resp.responses.back().partitions.push_back(std::move(pd));
+  }
+  if (session) {
+    // Partitions that brought records go to the back of the session's order: under the
+    // response limit every partition gets its turn.
+    for (std::size_t i : with_data) {
+      const Part& p = ctx->parts[i];
+      auto& v = session->partitions;
+      auto it = std::find_if(v.begin(), v.end(), [&](const SessionPartition& sp) {
+        return sp.partition == p.partition &&
+               (ctx->by_id ? sp.topic_id == p.asked_topic_id : sp.topic == p.asked_topic);
+      });
+      if (it != v.end()) std::rotate(it, it + 1, v.end());
+    }
+  } else if (ctx->open_session) {
+    std::vector<SessionPartition> sps;
+    sps.reserve(ctx->parts.size());
+    for (const Part& p : ctx->parts) {
+      SessionPartition sp = session_partition_of(p);
+      must_answer(sp, p);
+      sps.push_back(std::move(sp));
+    }
+    if (FetchSession* created = r.rc.fetch_sessions->create(
+            std::move(sps), ctx->body.replica_id >= 0 || ctx->body.replica_state.replica_id >= 0,
+            wall_ms())) {
+      resp.session_id = created->id;
+    }
   }
   ctx->req->reply(resp);
+}
+
+}  // namespace
+
+namespace {
+
+// A partition named twice in one request is read once, from the position given last, and
+// answered where it was first named (Kafka keeps the partitions in an insertion-ordered map).
+void merge_repeated(std::vector<Part>& parts, bool by_id) {
+  if (parts.size() < 2) return;
+  std::vector<std::size_t> idx(parts.size());
+  for (std::size_t i = 0; i < idx.size(); ++i)
+    idx[i] = i;
+  auto key = [&](std::size_t i) {
+    const Part& p = parts[i];
+    return std::tuple(by_id ? std::string_view() : std::string_view(p.asked_topic),
+                      by_id ? p.asked_topic_id : replication::Uuid{}, p.partition);
+  };
+  std::stable_sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) {
+    return key(a) < key(b);
+  });
+  std::vector<bool> drop(parts.size(), false);
+  bool any = false;
+  for (std::size_t k = 1; k < idx.size(); ++k) {
+    if (key(idx[k]) != key(idx[k - 1])) continue;
+    // idx[k] came later in the request than the run's survivor (idx[k - 1]): it gives the
+    // position to read from.
+    Part& keep = parts[idx[k - 1]];
+    const Part& later = parts[idx[k]];
+    keep.fetch_offset = later.fetch_offset;
+    keep.max_bytes = later.max_bytes;
+    keep.leader_epoch = later.leader_epoch;
+    drop[idx[k]] = true;
+    any = true;
+    idx[k] = idx[k - 1];  // the run's survivor carries on
+  }
+  if (!any) return;
+  std::size_t out = 0;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    if (drop[i]) continue;
+    if (out != i) parts[out] = std::move(parts[i]);
+    ++out;
+  }
+  parts.resize(out);
+}
+
+// Answers a session error at once: no partitions, the error at the top, no session.
+void session_error(RequestPtr r, ErrorCode e) {
+  kafka::FetchResponse resp;
+  resp.error_code = kafka::code(e);
+  resp.session_id = 0;
+  r->reply(resp);
 }
 
 }  // namespace
@@ -303,10 +448,65 @@ void fetch(RequestPtr r) {
   ctx->timer.ctx = raw;
   ctx->timer.fn = [](io::Timer* t) { static_cast<FetchCtx::Expiry*>(t)->ctx->expire(); };
   ctx->deadline_ns = mono_ns() + std::int64_t{std::max(ctx->body.max_wait_ms, 0)} * 1'000'000;
+  ctx->by_id = req.version() >= 13;
+  const auto& body = ctx->body;
+
+  // Which session this request belongs to (Fetch v7+; KIP-227's request kinds).
+  FetchSession* session = nullptr;
+  if (req.version() >= 7) {
+    auto& cache = *req.rc.fetch_sessions;
+    if (body.session_id != 0 && body.session_epoch > 0) {
+      session = cache.find(body.session_id);
+      if (!session) {
+        ++cache.stats().not_found;
+        session_error(std::move(ctx->req), ErrorCode::fetch_session_id_not_found);
+        return;
+      }
+      if (session->next_epoch != body.session_epoch) {
+        ++cache.stats().bad_epoch;
+        session_error(std::move(ctx->req), ErrorCode::invalid_fetch_session_epoch);
+        return;
+      }
+      session->next_epoch = session->next_epoch == INT32_MAX ? 1 : session->next_epoch + 1;
+      session->last_used_ms = wall_ms();
+      // The request's partitions are the changes; forgotten ones leave the session.
+      for (const auto& t : body.topics) {
+        for (const auto& fp : t.partitions) {
+          SessionPartition* sp = session->find(t.topic, t.topic_id, ctx->by_id, fp.partition);
+          if (!sp) {
+            SessionPartition fresh;
+            fresh.topic = t.topic;
+            fresh.topic_id = t.topic_id;
+            fresh.partition = fp.partition;
+            session->partitions.push_back(std::move(fresh));
+            sp = &session->partitions.back();
+          }
+          sp->fetch_offset = fp.fetch_offset;
+          sp->max_bytes = fp.partition_max_bytes;
+          sp->current_leader_epoch = fp.current_leader_epoch;
+          sp->last_fetched_epoch = fp.last_fetched_epoch;
+          sp->log_start_offset = fp.log_start_offset;
+        }
+      }
+      for (const auto& f : body.forgotten_topics_data)
+        for (std::int32_t p : f.partitions)
+          session->remove(f.topic, f.topic_id, ctx->by_id, p);
+      ctx->incremental = true;
+      ctx->session_id = session->id;
+    } else {
+      // A full fetch: it closes the session it names; epoch 0 opens a new one.
+      if (body.session_id != 0) cache.remove(body.session_id);
+      ctx->open_session = body.session_epoch == 0;
+    }
+  }
 
   std::size_t n = 0;
-  for (const auto& t : ctx->body.topics)
-    n += t.partitions.size();
+  if (session) {
+    n = session->partitions.size();
+  } else {
+    for (const auto& t : body.topics)
+      n += t.partitions.size();
+  }
   // Per-partition state and answers, bounded by the reactor's request budget.
   if (!req.charge(n * (sizeof(Part) + sizeof(kafka::FetchResponse::PartitionData)),
                   "its partitions' state")) {
@@ -315,37 +515,50 @@ void fetch(RequestPtr r) {
   ctx->parts.resize(n);
   std::vector<std::size_t> group_of_shard(req.rc.broker->reactor_count(), SIZE_MAX);
   std::size_t pi = 0;
-  for (const auto& t : ctx->body.topics) {
-    const replication::TopicState* topic =
-        req.version() >= 13 ? image.topic(t.topic_id) : image.topic(t.topic);
-    for (const auto& fp : t.partitions) {
-      Part& p = ctx->parts[pi];
-      p.ctx = raw;
-      p.partition = fp.partition;
-      p.fetch_offset = fp.fetch_offset;
-      // No partition may bring more than the whole response may carry (at least one batch
-      // still comes: the log's read never returns less).
-      p.max_bytes =
-          std::min({fp.partition_max_bytes, ctx->body.max_bytes, req.rc.settings->fetch_max_bytes});
-      p.leader_epoch = fp.current_leader_epoch;
-      if (!topic) {
-        p.error = req.version() >= 13 ? ErrorCode::unknown_topic_id
-                                      : ErrorCode::unknown_topic_or_partition;
-      } else if (fp.partition < 0 ||
-                 static_cast<std::size_t>(fp.partition) >= topic->partitions.size()) {
-        p.error = ErrorCode::unknown_topic_or_partition;
-      } else {
-        p.topic = topic->name;
-        std::size_t shard = req.rc.broker->owner(p.topic, fp.partition);
-        if (group_of_shard[shard] == SIZE_MAX) {
-          group_of_shard[shard] = ctx->groups.size();
-          ctx->groups.push_back(Group{shard, {}, false});
-        }
-        p.group = group_of_shard[shard];
-        ctx->groups[p.group].parts.push_back(pi);
-      }
-      ++pi;
+  auto add = [&](const std::string& name, const replication::Uuid& id, std::int32_t partition,
+                 std::int64_t fetch_offset, std::int32_t partition_max_bytes,
+                 std::int32_t leader_epoch) {
+    const replication::TopicState* topic = ctx->by_id ? image.topic(id) : image.topic(name);
+    Part& p = ctx->parts[pi];
+    p.ctx = raw;
+    p.partition = partition;
+    p.fetch_offset = fetch_offset;
+    p.asked_topic = name;
+    p.asked_topic_id = id;
+    // No partition may bring more than the whole response may carry (at least one batch
+    // still comes: the log's read never returns less).
+    p.max_bytes = std::min({partition_max_bytes, body.max_bytes, req.rc.settings->fetch_max_bytes});
+    p.leader_epoch = leader_epoch;
+    if (!topic) {
+      p.error = ctx->by_id ? ErrorCode::unknown_topic_id : ErrorCode::unknown_topic_or_partition;
+    } else if (partition < 0 || static_cast<std::size_t>(partition) >= topic->partitions.size()) {
+      p.error = ErrorCode::unknown_topic_or_partition;
+    } else {
+      p.topic = topic->name;
     }
+    ++pi;
+  };
+  if (session) {
+    for (const auto& sp : session->partitions)
+      add(sp.topic, sp.topic_id, sp.partition, sp.fetch_offset, sp.max_bytes,
+          sp.current_leader_epoch);
+  } else {
+    for (const auto& t : body.topics)
+      for (const auto& fp : t.partitions)
+        add(t.topic, t.topic_id, fp.partition, fp.fetch_offset, fp.partition_max_bytes,
+            fp.current_leader_epoch);
+    merge_repeated(ctx->parts, ctx->by_id);
+  }
+  for (std::size_t i = 0; i < ctx->parts.size(); ++i) {
+    Part& p = ctx->parts[i];
+    if (p.topic.empty()) continue;
+    std::size_t shard = req.rc.broker->owner(p.topic, p.partition);
+    if (group_of_shard[shard] == SIZE_MAX) {
+      group_of_shard[shard] = ctx->groups.size();
+      ctx->groups.push_back(Group{shard, {}, false});
+    }
+    p.group = group_of_shard[shard];
+    ctx->groups[p.group].parts.push_back(i);
   }
   ctx.release();
   if (raw->groups.empty()) {

@@ -2,7 +2,12 @@
 // The version ranges they serve are in dispatch.cc's table.
 #pragma once
 
+#include <map>
+#include <string>
+
 #include "daemon/dispatch.h"
+#include "daemon/settings.h"
+#include "replication/topic_config.h"
 
 namespace samsa::daemon::handlers {
 
@@ -13,6 +18,22 @@ void fetch(RequestPtr r);
 void list_offsets(RequestPtr r);
 void create_topics(RequestPtr r);
 void delete_topics(RequestPtr r);
+void create_partitions(RequestPtr r);
+// Topic configs and dynamic broker settings (configs.cc).
+void describe_configs(RequestPtr r);
+void alter_configs(RequestPtr r);
+void incremental_alter_configs(RequestPtr r);
+// The source DescribeConfigs reports for a topic config (CreateTopics' answer carries it too).
+std::int8_t topic_config_source(const BrokerSettings& s,
+                                const std::map<std::string, std::string>& overrides,
+                                const replication::TopicConfigKey& k);
+// Per-partition admin work on the owning shards (records.cc).
+void delete_records(RequestPtr r);
+void offset_for_leader_epoch(RequestPtr r);
+// Brokers, log directories and partitions (cluster.cc).
+void describe_cluster(RequestPtr r);
+void describe_log_dirs(RequestPtr r);
+void describe_topic_partitions(RequestPtr r);
 // Consumer groups and committed offsets (groups.cc), answered by the coordinator thread.
 void find_coordinator(RequestPtr r);
 void join_group(RequestPtr r);

@@ -1,3 +1,6 @@
+#include <algorithm>
+#include <set>
+
 #include "base/log.h"
 #include "daemon/broker.h"
 #include "daemon/handlers/handlers.h"
@@ -40,7 +43,12 @@ MetadataResponse::MetadataResponseTopic describe(const replication::TopicState& 
   return out;
 }
 
-void answer(RequestPtr r, const MetadataRequest& req) {
+// failed: topics whose auto-creation was refused, with the reason (sorted by name).
+// unsent_from: new topics named from this index on were not even offered to the controller
+// (one request creates at most samsa.max.partitions.per.request partitions).
+void answer(RequestPtr r, const MetadataRequest& req,
+            const std::vector<std::pair<std::string, ErrorCode>>& failed = {},
+            std::size_t unsent_from = SIZE_MAX) {
   const auto& image = *r->rc.image;
   const auto& s = *r->rc.settings;
   const std::int16_t v = r->version();
@@ -59,7 +67,8 @@ void answer(RequestPtr r, const MetadataRequest& req) {
     for (const auto& [name, t] : image.topics())
       add(*t);
   } else {
-    for (const auto& want : *req.topics) {
+    for (std::size_t i = 0; i < req.topics->size(); ++i) {
+      const auto& want = (*req.topics)[i];
       const replication::TopicState* t =
           want.name ? image.topic(*want.name) : image.topic(want.topic_id);
       if (t) {
@@ -69,10 +78,18 @@ void answer(RequestPtr r, const MetadataRequest& req) {
       MetadataResponse::MetadataResponseTopic miss;
       miss.name = want.name;
       miss.topic_id = want.topic_id;
-      if (!want.name) {
+      auto f = want.name ? std::lower_bound(
+                               failed.begin(), failed.end(), *want.name,
+                               [](const auto& e, const std::string& n) { return e.first < n; })
+                         : failed.end();
+      if (f != failed.end() && want.name && f->first == *want.name) {
+        miss.error_code = kafka::code(f->second);
+      } else if (!want.name) {
         miss.error_code = kafka::code(ErrorCode::unknown_topic_id);
       } else if (replication::check_topic_name(*want.name)) {
         miss.error_code = kafka::code(ErrorCode::invalid_topic_exception);
+      } else if (i >= unsent_from && !want.name->starts_with("__")) {
+        miss.error_code = kafka::code(ErrorCode::policy_violation);
       } else {
         miss.error_code = kafka::code(ErrorCode::unknown_topic_or_partition);
       }
@@ -95,16 +112,36 @@ void metadata(RequestPtr r) {
   const bool allow_create =
       s.auto_create_topics && (r->version() < 4 || req.allow_auto_topic_creation);
   std::vector<replication::TopicSpec> create;
+  std::size_t unsent_from = SIZE_MAX;
   if (allow_create && req.topics && !(r->version() == 0 && req.topics->empty())) {
-    for (const auto& want : *req.topics) {
+    // A request may name millions of topics: offer the controller only as many as it could
+    // create (each takes num.partitions of the per-request cap), so nothing here grows with
+    // the names beyond them.
+    const auto most = static_cast<std::size_t>(s.max_partitions_per_request /
+                                               std::max<std::int64_t>(1, s.num_partitions));
+    std::set<std::string_view> named;
+    for (std::size_t i = 0; i < req.topics->size(); ++i) {
+      const auto& want = (*req.topics)[i];
       if (!want.name || r->rc.image->topic(*want.name)) continue;
       if (replication::check_topic_name(*want.name)) continue;
       if (want.name->starts_with("__")) continue;  // internal names are created by the broker
+      if (named.contains(*want.name)) continue;
+      if (create.size() == most) {
+        unsent_from = i;
+        break;
+      }
+      named.insert(*want.name);
       create.push_back({*want.name, s.num_partitions, s.default_replication_factor, {}});
     }
+    // The specs, their outcomes and the names they copy, within the request budget.
+    std::size_t bytes = 0;
+    for (const auto& c : create)
+      bytes += sizeof(replication::TopicSpec) + sizeof(replication::TopicOutcome) +
+               2 * c.name.size() + 64;
+    if (!r->charge(bytes, "the topics it auto-creates")) return;
   }
   if (create.empty()) {
-    answer(std::move(r), req);
+    answer(std::move(r), req, {}, unsent_from);
     return;
   }
   // Auto-create, then answer from the image that holds the new topics (the controller answers
@@ -112,17 +149,39 @@ void metadata(RequestPtr r) {
   via_controller<std::vector<replication::TopicOutcome>>(
       std::move(r),
       [create = std::move(create)](replication::Controller& c, auto done) mutable {
-        c.create_topics(std::move(create), false, std::move(done));
+        // Topics are created in order while they fit samsa.max.partitions and the per-request
+        // cap; the rest are answered with the reason (each topic is whole or absent).
+        c.create_topics(std::move(create), false, std::move(done), true);
       },
-      [req = std::move(req)](RequestPtr r, std::vector<replication::TopicOutcome> out) {
-        for (const auto& o : out) {
+      [req = std::move(req), unsent_from](RequestPtr r,
+                                          std::vector<replication::TopicOutcome> out) {
+        std::vector<std::pair<std::string, ErrorCode>> failed;
+        std::size_t created = 0;
+        const replication::TopicOutcome* one = nullptr;
+        for (auto& o : out) {
           if (o.error == ErrorCode::none) {
-            LOG_INFO("auto-created topic %s with %d partitions", o.name.c_str(), o.partitions);
+            ++created;
+            one = &o;
           } else if (o.error != ErrorCode::topic_already_exists) {
-            LOG_WARN("auto-creating topic %s failed: %s", o.name.c_str(), o.message.c_str());
+            // One line for the first refusal: a request may name thousands of topics.
+            if (failed.empty())
+              LOG_WARN("auto-creating topic %s failed: %s", o.name.c_str(), o.message.c_str());
+            failed.emplace_back(std::move(o.name), o.error);
           }
         }
-        answer(std::move(r), req);
+        if (created == 1) {
+          LOG_INFO("auto-created topic %s with %d partitions", one->name.c_str(), one->partitions);
+        } else if (created > 1) {
+          LOG_INFO("auto-created %zu topics", created);
+        }
+        if (failed.size() > 1) LOG_WARN("auto-creation refused %zu topics", failed.size());
+        if (unsent_from != SIZE_MAX)
+          LOG_WARN(
+              "auto-creation: %zu topics named after the first %zu new ones were not "
+              "considered (samsa.max.partitions.per.request)",
+              req.topics->size() - unsent_from, out.size());
+        std::sort(failed.begin(), failed.end());
+        answer(std::move(r), req, failed, unsent_from);
       });
 }
 

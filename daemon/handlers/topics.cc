@@ -1,9 +1,11 @@
-// CreateTopics and DeleteTopics: validated and committed by the controller thread; answered
-// from the origin reactor once every reactor has applied the change.
+// CreateTopics, DeleteTopics and CreatePartitions: validated and committed by the controller
+// thread; answered from the origin reactor once every reactor has applied the change.
 #include "base/log.h"
 #include "daemon/broker.h"
 #include "daemon/handlers/handlers.h"
 #include "daemon/handlers/round_trip.h"
+#include "net/kafka/gen/create_partitions_request.h"
+#include "net/kafka/gen/create_partitions_response.h"
 #include "net/kafka/gen/create_topics_request.h"
 #include "net/kafka/gen/create_topics_response.h"
 #include "net/kafka/gen/delete_topics_request.h"
@@ -14,11 +16,6 @@ namespace samsa::daemon::handlers {
 namespace {
 
 using kafka::ErrorCode;
-
-// Kafka's DescribeConfigs config sources.
-constexpr std::int8_t kTopicConfigSource = 1;   // DYNAMIC_TOPIC_CONFIG
-constexpr std::int8_t kStaticBrokerSource = 4;  // STATIC_BROKER_CONFIG
-constexpr std::int8_t kDefaultSource = 5;       // DEFAULT_CONFIG
 
 }  // namespace
 
@@ -85,9 +82,7 @@ void create_topics(RequestPtr r) {
           kafka::CreateTopicsResponse::CreatableTopicConfigs cfg;
           cfg.name = std::string(k.name);
           cfg.value = replication::topic_config_value(overrides, s.topic_defaults, k.name);
-          cfg.config_source = overrides.contains(cfg.name)        ? kTopicConfigSource
-                              : s.topic_defaults.contains(k.name) ? kStaticBrokerSource
-                                                                  : kDefaultSource;
+          cfg.config_source = topic_config_source(s, overrides, k);
           configs.push_back(std::move(cfg));
         }
         res.configs = std::move(configs);
@@ -137,6 +132,48 @@ void delete_topics(RequestPtr r) {
           res.error_message = o.message.empty() ? std::nullopt : std::optional(o.message);
           if (o.error == kafka::ErrorCode::none) LOG_INFO("deleted topic %s", o.name.c_str());
           resp.responses.push_back(std::move(res));
+        }
+        r->reply(resp);
+      });
+}
+
+void create_partitions(RequestPtr r) {
+  kafka::CreatePartitionsRequest req;
+  if (!r->decode(req)) return;
+  if (!r->charge(req.topics.size() * (sizeof(replication::PartitionsSpec) +
+                                      sizeof(replication::PartitionsOutcome) + 64),
+                 "its topics"))
+    return;
+  std::vector<replication::PartitionsSpec> specs;
+  specs.reserve(req.topics.size());
+  for (auto& t : req.topics) {
+    replication::PartitionsSpec s;
+    s.name = std::move(t.name);
+    s.count = t.count;
+    if (t.assignments) {
+      for (auto& a : *t.assignments)
+        s.assignments.push_back(std::move(a.broker_ids));
+    }
+    specs.push_back(std::move(s));
+  }
+  const bool validate_only = req.validate_only;
+  via_controller<std::vector<replication::PartitionsOutcome>>(
+      std::move(r),
+      [specs = std::move(specs), validate_only](replication::Controller& c, auto done) mutable {
+        c.create_partitions(std::move(specs), validate_only, std::move(done));
+      },
+      [](RequestPtr r, std::vector<replication::PartitionsOutcome> out) {
+        kafka::CreatePartitionsResponse resp;
+        for (auto& o : out) {
+          kafka::CreatePartitionsResponse::CreatePartitionsTopicResult res;
+          res.name = std::move(o.name);
+          res.error_code = kafka::code(o.error);
+          res.error_message = o.error == ErrorCode::none || o.message.empty()
+                                  ? std::nullopt
+                                  : std::optional(o.message);
+          if (o.error == ErrorCode::none)
+            LOG_INFO("added partitions to topic %s", res.name.c_str());
+          resp.results.push_back(std::move(res));
         }
         r->reply(resp);
       });

@@ -66,6 +66,67 @@ TEST(Config, PrecedenceOverrideDynamicFileDefault) {
   EXPECT_FALSE(c->set_dynamic("listeners", "PLAINTEXT://:1").has_value()) << "static key";
 }
 
+// Kafka's two dynamic layers: this broker's own values beat the cluster-wide defaults, and
+// --override still beats both (DESIGN.md decision 4).
+TEST(Config, DynamicLayersBrokerOverClusterDefault) {
+  TempFile f("log.retention.ms=500\n");
+  auto c = Config::load(f.path, {"message.max.bytes=4000"}, nullptr);
+  ASSERT_TRUE(c.has_value()) << c.error();
+  using L = Config::Layer;
+  ASSERT_TRUE(c->set_dynamic("log.retention.ms", "2000", L::dynamic_default).has_value());
+  EXPECT_EQ(c->get_int("log.retention.ms"), 2000);
+  EXPECT_EQ(c->source("log.retention.ms"), L::dynamic_default);
+  ASSERT_TRUE(c->set_dynamic("log.retention.ms", "1000", L::dynamic).has_value());
+  EXPECT_EQ(c->get_int("log.retention.ms"), 1000);
+  EXPECT_EQ(c->source("log.retention.ms"), L::dynamic);
+  EXPECT_EQ(c->layer_value("log.retention.ms", L::dynamic_default), "2000");
+  EXPECT_EQ(c->layer_value("log.retention.ms", L::file), "500");
+  EXPECT_FALSE(c->layer_value("log.retention.ms", L::defaults).has_value());
+  ASSERT_TRUE(c->set_dynamic("log.retention.ms", std::nullopt, L::dynamic).has_value());
+  EXPECT_EQ(c->get_int("log.retention.ms"), 2000) << "back to the cluster default";
+  ASSERT_TRUE(c->set_dynamic("message.max.bytes", "9000", L::dynamic_default).has_value());
+  EXPECT_EQ(c->get_int("message.max.bytes"), 4000) << "--override beats dynamic settings";
+  EXPECT_FALSE(c->set_dynamic("log.retention.ms", "1", L::file).has_value()) << "not dynamic";
+  EXPECT_EQ(c->layer_values(L::dynamic_default).size(), 2u);
+}
+
+// What IncrementalAlterConfigs answers for a broker setting, in Kafka's words.
+TEST(Config, CheckDynamicSpeaksKafka) {
+  EXPECT_EQ(Config::check_dynamic("log.dirs", "/x"),
+            "Cannot update these configs dynamically: Set(log.dirs)");
+  EXPECT_EQ(Config::check_dynamic("message.max.bytes", "abc"),
+            "Invalid value abc for configuration message.max.bytes: Not a number of type INT");
+  EXPECT_EQ(
+      Config::check_dynamic("log.flush.interval.messages", "0"),
+      "Invalid value 0 for configuration log.flush.interval.messages: Value must be at least 1");
+  EXPECT_EQ(
+      Config::check_dynamic("log.message.timestamp.type", "Now"),
+      "Invalid value Now for configuration log.message.timestamp.type: String must be one of: "
+      "CreateTime, LogAppendTime");
+  EXPECT_EQ(Config::check_dynamic("no.such.key", "1"), "Unknown broker config name: no.such.key");
+  EXPECT_FALSE(Config::check_dynamic("log.retention.ms", "1000").has_value());
+  EXPECT_FALSE(Config::check_dynamic("log.retention.ms", std::nullopt).has_value());
+  EXPECT_TRUE(Config::check_dynamic("listeners", std::nullopt).has_value()) << "static";
+}
+
+// Settings carry a snapshot of the configuration they were made from (DescribeConfigs reads its
+// layers) and the partition limits.
+TEST(Settings, CarryTheConfigAndThePartitionLimits) {
+  auto c = Config::load("", {"samsa.max.partitions=123", "samsa.max.partitions.per.request=45"},
+                        nullptr);
+  ASSERT_TRUE(c.has_value());
+  auto s = make_settings(*c, "cid");
+  ASSERT_TRUE(s.has_value()) << s.error();
+  EXPECT_EQ((*s)->max_partitions, 123);
+  EXPECT_EQ((*s)->max_partitions_per_request, 45);
+  ASSERT_NE((*s)->config, nullptr);
+  EXPECT_EQ((*s)->config->source("samsa.max.partitions"), Config::Layer::override_);
+  auto d = Config::load("", {}, nullptr);
+  auto sd = make_settings(*d, "cid");
+  EXPECT_EQ((*sd)->max_partitions, 100000) << "documented default";
+  EXPECT_EQ((*sd)->max_partitions_per_request, 10000);
+}
+
 TEST(Config, InvalidValuesNameTheKey) {
   for (const char* o : {"num.partitions=zero", "num.partitions=0", "auto.create.topics.enable=yes",
                         "samsa.net.backend=carrier-pigeon", "log.segment.bytes=13"}) {

@@ -88,16 +88,41 @@ TEST_F(Retention, RetentionMsRemovesSegmentsWhoseNewestRecordIsTooOld) {
   EXPECT_TRUE(log->apply_retention(now).empty());
 }
 
-TEST_F(Retention, TheActiveSegmentIsNeverRemoved) {
+// Kafka's rule: once everything in the active segment is expired (and acknowledged), the log
+// rolls and the old segment goes too; the log continues at the same offset.
+TEST_F(Retention, AWhollyExpiredActiveSegmentIsRolledAndRemoved) {
   LogConfig cfg;
-  cfg.retention_ms = 1;
+  cfg.retention_ms = 60'000;
   cfg.segment_ms = INT64_MAX / 4;
   auto log = open(cfg);
   for (int i = 0; i < 5; ++i)
     append(*log, 1000);  // 1970: long expired
-  EXPECT_TRUE(log->apply_retention(wall_ms()).empty());
+  auto files = log->apply_retention(wall_ms());
+  EXPECT_EQ(files.size(), 3u);  // .log, .index, .timeindex renamed *.deleted
   EXPECT_EQ(log->segment_count(), 1u);
+  EXPECT_EQ(log->log_start_offset(), 5);
+  EXPECT_EQ(log->log_end_offset(), 5);
+  EXPECT_EQ(bases(), std::vector<std::int64_t>{5});
+  EXPECT_EQ(append(*log, wall_ms()), 5);
+  // The fresh segment is not expired: nothing more goes.
+  EXPECT_TRUE(log->apply_retention(wall_ms()).empty());
+  EXPECT_EQ(log->log_start_offset(), 5);
+}
+
+TEST_F(Retention, TheActiveSegmentStaysWhileAppendsAreInFlightOrWhenEmpty) {
+  LogConfig cfg;
+  cfg.retention_ms = 1;
+  cfg.segment_ms = INT64_MAX / 4;
+  auto log = open(cfg);
+  EXPECT_TRUE(log->apply_retention(wall_ms()).empty());  // empty: nothing to roll
+  append(*log, 1000);
+  testing::OwnedAppend op(testing::make_batch(1, 1000));
+  ASSERT_TRUE(log->append(&op).has_value());
+  EXPECT_TRUE(log->apply_retention(wall_ms()).empty());
   EXPECT_EQ(log->log_start_offset(), 0);
+  ASSERT_TRUE(reactor->run_until([&] { return op.completions == 1; }));
+  EXPECT_FALSE(log->apply_retention(wall_ms()).empty());
+  EXPECT_EQ(log->log_start_offset(), 2);
 }
 
 TEST_F(Retention, RetentionBytesKeepsTheNewestWithinTheLimit) {
@@ -167,14 +192,16 @@ TEST_F(Retention, DeleterThreadRenamesThenUnlinksAfterTheDelay) {
   EXPECT_TRUE(reactor->run_until([&] { return thread_named("retention"); }, 5'000'000'000));
   del.check_now();
   ASSERT_TRUE(reactor->run_until([&] { return del.stats().log_checks == 1; }));
+  // retention.bytes=0: every segment goes, the active one rolled first (Kafka's rule).
   EXPECT_EQ(log->segment_count(), 1u);
-  EXPECT_EQ(count_deleted(), 3 * (segs - 1));  // renamed, not yet unlinked
-  EXPECT_EQ(del.stats().files_renamed, 3 * (segs - 1));
+  EXPECT_EQ(log->log_start_offset(), 12);
+  EXPECT_EQ(count_deleted(), 3 * segs);  // renamed, not yet unlinked
+  EXPECT_EQ(del.stats().files_renamed, 3 * segs);
   EXPECT_EQ(del.stats().files_unlinked, 0u);
   del.remove(reg);
   del.stop();
   EXPECT_EQ(count_deleted(), 0u);
-  EXPECT_EQ(del.stats().files_unlinked, 3 * (segs - 1));
+  EXPECT_EQ(del.stats().files_unlinked, 3 * segs);
 }
 
 TEST_F(Retention, DeleterUnlinksWhenTheDelayPassesAndWritesCheckpoints) {

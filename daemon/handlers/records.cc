@@ -1,0 +1,213 @@
+// DeleteRecords (raise a partition's log start) and OffsetForLeaderEpoch (where a leader epoch
+// ended, from the log's leader-epoch cache), each done by the shard that owns the partition.
+#include "base/log.h"
+#include "daemon/broker.h"
+#include "daemon/handlers/fan_out.h"
+#include "daemon/handlers/handlers.h"
+#include "io/leader_epoch.h"
+#include "net/kafka/gen/delete_records_request.h"
+#include "net/kafka/gen/delete_records_response.h"
+#include "net/kafka/gen/offset_for_leader_epoch_request.h"
+#include "net/kafka/gen/offset_for_leader_epoch_response.h"
+#include "replication/topic_config.h"
+
+namespace samsa::daemon::handlers {
+namespace {
+
+using kafka::ErrorCode;
+
+// One partition of a request, resolved against the image on the request's reactor.
+struct Item {
+  std::string_view topic;  // into the image the state holds
+  std::int32_t partition = 0;
+  std::int64_t in = 0;  // DeleteRecords: the offset; OffsetForLeaderEpoch: the epoch
+  std::int32_t current_epoch = -1;
+  std::size_t shard = SIZE_MAX;  // SIZE_MAX: answered without the shard (error set)
+  ErrorCode error = ErrorCode::none;
+  std::int64_t out = -1;  // low watermark / end offset
+  std::int32_t out_epoch = -1;
+};
+
+struct State {
+  RequestPtr req;
+  replication::ImagePtr image;
+  std::vector<Item> items;
+};
+
+std::optional<std::size_t> shard_of(const State& s, std::size_t i) {
+  if (s.items[i].shard == SIZE_MAX) return std::nullopt;
+  return s.items[i].shard;
+}
+
+// Resolves (topic, partition): the owning shard, or the error.
+void resolve(const Broker& b, const replication::MetadataImage& image, std::string_view topic,
+             Item& it) {
+  const replication::TopicState* t = image.topic(topic);
+  if (!t || it.partition < 0 || static_cast<std::size_t>(it.partition) >= t->partitions.size()) {
+    it.error = ErrorCode::unknown_topic_or_partition;
+    return;
+  }
+  it.topic = t->name;
+  it.shard = b.owner(it.topic, it.partition);
+}
+
+constexpr std::int64_t kHighWatermark = -1;  // DeleteRecords: everything below the HW
+
+void delete_on_shard(Item& it, ReactorContext& rc) {
+  replication::Partition* p = rc.shard->find(it.topic, it.partition);
+  if (!p) {
+    it.error = ErrorCode::not_leader_or_follower;
+    return;
+  }
+  const std::int64_t hw = p->high_watermark();
+  const std::int64_t offset = it.in == kHighWatermark ? hw : it.in;
+  if (offset < 0 || offset > hw) {
+    it.error = ErrorCode::offset_out_of_range;
+    return;
+  }
+  auto r = p->log().delete_records(offset);
+  if (!r) {
+    LOG_ERROR("DeleteRecords on %.*s-%d: %s", static_cast<int>(it.topic.size()), it.topic.data(),
+              it.partition, r.error().detail.c_str());
+    it.error = r.error().code == io::Errc::offset_out_of_range ? ErrorCode::offset_out_of_range
+                                                               : ErrorCode::kafka_storage_error;
+    return;
+  }
+  it.out = *r;
+}
+
+void epoch_on_shard(Item& it, ReactorContext& rc) {
+  replication::Partition* p = rc.shard->find(it.topic, it.partition);
+  if (!p) {
+    it.error = ErrorCode::not_leader_or_follower;
+    return;
+  }
+  // A client that knows a newer epoch than ours, or an older one, is told so (KIP-320).
+  if (it.current_epoch >= 0 && it.current_epoch != p->leader_epoch()) {
+    it.error = it.current_epoch < p->leader_epoch() ? ErrorCode::fenced_leader_epoch
+                                                    : ErrorCode::unknown_leader_epoch;
+    return;
+  }
+  auto end = p->log().leader_epochs().end_offset_for(static_cast<std::int32_t>(it.in),
+                                                     p->log().log_end_offset());
+  it.out_epoch = end.epoch;
+  it.out = end.end_offset;
+}
+
+}  // namespace
+
+void delete_records(RequestPtr r) {
+  kafka::DeleteRecordsRequest req;
+  if (!r->decode(req)) return;
+  auto st = std::make_unique<State>();
+  st->image = r->rc.image;
+  const Broker& b = *r->rc.broker;
+  std::size_t n = 0;
+  for (const auto& t : req.topics)
+    n += t.partitions.size();
+  // One item per partition entry and an answer of about the same size, within the request
+  // budget (a frame naming a million partitions is refused here, not allocated).
+  if (!r->charge(
+          n * (sizeof(Item) + sizeof(kafka::DeleteRecordsResponse::DeleteRecordsPartitionResult)),
+          "its partitions' state"))
+    return;
+  st->items.reserve(n);
+  for (const auto& t : req.topics) {
+    const bool internal = replication::is_internal_topic(t.name);
+    for (const auto& p : t.partitions) {
+      Item it;
+      it.partition = p.partition_index;
+      it.in = p.offset;
+      resolve(b, *st->image, t.name, it);
+      if (it.error == ErrorCode::none && internal) {
+        // Kafka refuses it too: the broker's own records live there.
+        it.error = ErrorCode::invalid_topic_exception;
+        it.shard = SIZE_MAX;
+      } else if (it.error == ErrorCode::none) {
+        const auto* topic = st->image->topic(t.name);
+        const auto policy = replication::topic_config_value(
+            topic->configs, r->rc.settings->topic_defaults, "cleanup.policy");
+        if (policy.find("delete") == std::string::npos) {
+          // Kafka: records of a compact-only topic cannot be deleted.
+          it.error = ErrorCode::policy_violation;
+          it.shard = SIZE_MAX;
+        }
+      }
+      st->items.push_back(it);
+    }
+  }
+  auto topics = std::make_shared<kafka::DeleteRecordsRequest>(std::move(req));
+  st->req = std::move(r);
+  fan_out_to_shards(
+      std::move(st), n, shard_of,
+      [](ReactorContext& rc, State& s, std::size_t i) { delete_on_shard(s.items[i], rc); },
+      [topics](std::unique_ptr<State> s) {
+        kafka::DeleteRecordsResponse resp;
+        std::size_t i = 0;
+        for (const auto& t : topics->topics) {
+          kafka::DeleteRecordsResponse::DeleteRecordsTopicResult tr;
+          tr.name = t.name;
+          for (std::size_t k = 0; k < t.partitions.size(); ++k) {
+            const Item& it = s->items[i++];
+            kafka::DeleteRecordsResponse::DeleteRecordsPartitionResult pr;
+            pr.partition_index = it.partition;
+            pr.low_watermark = it.error == ErrorCode::none ? it.out : -1;
+            pr.error_code = kafka::code(it.error);
+            tr.partitions.push_back(pr);
+          }
+          resp.topics.push_back(std::move(tr));
+        }
+        s->req->reply(resp);
+      });
+}
+
+void offset_for_leader_epoch(RequestPtr r) {
+  kafka::OffsetForLeaderEpochRequest req;
+  if (!r->decode(req)) return;
+  auto st = std::make_unique<State>();
+  st->image = r->rc.image;
+  const Broker& b = *r->rc.broker;
+  std::size_t n = 0;
+  for (const auto& t : req.topics)
+    n += t.partitions.size();
+  if (!r->charge(n * (sizeof(Item) + sizeof(kafka::OffsetForLeaderEpochResponse::EpochEndOffset)),
+                 "its partitions' state"))
+    return;
+  st->items.reserve(n);
+  for (const auto& t : req.topics) {
+    for (const auto& p : t.partitions) {
+      Item it;
+      it.partition = p.partition;
+      it.in = p.leader_epoch;
+      it.current_epoch = p.current_leader_epoch;
+      resolve(b, *st->image, t.topic, it);
+      st->items.push_back(it);
+    }
+  }
+  auto topics = std::make_shared<kafka::OffsetForLeaderEpochRequest>(std::move(req));
+  st->req = std::move(r);
+  fan_out_to_shards(
+      std::move(st), n, shard_of,
+      [](ReactorContext& rc, State& s, std::size_t i) { epoch_on_shard(s.items[i], rc); },
+      [topics](std::unique_ptr<State> s) {
+        kafka::OffsetForLeaderEpochResponse resp;
+        std::size_t i = 0;
+        for (const auto& t : topics->topics) {
+          kafka::OffsetForLeaderEpochResponse::OffsetForLeaderTopicResult tr;
+          tr.topic = t.topic;
+          for (std::size_t k = 0; k < t.partitions.size(); ++k) {
+            const Item& it = s->items[i++];
+            kafka::OffsetForLeaderEpochResponse::EpochEndOffset pr;
+            pr.error_code = kafka::code(it.error);
+            pr.partition = it.partition;
+            pr.leader_epoch = it.error == ErrorCode::none ? it.out_epoch : -1;
+            pr.end_offset = it.error == ErrorCode::none ? it.out : -1;
+            tr.partitions.push_back(pr);
+          }
+          resp.topics.push_back(std::move(tr));
+        }
+        s->req->reply(resp);
+      });
+}
+
+}  // namespace samsa::daemon::handlers
