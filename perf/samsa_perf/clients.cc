@@ -35,6 +35,16 @@ Producer::~Producer() {
     rd_kafka_topic_destroy(t);
   // Before value_ goes: records still queued (a missed drain deadline) refer to it.
   rk_.reset();
+  if (stats_) std::fclose(stats_);
+}
+
+int Producer::on_stats(rd_kafka_t*, char* json, std::size_t len, void* opaque) {
+  auto* self = static_cast<Producer*>(opaque);
+  if (self->stats_) {
+    std::fwrite(json, 1, len, self->stats_);
+    std::fputc('\n', self->stats_);
+  }
+  return 0;  // librdkafka frees json
 }
 
 void Producer::on_delivery(rd_kafka_t*, const rd_kafka_message_t* m, void* opaque) {
@@ -56,14 +66,33 @@ void Producer::on_delivery(rd_kafka_t*, const rd_kafka_message_t* m, void* opaqu
     Counters::bump(c.window_bytes, bytes);
   }
   const auto due = static_cast<std::int64_t>(reinterpret_cast<std::intptr_t>(m->_private));
-  if (self->w_.contains(due)) c.latency.record(static_cast<std::uint64_t>(now - due));
+  if (!self->w_.contains(due)) return;
+  c.latency.record(static_cast<std::uint64_t>(now - due));
+  if (self->o_.call_latency) {
+    // librdkafka's clock from the produce() call (µs), read in the same callback as `now`.
+    const std::int64_t from_call = rd_kafka_message_latency(m);
+    if (from_call >= 0) c.call_latency.record(static_cast<std::uint64_t>(from_call) * 1000);
+  }
 }
 
 std::expected<void, std::string> Producer::start(const Window& w) {
   w_ = w;
-  auto rk = make_client(RD_KAFKA_PRODUCER, producer_props(o_), this, [](rd_kafka_conf_t* conf) {
+  Props props = producer_props(o_);
+  auto hook = [](rd_kafka_conf_t* conf) {
     rd_kafka_conf_set_dr_msg_cb(conf, &Producer::on_delivery);
-  });
+  };
+  auto stats_hook = [](rd_kafka_conf_t* conf) {
+    rd_kafka_conf_set_dr_msg_cb(conf, &Producer::on_delivery);
+    rd_kafka_conf_set_stats_cb(conf, &Producer::on_stats);
+  };
+  const bool stats = !o_.rdkafka_stats.empty() && index_ == 0;
+  if (stats) {
+    stats_ = std::fopen(o_.rdkafka_stats.c_str(), "a");
+    if (!stats_) return std::unexpected("cannot open " + o_.rdkafka_stats);
+    // Before -X/-P, which may set another interval (the last setting wins).
+    props.insert(props.begin(), {"statistics.interval.ms", "1000"});
+  }
+  auto rk = make_client(RD_KAFKA_PRODUCER, props, this, stats ? +stats_hook : +hook);
   if (!rk) return std::unexpected(rk.error());
   rk_ = std::move(*rk);
   for (const auto& name : o_.topic_names())

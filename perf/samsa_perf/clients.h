@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <thread>
 #include <vector>
@@ -45,6 +46,7 @@ class Producer {
 
  private:
   static void on_delivery(rd_kafka_t*, const rd_kafka_message_t* m, void* opaque);
+  static int on_stats(rd_kafka_t*, char* json, std::size_t len, void* opaque);
   void send_loop();
   void poll_loop();
 
@@ -59,6 +61,7 @@ class Producer {
   std::atomic<bool> sending_done_{false}, finished_{false};
   std::atomic<std::int64_t> sent_{0};
   std::string error_;
+  std::FILE* stats_ = nullptr;  // --rdkafka-stats, producer 0 only; written by the poller
   std::thread sender_, poller_;
 };
 

@@ -28,6 +28,15 @@ namespace {
 constexpr const char* kReportFdEnv = "SAMSA_PERF_REPORT_FD";
 
 void print_summary(std::FILE* out, const RunResult& r) {
+  auto percentiles = [&](const char* what, const Histogram& h) {
+    if (h.count())
+      std::fprintf(out,
+                   "  %s ms: p50 %.3f  p99 %.3f  p99.9 %.3f  p99.99 %.3f  max %.3f "
+                   "(%llu samples)\n",
+                   what, h.percentile(0.5) / 1e6, h.percentile(0.99) / 1e6,
+                   h.percentile(0.999) / 1e6, h.percentile(0.9999) / 1e6, h.max() / 1e6,
+                   static_cast<unsigned long long>(h.count()));
+  };
   auto side = [&](const char* name, const Side& s, const char* lat) {
     if (!s.present) return;
     std::fprintf(out, "%s: %llu records, %.1f MB in %.2f s: %.0f records/s, %.1f MB/s", name,
@@ -35,17 +44,11 @@ void print_summary(std::FILE* out, const RunResult& r) {
                  s.records_per_s(), s.mb_per_s());
     if (s.errors) std::fprintf(out, ", %llu errors", static_cast<unsigned long long>(s.errors));
     std::fprintf(out, "\n");
-    const Histogram& h = s.latency;
-    if (h.count())
-      std::fprintf(out,
-                   "  %s latency ms: p50 %.3f  p99 %.3f  p99.9 %.3f  p99.99 %.3f  max %.3f "
-                   "(%llu samples)\n",
-                   lat, h.percentile(0.5) / 1e6, h.percentile(0.99) / 1e6,
-                   h.percentile(0.999) / 1e6, h.percentile(0.9999) / 1e6, h.max() / 1e6,
-                   static_cast<unsigned long long>(h.count()));
+    percentiles(lat, s.latency);
+    percentiles("produce latency from the produce() call", s.call_latency);
   };
-  side("produce", r.produce, "produce");
-  side("consume", r.consume, "end-to-end");
+  side("produce", r.produce, "produce latency");
+  side("consume", r.consume, "end-to-end latency");
   std::fprintf(out, "client CPU: %.2f s\n", r.client_cpu_s);
   if (!r.error.empty()) std::fprintf(out, "error: %s\n", r.error.c_str());
 }

@@ -39,6 +39,12 @@ producer
       --pin-partitions        producer g writes only partition g % partitions
       --round-robin           spread records over partitions in turn (default: the
                               client's partitioner, sticky for null keys)
+      --call-latency          also report produce latency from each record's produce() call
+                              (as ProducerPerformance and rdkafka_performance time it; it
+                              hides the time a record waited for its turn, so it is only for
+                              comparing with such tools)
+      --rdkafka-stats FILE    append librdkafka's statistics JSON of the first producer to
+                              FILE once a second (one object a line)
 consumer
       --consumers N           consumer clients (threads), partitions split between them (1)
       --until-end             stop at the high watermarks read at the start (consume mode)
@@ -142,6 +148,10 @@ std::optional<Options> parse_options(int argc, char** argv) {
       o.from_end = true;
       continue;
     }
+    if (a == "--call-latency") {
+      o.call_latency = true;
+      continue;
+    }
     if (a == "-q" || a == "--quiet") {
       o.quiet = true;
       continue;
@@ -220,6 +230,8 @@ std::optional<Options> parse_options(int argc, char** argv) {
       ok = parse_kv(val, o.consumer_props);
     } else if (name == "--json") {
       o.json = val;
+    } else if (name == "--rdkafka-stats") {
+      o.rdkafka_stats = val;
     } else if (name == "--worker") {  // internal: child i/K of --processes
       const auto slash = val.find('/');
       ok = slash != std::string_view::npos && parse_num(val.substr(0, slash), o.worker) &&

@@ -42,6 +42,12 @@ struct Options {
   std::vector<std::pair<std::string, std::string>> rdkafka;         // -X k=v, every client
   std::vector<std::pair<std::string, std::string>> producer_props;  // -P k=v
   std::vector<std::pair<std::string, std::string>> consumer_props;  // -C k=v
+  // Also time each record from its rd_kafka_produce() call (librdkafka's own clock), as
+  // closed-loop tools do; the latency from the intended send time stays the primary figure.
+  bool call_latency = false;
+  // Producer 0 (of the first process) appends librdkafka's statistics JSON here once a second:
+  // its queue wait (int_latency) and request round trips (rtt) split a latency in two.
+  std::string rdkafka_stats;
   std::string json;  // path, "-" for stdout, empty: none
   bool quiet = false;
 

@@ -41,6 +41,7 @@ Side side_of(const std::vector<Counters*>& cs, double seconds) {
     s.total_bytes += c->get(c->bytes);
     s.errors += c->get(c->errors);
     s.latency.merge(c->latency);
+    s.call_latency.merge(c->call_latency);
   }
   return s;
 }

@@ -94,7 +94,9 @@ std::string side_json(const Side& s) {
     << ", \"seconds\": " << num(s.seconds) << ", \"records_per_s\": " << num(s.records_per_s())
     << ", \"mb_per_s\": " << num(s.mb_per_s()) << ", \"total_records\": " << s.total_records
     << ", \"total_bytes\": " << s.total_bytes << ", \"errors\": " << s.errors
-    << ", \"latency_us\": " << latency_json(s.latency) << "}";
+    << ", \"latency_us\": " << latency_json(s.latency);
+  if (s.call_latency.count()) o << ", \"call_latency_us\": " << latency_json(s.call_latency);
+  o << "}";
   return o.str();
 }
 
@@ -117,6 +119,7 @@ void Side::add(const Side& o) {
   errors += o.errors;
   seconds = std::max(seconds, o.seconds);
   latency.merge(o.latency);
+  call_latency.merge(o.call_latency);
 }
 
 std::string tick_line(const Tick& t) {
@@ -133,10 +136,14 @@ std::string tick_line(const Tick& t) {
 std::string side_line(const char* name, const Side& s) {
   std::ostringstream o;
   o << "S " << name << ' ' << (s.present ? 1 : 0) << ' ' << s.records << ' ' << s.bytes << ' '
-    << s.total_records << ' ' << s.total_bytes << ' ' << s.errors << ' ' << num(s.seconds) << ' '
-    << s.latency.sum() << ' ' << s.latency.min() << ' ' << s.latency.max();
-  for (std::size_t i = 0; i < Histogram::kBuckets; ++i)
-    if (const auto c = s.latency.bucket_count(i)) o << ' ' << i << ':' << c;
+    << s.total_records << ' ' << s.total_bytes << ' ' << s.errors << ' ' << num(s.seconds);
+  // Each histogram: sum min max, then its non-empty buckets as index:count; "|" separates them.
+  for (const Histogram* h : {&s.latency, &s.call_latency}) {
+    if (h == &s.call_latency) o << " |";
+    o << ' ' << h->sum() << ' ' << h->min() << ' ' << h->max();
+    for (std::size_t i = 0; i < Histogram::kBuckets; ++i)
+      if (const auto c = h->bucket_count(i)) o << ' ' << i << ':' << c;
+  }
   o << '\n';
   return o.str();
 }
@@ -178,13 +185,24 @@ bool apply_line(std::string_view line, RunResult& r, bool& done) {
     s.total_bytes = u64(f[6]);
     s.errors = u64(f[7]);
     s.seconds = f64(f[8]);
-    std::vector<std::pair<std::size_t, std::uint64_t>> buckets;
-    for (std::size_t i = 12; i < f.size(); ++i) {
-      const auto colon = f[i].find(':');
-      if (colon == std::string_view::npos) return false;
-      buckets.emplace_back(u64(f[i].substr(0, colon)), u64(f[i].substr(colon + 1)));
+    // The latency histogram from field 9, the call-latency one after "|".
+    std::size_t i = 9;
+    for (Histogram* h : {&s.latency, &s.call_latency}) {
+      if (h == &s.call_latency) {
+        if (i >= f.size()) break;  // none sent
+        if (f[i] != "|") return false;
+        ++i;
+      }
+      if (i + 3 > f.size()) return false;
+      const std::uint64_t sum = u64(f[i]), min = u64(f[i + 1]), max = u64(f[i + 2]);
+      std::vector<std::pair<std::size_t, std::uint64_t>> buckets;
+      for (i += 3; i < f.size() && f[i] != "|"; ++i) {
+        const auto colon = f[i].find(':');
+        if (colon == std::string_view::npos) return false;
+        buckets.emplace_back(u64(f[i].substr(0, colon)), u64(f[i].substr(colon + 1)));
+      }
+      h->merge_serialized(buckets, sum, min, max);
     }
-    s.latency.merge_serialized(buckets, u64(f[9]), u64(f[10]), u64(f[11]));
     (f[1] == "produce" ? r.produce : r.consume).add(s);
     return true;
   }

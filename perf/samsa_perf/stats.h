@@ -20,7 +20,8 @@ struct Counters {
   std::atomic<std::uint64_t> records{0}, bytes{0}, errors{0};     // everything acked / consumed
   std::atomic<std::uint64_t> window_records{0}, window_bytes{0};  // inside the window
   std::atomic<std::int64_t> first_ns{0}, last_ns{0};  // monotonic time of first and last record
-  Histogram latency;  // records whose send time lies inside the window
+  Histogram latency;       // records whose send time lies inside the window
+  Histogram call_latency;  // the same records, from their produce() call (--call-latency)
 
   static void bump(std::atomic<std::uint64_t>& a, std::uint64_t n) {
     a.store(a.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
@@ -38,6 +39,7 @@ struct Side {
   std::uint64_t errors = 0;
   double seconds = 0;  // the window's length, or first-to-last record for --until-end
   Histogram latency;
+  Histogram call_latency;  // empty unless --call-latency
 
   void add(const Side& o);  // merges another process's side (seconds: the longest)
   double records_per_s() const { return seconds > 0 ? records / seconds : 0; }
