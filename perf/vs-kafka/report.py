@@ -1,6 +1,7 @@
 """Turns perf/vs-kafka/run's raw results (results/vs-kafka.json) into perf/RESULTS.md and the
 plots in perf/results/: medians over repetitions, samsa/Kafka ratios and the issue's targets."""
 
+import json
 import math
 from pathlib import Path
 
@@ -291,6 +292,55 @@ def plots(results, outdir):
     return made
 
 
+def checks_section(out):
+    """The load generator's own check (perf/vs-kafka/validate), if it ran: its verdicts."""
+    path = out / "results" / "validation.json"
+    if not path.exists():
+        return []
+    v = json.loads(path.read_text())
+    L = ["## samsa-perf against independent tools", "",
+         f"From `perf/VALIDATION.md` ({v['date']}, a separate run of `perf/vs-kafka/validate`; "
+         "medians of 3, the tools alternating), which has every repetition and why the "
+         "fixed-rate figures differ:", "",
+         "| broker | check | samsa-perf | independent tool | difference |", "|---|---|---|---|---|"]
+    for name, res in v["brokers"].items():
+        a = median([r.get("mb_per_s") for r in res["max"]["samsa-perf"]])
+        b = median([r.get("mb_per_s") for r in res["max"]["rdkafka_performance"]])
+        if a and b:
+            L.append(f"| {name} | max rate MB/s vs rdkafka_performance | {fmt(a)} | {fmt(b)} | "
+                     f"{(a / b - 1) * 100:+.0f}% |")
+        for p in ("p50_ms", "p99_ms"):
+            a = median([r.get(p) for r in res["fixed"]["samsa-perf"]])
+            b = median([r.get(p) for r in res["fixed"]["ProducerPerformance"]])
+            if a and b:
+                L.append(f"| {name} | 50 MB/s {p[:-3]} ms (from the send call) vs "
+                         f"ProducerPerformance | {fmt(a)} | {fmt(b)} | {(a / b - 1) * 100:+.0f}% |")
+    return L + [""]
+
+
+def micro_section(out):
+    """Micro-benchmarks (perf/micro/run), if they ran: each against its same-run baseline."""
+    path = out / "results" / "micro.json"
+    if not path.exists():
+        return []
+    m = json.loads(path.read_text())
+    L = ["## Micro-benchmarks", "",
+         f"`perf/micro/run` on {m['date']} at commit `{m['commit']}` (load average "
+         f"{m['load'][0]:.1f}–{m['load'][1]:.1f}); medians of 3 repetitions. Each subject runs "
+         "beside its baseline in the same iterations (`perf/README.md` names the baselines); "
+         "x_baseline = subject rate / baseline rate.", "",
+         "| benchmark | subject | baseline | x_baseline |", "|---|---|---|---|"]
+    for r in m["benchmarks"]:
+        unit = "B/s" if r["unit"] == "bytes/s" else "/s"
+        rate = f"{fmt(r['rate'])} {unit}" if r.get("rate") else "–"
+        base = f"{fmt(r['baseline_rate'])} {unit}" if r.get("baseline_rate") else "–"
+        x = fmt(r.get("x_baseline"))
+        if r.get("x_ceiling") is not None:
+            x += f" (x_ceiling {fmt(r['x_ceiling'])})"
+        L.append(f"| `{r['name']}` | {rate} | {base} | {x} |")
+    return L + [""]
+
+
 def write(results, out):
     out = Path(out)
     cfg = results["config"]
@@ -353,6 +403,7 @@ def write(results, out):
                  f"disk writes {fmt(median([(r.get('disk_write_bytes') or 0) / r['wall_s'] / 1e6 for r in pinned]))} MB/s, "
                  f"client {fmt(median([r.get('client_cpu_s') for r in pinned]))} CPU s.")
     L.append("")
+    L += checks_section(out) + micro_section(out)
     if made:
         L += ["## Plots", ""] + [f"![{p}]({p})" for p in made] + [""]
     errs = errors(results)
