@@ -10,9 +10,11 @@
 #include <string_view>
 #include <vector>
 
-#include "base/histogram.h"
+#include "base/log_linear_histogram.h"
 
 namespace samsa::perf {
+
+using Histogram = LogLinearHistogram<>;  // 0.8% precision
 
 // Written only by the thread that owns the client (a producer's poller, a consumer's loop);
 // read by anyone. Loads and stores are relaxed: totals for a progress line need no ordering.

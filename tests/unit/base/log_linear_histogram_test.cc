@@ -1,4 +1,4 @@
-#include "base/histogram.h"
+#include "base/log_linear_histogram.h"
 
 #include <gtest/gtest.h>
 
@@ -14,6 +14,8 @@
 namespace samsa {
 namespace {
 
+using Histogram = LogLinearHistogram<>;
+
 // The exact q-quantile of sorted values, with the histogram's rank rule.
 std::uint64_t exact(const std::vector<std::uint64_t>& sorted, double q) {
   auto rank = static_cast<std::uint64_t>(std::ceil(q * static_cast<double>(sorted.size())));
@@ -21,7 +23,7 @@ std::uint64_t exact(const std::vector<std::uint64_t>& sorted, double q) {
   return sorted[rank - 1];
 }
 
-TEST(Histogram, EmptyAnswersZero) {
+TEST(LogLinearHistogram, EmptyAnswersZero) {
   Histogram h;
   EXPECT_EQ(h.count(), 0u);
   EXPECT_EQ(h.min(), 0u);
@@ -31,7 +33,7 @@ TEST(Histogram, EmptyAnswersZero) {
   EXPECT_EQ(h.mean(), 0.0);
 }
 
-TEST(Histogram, SmallValuesAreExact) {
+TEST(LogLinearHistogram, SmallValuesAreExact) {
   Histogram h;
   for (std::uint64_t v = 0; v < 256; ++v)
     h.record(v);
@@ -44,7 +46,7 @@ TEST(Histogram, SmallValuesAreExact) {
   EXPECT_EQ(h.sum(), 255u * 256u / 2);
 }
 
-TEST(Histogram, BucketsTileTheWholeRange) {
+TEST(LogLinearHistogram, BucketsTileTheWholeRange) {
   // Every bucket starts one past the previous one's end; the last ends at 2^64-1.
   for (std::size_t i = 1; i < Histogram::kBuckets; ++i) {
     ASSERT_EQ(Histogram::bucket_low(i), Histogram::bucket_high(i - 1) + 1) << i;
@@ -57,7 +59,7 @@ TEST(Histogram, BucketsTileTheWholeRange) {
             Histogram::kBuckets - 1);
 }
 
-TEST(Histogram, BucketWidthIsWithinRelativePrecision) {
+TEST(LogLinearHistogram, BucketWidthIsWithinRelativePrecision) {
   for (std::size_t i = 2 * Histogram::kSub; i < Histogram::kBuckets; ++i) {
     const double lo = static_cast<double>(Histogram::bucket_low(i));
     const double width = static_cast<double>(Histogram::bucket_high(i)) - lo + 1;
@@ -65,7 +67,7 @@ TEST(Histogram, BucketWidthIsWithinRelativePrecision) {
   }
 }
 
-TEST(Histogram, PercentilesOfRandomLatenciesWithinPrecision) {
+TEST(LogLinearHistogram, PercentilesOfRandomLatenciesWithinPrecision) {
   // Log-uniform from 1 µs to 10 s, like a latency distribution with a long tail.
   std::mt19937_64 rng(42);
   std::uniform_real_distribution<double> exp10(3.0, 10.0);
@@ -88,7 +90,7 @@ TEST(Histogram, PercentilesOfRandomLatenciesWithinPrecision) {
   }
 }
 
-TEST(Histogram, HugeValuesAndCounts) {
+TEST(LogLinearHistogram, HugeValuesAndCounts) {
   Histogram h;
   const std::uint64_t big = std::uint64_t{1} << 62;
   h.record(big, 1000);
@@ -102,7 +104,7 @@ TEST(Histogram, HugeValuesAndCounts) {
   EXPECT_EQ(h.min(), big);
 }
 
-TEST(Histogram, MergeEqualsRecordingEverythingInOne) {
+TEST(LogLinearHistogram, MergeEqualsRecordingEverythingInOne) {
   std::mt19937_64 rng(7);
   std::uniform_int_distribution<std::uint64_t> d(0, 50'000'000);
   Histogram a, b, all;
@@ -126,7 +128,7 @@ TEST(Histogram, MergeEqualsRecordingEverythingInOne) {
   EXPECT_EQ(m.percentile(0.99), 0u);
 }
 
-TEST(Histogram, SerializedFormRebuildsTheSameHistogram) {
+TEST(LogLinearHistogram, SerializedFormRebuildsTheSameHistogram) {
   Histogram h;
   for (std::uint64_t v : {3u, 900u, 901u, 123456u, 99999999u})
     h.record(v, v % 7 + 1);
@@ -148,7 +150,7 @@ TEST(Histogram, SerializedFormRebuildsTheSameHistogram) {
   EXPECT_EQ(e.min(), 0u);
 }
 
-TEST(Histogram, ReaderSeesMonotonicCountsWhileOneThreadRecords) {
+TEST(LogLinearHistogram, ReaderSeesMonotonicCountsWhileOneThreadRecords) {
   Histogram h;
   std::atomic<bool> stop{false};
   std::thread writer([&] {
