@@ -16,6 +16,9 @@ DEBS=(
   # Packages and the system test (tests/system): build the .deb/.rpm, check them, boot a
   # Debian root under systemd-nspawn, scrape samsad with a real Prometheus.
   dpkg-dev debootstrap systemd-container rpm lintian prometheus
+  # perf/: plots (matplotlib), rdkafka_performance from Debian's source package (dpkg-dev,
+  # above), profiles (linux-perf), pinning broker and client to cores (taskset, util-linux)
+  python3-matplotlib linux-perf util-linux
 )
 # Node.js, npm, a JDK and Maven usually come with the machine (nodesource's nodejs bundles npm,
 # so Debian's npm package must not be pulled in beside it): install them only when absent.
