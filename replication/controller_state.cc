@@ -122,8 +122,14 @@ Proposal<RegistrationAnswer> ControllerState::register_broker(const BrokerRegist
   auto it = image_.brokers().find(req.broker_id);
   if (it != image_.brokers().end()) {
     const BrokerState& b = it->second;
+    if (b.incarnation_id == req.incarnation_id) {
+      // A retry of a registration that went through: the same epoch again, nothing to write.
+      last_heartbeat_ms_[req.broker_id] = now_ms;
+      p.answer.broker_epoch = b.epoch;
+      return p;
+    }
     const bool alive = now_ms - last_heartbeat_ms_[req.broker_id] < opts_.session_timeout_ms;
-    if (b.incarnation_id != req.incarnation_id && alive && !b.fenced) {
+    if (alive && !b.fenced) {
       // Another process claims a live broker's id.
       p.answer.error = ErrorCode::duplicate_broker_registration;
       return p;

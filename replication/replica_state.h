@@ -42,6 +42,10 @@ struct ReplicaOptions {
   // Test-only: the high watermark follows the leader's own durable end alone, ignoring the ISR
   // (the simulation test's broken variant, which must lose acknowledged records).
   bool testing_hw_leader_only = false;
+  // Test-only: a follower fetches again without waiting for its sync, so its fetch offset is
+  // its log end (Kafka's followers, acknowledging from memory): a power cut of every replica
+  // then loses acknowledged records.
+  bool testing_fetch_from_memory = false;
 };
 
 enum class ReplicaRole : std::uint8_t { none, leader, follower };
