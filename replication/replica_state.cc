@@ -99,6 +99,8 @@ void ReplicaState::become_follower(const PartitionState& p) {
   followers_.clear();
   pending_.reset();
   in_flight_.reset();
+  // A cut computed against the previous leader's log: the new leader's answer decides anew.
+  pending_truncation_.reset();
   truncation_done_ = false;
 }
 
