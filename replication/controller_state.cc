@@ -63,8 +63,7 @@ bool ControllerState::usable(std::int32_t id) const {
   return it != image_.brokers().end() && !it->second.fenced && !it->second.in_controlled_shutdown;
 }
 
-void ControllerState::move_away_from(std::int32_t id, bool fenced,
-                                     std::vector<MetadataRecord>& out) {
+void ControllerState::move_away_from(std::int32_t id, std::vector<MetadataRecord>& out) {
   std::vector<PartitionChangeRecord> changes;
   for (const auto& [name, t] : image_.topics()) {
     for (const auto& p : t->partitions) {
@@ -87,7 +86,6 @@ void ControllerState::move_away_from(std::int32_t id, bool fenced,
           }
         c.leader = next;
       }
-      (void)fenced;
       if (c.isr || c.leader != kNoLeaderChange) changes.push_back(std::move(c));
     }
   }
@@ -136,12 +134,11 @@ Proposal<RegistrationAnswer> ControllerState::register_broker(const BrokerRegist
     }
     // A restart: the old incarnation's leaderships and ISR places go first. Its unsynced tail is
     // gone, so it must not lead again in the epoch it led before.
-    if (!b.fenced) {
-      move_away_from(req.broker_id, true, p.records);
-      emit(p.records, BrokerRegistrationChangeRecord{req.broker_id, b.epoch, 1, 0});
-    } else {
-      move_away_from(req.broker_id, true, p.records);  // drops it from ISRs it still holds
-    }
+    const bool was_fenced = b.fenced;
+    const std::int64_t old_epoch = b.epoch;
+    move_away_from(req.broker_id, p.records);
+    if (!was_fenced)
+      emit(p.records, BrokerRegistrationChangeRecord{req.broker_id, old_epoch, 1, 0});
   }
   // Kafka's broker epoch is the offset of its registration record.
   const std::int64_t epoch = next_offset_;
@@ -165,7 +162,7 @@ Proposal<HeartbeatAnswer> ControllerState::heartbeat(const Heartbeat& hb, std::i
   if (hb.want_shut_down) {
     if (!b.in_controlled_shutdown && !b.fenced) {
       emit(p.records, BrokerRegistrationChangeRecord{hb.broker_id, b.epoch, 0, 1});
-      move_away_from(hb.broker_id, false, p.records);
+      move_away_from(hb.broker_id, p.records);
     }
     // Once it leads nothing it may stop; it is fenced then, so nothing waits for it.
     bool leads = false;
@@ -179,7 +176,7 @@ Proposal<HeartbeatAnswer> ControllerState::heartbeat(const Heartbeat& hb, std::i
     }
   } else if (hb.want_fence) {
     if (!b.fenced) {
-      move_away_from(hb.broker_id, true, p.records);
+      move_away_from(hb.broker_id, p.records);
       emit(p.records, BrokerRegistrationChangeRecord{hb.broker_id, b.epoch, 1, 0});
     }
   } else if (b.fenced && !b.in_controlled_shutdown && p.answer.is_caught_up) {
@@ -205,7 +202,7 @@ std::vector<MetadataRecord> ControllerState::tick(std::int64_t now_ms) {
     if (now_ms - hb->second >= opts_.session_timeout_ms) expired.emplace_back(id, b.epoch);
   }
   for (const auto& [id, epoch] : expired) {
-    move_away_from(id, true, out);
+    move_away_from(id, out);
     emit(out, BrokerRegistrationChangeRecord{id, epoch, 1, 0});
   }
   return out;

@@ -70,7 +70,8 @@ struct Violation {
 // Totals over the seeds run, to show the faults did happen.
 struct Stats {
   std::int64_t steps = 0, acked = 0, broker_crashes = 0, isolations = 0, controller_crashes = 0,
-               power_cuts = 0, link_cuts = 0, leaderships = 0, truncations = 0, max_offset = 0;
+               power_cuts = 0, link_cuts = 0, controlled_shutdowns = 0, leaderships = 0,
+               truncations = 0, max_offset = 0;
 };
 Stats g_stats;
 
@@ -318,12 +319,13 @@ class Sim {
     b.brokers.clear();
     b.pending.clear();
     b.syncing = false;
+    b.stopping = false;
     b.next_register_ms = now_;
     trace("broker %d up (log end %" PRId64 ")", b.id, b.log.log_end_offset());
   }
-  void crash_broker(Broker& b) {
+  void crash_broker(Broker& b, bool clean = false) {
     if (!b.up) return;
-    ++g_stats.broker_crashes;
+    if (!clean) ++g_stats.broker_crashes;
     b.up = false;
     b.log.crash();
     b.rs.reset();
@@ -365,6 +367,17 @@ class Sim {
       broker_apply_metadata(b);
     } else if (auto* hr = std::get_if<HeartbeatResp>(&m)) {
       if (hr->a.error == ErrorCode::stale_broker_epoch) b.broker_epoch = -1;  // register again
+      if (b.stopping && hr->a.should_shut_down) {
+        // Controlled shutdown done: its leaderships moved; flush and stop, restart later.
+        trace("broker %d stops after controlled shutdown", b.id);
+        ++g_stats.controlled_shutdowns;
+        b.log.flush();
+        crash_broker(b, true);
+        b.stopping = false;
+        at(b.restart_after_ms, [this, &b] {
+          if (!b.up) start_broker(b);
+        });
+      }
     } else if (auto* ar = std::get_if<AlterResp>(&m)) {
       rs.on_alter_partition_answer(ar->a, now_);
     } else if (auto* fr = std::get_if<FetchReq>(&m)) {
@@ -448,7 +461,8 @@ class Sim {
       }
     } else if (now_ >= b.next_heartbeat_ms) {
       b.next_heartbeat_ms = now_ + 50;
-      send(b.id, kController, HeartbeatReq{{b.id, b.broker_epoch, b.meta_offset, false, false}});
+      send(b.id, kController,
+           HeartbeatReq{{b.id, b.broker_epoch, b.meta_offset, false, b.stopping}});
     }
     if (!b.syncing && b.log.start_sync()) {
       b.syncing = true;
@@ -574,7 +588,13 @@ class Sim {
         trace("link %d-%d cut", x, y);
         at(downtime, [this, link] { cut_links_.erase(link); });
       }
-    } else if (k < 87) {
+    } else if (k < 80 + 7) {
+      if (b.up && !b.stopping && b.broker_epoch >= 0) {
+        trace("broker %d asks for a controlled shutdown", b.id);
+        b.stopping = true;
+        b.restart_after_ms = downtime;
+      }
+    } else if (k < 94) {
       // A power cut of every node at once.
       trace("power cut");
       ++g_stats.power_cuts;
@@ -634,7 +654,7 @@ class Sim {
         committed_.push(h.recs[static_cast<std::size_t>(o)]);
       if (h.ph[static_cast<std::size_t>(hw)] != committed_.ph[static_cast<std::size_t>(hw)]) {
         fail("broker " + std::to_string(b.id) + ": records below its HW " + std::to_string(hw) +
-             " differ from the committed history (lost or changed)");
+             " differ from the committed history (lost or changed): " + first_difference(h, hw));
         return;
       }
       b.verified = hw;
@@ -684,6 +704,22 @@ class Sim {
         return;
       }
     }
+  }
+  // Where a log first departs from the committed history (only when reporting a failure).
+  std::string first_difference(const History& h, std::int64_t n) const {
+    for (std::int64_t o = 0; o < n; ++o) {
+      const Rec& got = h.recs[static_cast<std::size_t>(o)];
+      const Rec& want = committed_.recs[static_cast<std::size_t>(o)];
+      if (got.epoch == want.epoch && got.value == want.value) continue;
+      bool acked = false;
+      for (const auto& a : acked_)
+        acked = acked || (a.first == o && a.second == want.value);
+      return "offset " + std::to_string(o) + " held record " + std::to_string(want.value) +
+             " (epoch " + std::to_string(want.epoch) + (acked ? ", acknowledged" : "") +
+             "), now record " + std::to_string(got.value) + " (epoch " +
+             std::to_string(got.epoch) + ")";
+    }
+    return "no difference found";
   }
   void final_check() {
     // Healed: some leader must serve every acknowledged record below its visible HW.
@@ -806,8 +842,9 @@ int main(int argc, char** argv) {
               st.steps, st.acked, st.max_offset, st.leaderships, st.truncations);
   std::printf("  faults: %" PRId64 " broker crashes, %" PRId64 " isolations, %" PRId64
               " controller crashes, %" PRId64 " broker-to-broker link cuts, %" PRId64
-              " power cuts of every node\n",
-              st.broker_crashes, st.isolations, st.controller_crashes, st.link_cuts, st.power_cuts);
+              " controlled shutdowns, %" PRId64 " power cuts of every node\n",
+              st.broker_crashes, st.isolations, st.controller_crashes, st.link_cuts,
+              st.controlled_shutdowns, st.power_cuts);
   if (expect_violation) {
     std::printf("expected a violation (--expect-violation) and saw none\n");
     return 1;

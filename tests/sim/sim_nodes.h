@@ -73,6 +73,8 @@ struct Broker {
   std::int32_t id = 0;
   bool up = false;
   bool isolated = false;
+  bool stopping = false;  // controlled shutdown asked for: heartbeats want_shut_down
+  std::int64_t restart_after_ms = 0;
   std::int32_t incarnation = 0;
   Uuid incarnation_id{};
   SimLog log;
