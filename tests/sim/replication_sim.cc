@@ -716,8 +716,8 @@ class Sim {
         acked = acked || (a.first == o && a.second == want.value);
       return "offset " + std::to_string(o) + " held record " + std::to_string(want.value) +
              " (epoch " + std::to_string(want.epoch) + (acked ? ", acknowledged" : "") +
-             "), now record " + std::to_string(got.value) + " (epoch " +
-             std::to_string(got.epoch) + ")";
+             "), now record " + std::to_string(got.value) + " (epoch " + std::to_string(got.epoch) +
+             ")";
     }
     return "no difference found";
   }
