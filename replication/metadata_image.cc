@@ -29,6 +29,15 @@ TopicState* MetadataImage::writable(std::shared_ptr<const TopicState>& slot) {
   return const_cast<TopicState*>(slot.get());
 }
 
+void apply_partition_change(PartitionState& p, const PartitionChangeRecord& r) {
+  if (r.isr) p.isr = *r.isr;
+  if (r.leader != kNoLeaderChange && r.leader != p.leader) {
+    p.leader = r.leader;
+    ++p.leader_epoch;
+  }
+  ++p.partition_epoch;
+}
+
 bool MetadataImage::apply(const MetadataRecord& rec) {
   return std::visit(
       [&](const auto& r) -> bool {
@@ -88,6 +97,29 @@ bool MetadataImage::apply(const MetadataRecord& rec) {
         } else if constexpr (std::is_same_v<R, ProducerIdsRecord>) {
           if (r.next_producer_id < next_producer_id_) return false;
           next_producer_id_ = r.next_producer_id;
+          return true;
+        } else if constexpr (std::is_same_v<R, RegisterBrokerRecord>) {
+          if (r.broker_id < 0) return false;
+          auto& b = brokers_[r.broker_id];
+          if (b.id >= 0 && r.broker_epoch <= b.epoch) return false;  // epochs only grow
+          b = BrokerState{r.broker_id, r.incarnation_id, r.broker_epoch, r.endpoints,
+                          r.rack,      r.fenced,         false};
+          return true;
+        } else if constexpr (std::is_same_v<R, BrokerRegistrationChangeRecord>) {
+          auto it = brokers_.find(r.broker_id);
+          if (it == brokers_.end() || it->second.epoch != r.broker_epoch) return false;
+          if (r.fenced != 0) it->second.fenced = r.fenced > 0;
+          // Controlled shutdown ends with the registration (the next one starts clear).
+          if (r.in_controlled_shutdown) it->second.in_controlled_shutdown = true;
+          return true;
+        } else if constexpr (std::is_same_v<R, PartitionChangeRecord>) {
+          auto id = name_by_id_.find(r.topic_id);
+          if (id == name_by_id_.end() || r.partition < 0) return false;
+          auto& slot = by_name_[id->second];
+          auto p = static_cast<std::size_t>(r.partition);
+          if (p >= slot->partitions.size()) return false;
+          TopicState* t = writable(slot);
+          apply_partition_change(t->partitions[p], r);
           return true;
         }
       },

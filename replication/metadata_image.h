@@ -25,6 +25,17 @@ struct PartitionState {
   std::int32_t partition_epoch = 0;
 };
 
+// A registered broker as the metadata says (RegisterBrokerRecord, then its changes).
+struct BrokerState {
+  std::int32_t id = -1;
+  Uuid incarnation_id{};
+  std::int64_t epoch = -1;
+  std::vector<BrokerEndpoint> endpoints;
+  std::optional<std::string> rack;
+  bool fenced = true;
+  bool in_controlled_shutdown = false;
+};
+
 struct TopicState {
   std::string name;
   Uuid id{};
@@ -40,6 +51,10 @@ struct UuidHash {
     return a ^ (b * 0x9e3779b97f4a7c15ull);
   }
 };
+
+// Replays a PartitionChangeRecord (shared with the controller's state machine): the partition
+// epoch always moves, the leader epoch moves when the leader does.
+void apply_partition_change(PartitionState& p, const PartitionChangeRecord& r);
 
 class MetadataImage {
  public:
@@ -60,6 +75,7 @@ class MetadataImage {
   // Partitions of every topic (what samsa.max.partitions bounds).
   std::int64_t partition_count() const { return partition_count_; }
   std::int64_t next_producer_id() const { return next_producer_id_; }
+  const std::map<std::int32_t, BrokerState>& brokers() const { return brokers_; }
 
   // Offset of the last record applied (the image's version).
   std::int64_t offset() const { return offset_; }
@@ -70,6 +86,7 @@ class MetadataImage {
   std::map<std::string, std::shared_ptr<const TopicState>, std::less<>> by_name_;
   std::unordered_map<Uuid, std::string, UuidHash> name_by_id_;
   std::map<std::string, ConfigMap> broker_configs_;
+  std::map<std::int32_t, BrokerState> brokers_;
   std::int64_t partition_count_ = 0;
   std::int64_t next_producer_id_ = 0;
   std::int64_t offset_ = -1;

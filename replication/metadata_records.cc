@@ -8,11 +8,14 @@ namespace samsa::replication {
 namespace {
 
 enum Type : std::int16_t {
+  kRegisterBroker = 0,
   kTopic = 2,
   kPartition = 3,
   kConfig = 4,
+  kPartitionChange = 5,
   kRemoveTopic = 9,
   kProducerIds = 15,
+  kBrokerRegistrationChange = 17,
 };
 
 void put_uuid(ByteWriter& w, const Uuid& u) {
@@ -37,6 +40,28 @@ std::vector<std::int32_t> get_ints(ByteReader& r) {
   std::vector<std::int32_t> v(static_cast<std::size_t>(r.array(false, 4)));
   for (auto& x : v)
     x = r.i32();
+  return v;
+}
+
+void put_opt_ints(ByteWriter& w, const std::optional<std::vector<std::int32_t>>& v) {
+  if (!v) {
+    w.i32(-1);
+    return;
+  }
+  put_ints(w, *v);
+}
+
+// A null array is int32 -1 (PartitionChangeRecord's "ISR unchanged").
+std::optional<std::vector<std::int32_t>> get_opt_ints(ByteReader& r) {
+  auto n = r.i32();
+  if (n == -1) return std::nullopt;
+  if (n < 0) {
+    r.fail("negative array length");
+    return std::vector<std::int32_t>{};
+  }
+  std::vector<std::int32_t> v;
+  for (std::int32_t i = 0; i < n && r.ok(); ++i)
+    v.push_back(r.i32());
   return v;
 }
 
@@ -133,6 +158,35 @@ std::vector<std::byte> encode_record(const MetadataRecord& r) {
           w.i16(0);
           w.i32(rec.broker_id);
           w.i64(rec.next_producer_id);
+        } else if constexpr (std::is_same_v<R, RegisterBrokerRecord>) {
+          w.i16(kRegisterBroker);
+          w.i16(0);
+          w.i32(rec.broker_id);
+          put_uuid(w, rec.incarnation_id);
+          w.i64(rec.broker_epoch);
+          w.i32(static_cast<std::int32_t>(rec.endpoints.size()));
+          for (const auto& e : rec.endpoints) {
+            w.string(e.name);
+            w.string(e.host);
+            w.i32(e.port);
+            w.i16(e.security_protocol);
+          }
+          w.nullable_string(rec.rack);
+          w.i8(rec.fenced ? 1 : 0);
+        } else if constexpr (std::is_same_v<R, BrokerRegistrationChangeRecord>) {
+          w.i16(kBrokerRegistrationChange);
+          w.i16(0);
+          w.i32(rec.broker_id);
+          w.i64(rec.broker_epoch);
+          w.i8(rec.fenced);
+          w.i8(rec.in_controlled_shutdown);
+        } else if constexpr (std::is_same_v<R, PartitionChangeRecord>) {
+          w.i16(kPartitionChange);
+          w.i16(0);
+          put_uuid(w, rec.topic_id);
+          w.i32(rec.partition);
+          put_opt_ints(w, rec.isr);
+          w.i32(rec.leader);
         }
       },
       r);
@@ -186,6 +240,48 @@ std::optional<MetadataRecord> decode_record(std::span<const std::byte> value) {
       r.broker_id = in.i32();
       r.next_producer_id = in.i64();
       out = r;
+      break;
+    }
+    case kRegisterBroker: {
+      RegisterBrokerRecord r;
+      r.broker_id = in.i32();
+      r.incarnation_id = get_uuid(in);
+      r.broker_epoch = in.i64();
+      auto n = in.array(false, 10);
+      for (std::int32_t i = 0; i < n && in.ok(); ++i) {
+        BrokerEndpoint e;
+        e.name = in.string(false);
+        e.host = in.string(false);
+        e.port = in.i32();
+        e.security_protocol = in.i16();
+        r.endpoints.push_back(std::move(e));
+      }
+      r.rack = in.nullable_string(false);
+      auto f = in.i8();
+      if (f != 0 && f != 1) return std::nullopt;
+      r.fenced = f == 1;
+      out = std::move(r);
+      break;
+    }
+    case kBrokerRegistrationChange: {
+      BrokerRegistrationChangeRecord r;
+      r.broker_id = in.i32();
+      r.broker_epoch = in.i64();
+      r.fenced = in.i8();
+      r.in_controlled_shutdown = in.i8();
+      if (r.fenced < -1 || r.fenced > 1 || r.in_controlled_shutdown < 0 ||
+          r.in_controlled_shutdown > 1)
+        return std::nullopt;
+      out = r;
+      break;
+    }
+    case kPartitionChange: {
+      PartitionChangeRecord r;
+      r.topic_id = get_uuid(in);
+      r.partition = in.i32();
+      r.isr = get_opt_ints(in);
+      r.leader = in.i32();
+      out = std::move(r);
       break;
     }
     default:

@@ -57,8 +57,47 @@ struct ProducerIdsRecord {
   std::int64_t next_producer_id = 0;  // first id of the next block to hand out
 };
 
+// A listener a broker serves on (RegisterBrokerRecord's EndPoints).
+struct BrokerEndpoint {
+  std::string name;  // listener name, e.g. "PLAINTEXT"
+  std::string host;
+  std::int32_t port = 0;
+  std::int16_t security_protocol = 0;
+  bool operator==(const BrokerEndpoint&) const = default;
+};
+
+// A broker registered (or re-registered after a restart: a new incarnation gets a new epoch).
+// Its epoch is what its heartbeats, fetches and ISR memberships are checked against.
+struct RegisterBrokerRecord {
+  std::int32_t broker_id = -1;
+  Uuid incarnation_id{};
+  std::int64_t broker_epoch = -1;
+  std::vector<BrokerEndpoint> endpoints;
+  std::optional<std::string> rack;
+  bool fenced = true;  // a new registration is fenced until it has caught up with the metadata
+};
+
+// Kafka's BrokerRegistrationChangeRecord: fencing and controlled shutdown of a registration.
+struct BrokerRegistrationChangeRecord {
+  std::int32_t broker_id = -1;
+  std::int64_t broker_epoch = -1;
+  std::int8_t fenced = 0;                  // 1 fenced, -1 unfenced, 0 unchanged
+  std::int8_t in_controlled_shutdown = 0;  // 1 entered controlled shutdown, 0 unchanged
+};
+
+// Kafka's PartitionChangeRecord: a leader and/or ISR change. Replaying it bumps the partition
+// epoch, and the leader epoch when the leader changes.
+inline constexpr std::int32_t kNoLeaderChange = -2;
+struct PartitionChangeRecord {
+  Uuid topic_id{};
+  std::int32_t partition = 0;
+  std::optional<std::vector<std::int32_t>> isr;  // nullopt: unchanged
+  std::int32_t leader = kNoLeaderChange;         // -1: no leader
+};
+
 using MetadataRecord =
-    std::variant<TopicRecord, PartitionRecord, RemoveTopicRecord, ConfigRecord, ProducerIdsRecord>;
+    std::variant<TopicRecord, PartitionRecord, RemoveTopicRecord, ConfigRecord, ProducerIdsRecord,
+                 RegisterBrokerRecord, BrokerRegistrationChangeRecord, PartitionChangeRecord>;
 
 std::vector<std::byte> encode_record(const MetadataRecord& r);
 // nullopt on malformed input (the caller reports the offset).

@@ -35,6 +35,13 @@ TEST(MetadataRecords, EveryRecordRoundTripsAndEveryPrefixIsRejected) {
       ConfigRecord{ConfigResource::topic, "orders", "retention.ms", "1000"},
       ConfigRecord{ConfigResource::broker, "", "num.partitions", std::nullopt},
       ProducerIdsRecord{1, 123456789012},
+      RegisterBrokerRecord{2, id, 77, {{"PLAINTEXT", "10.0.0.2", 9092, 0}}, "rack-a", true},
+      RegisterBrokerRecord{3, id, 78, {}, std::nullopt, false},
+      BrokerRegistrationChangeRecord{2, 77, -1, 0},
+      BrokerRegistrationChangeRecord{2, 77, 1, 1},
+      PartitionChangeRecord{id, 3, std::vector<std::int32_t>{1, 2}, 2},
+      PartitionChangeRecord{id, 3, std::nullopt, kNoLeaderChange},
+      PartitionChangeRecord{id, 3, std::vector<std::int32_t>{}, -1},
   };
   for (const auto& r : recs) {
     auto b = encode_record(r);
@@ -48,6 +55,32 @@ TEST(MetadataRecords, EveryRecordRoundTripsAndEveryPrefixIsRejected) {
     EXPECT_FALSE(decode_record(longer).has_value());
   }
   EXPECT_FALSE(decode_record(bytes({0, 0, 99, 0, 0})).has_value());  // unknown type
+}
+
+TEST(MetadataImage, PartitionChangesMoveEpochsAndBrokerChangesNeedTheCurrentEpoch) {
+  MetadataImage img;
+  Uuid id = random_uuid();
+  ASSERT_TRUE(img.apply(TopicRecord{"t", id}));
+  ASSERT_TRUE(img.apply(PartitionRecord{id, 0, {1, 2, 3}, {1, 2, 3}, 1, 4, 9}));
+  ASSERT_TRUE(img.apply(PartitionChangeRecord{id, 0, std::vector<std::int32_t>{1, 2}, -2}));
+  const auto& p = img.topic(id)->partitions[0];
+  EXPECT_EQ(p.isr, (std::vector<std::int32_t>{1, 2}));
+  EXPECT_EQ(p.leader_epoch, 4);  // an ISR change keeps the leader epoch
+  EXPECT_EQ(p.partition_epoch, 10);
+  ASSERT_TRUE(img.apply(PartitionChangeRecord{id, 0, std::nullopt, 2}));
+  EXPECT_EQ(img.topic(id)->partitions[0].leader, 2);
+  EXPECT_EQ(img.topic(id)->partitions[0].leader_epoch, 5);
+  EXPECT_EQ(img.topic(id)->partitions[0].partition_epoch, 11);
+  EXPECT_FALSE(img.apply(PartitionChangeRecord{id, 1, std::nullopt, 2}));  // no such partition
+
+  ASSERT_TRUE(img.apply(RegisterBrokerRecord{1, id, 5, {}, std::nullopt, true}));
+  EXPECT_TRUE(img.brokers().at(1).fenced);
+  EXPECT_FALSE(img.apply(BrokerRegistrationChangeRecord{1, 4, -1, 0}));  // stale epoch
+  ASSERT_TRUE(img.apply(BrokerRegistrationChangeRecord{1, 5, -1, 0}));
+  EXPECT_FALSE(img.brokers().at(1).fenced);
+  EXPECT_FALSE(img.apply(RegisterBrokerRecord{1, id, 5, {}, std::nullopt, true}));  // not newer
+  ASSERT_TRUE(img.apply(RegisterBrokerRecord{1, id, 8, {}, std::nullopt, true}));
+  EXPECT_EQ(img.brokers().at(1).epoch, 8);
 }
 
 TEST(MetadataRecords, UuidTextIsKafkasBase64) {

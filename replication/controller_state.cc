@@ -1,0 +1,314 @@
+#include "replication/controller_state.h"
+
+#include <algorithm>
+
+namespace samsa::replication {
+
+using kafka::ErrorCode;
+
+namespace {
+
+bool contains(const std::vector<std::int32_t>& v, std::int32_t x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+}  // namespace
+
+void ControllerState::replay(const MetadataRecord& r, std::int64_t offset) {
+  // A record the image refuses contradicts what came before; replay carries on (as the
+  // single-node controller's replay does) rather than stopping the cluster.
+  (void)image_.apply(r);
+  image_.set_offset(offset);
+  next_offset_ = std::max(next_offset_, offset + 1);
+}
+
+void ControllerState::emit(std::vector<MetadataRecord>& out, MetadataRecord r) {
+  replay(r, next_offset_);
+  out.push_back(std::move(r));
+}
+
+std::vector<MetadataRecord> ControllerState::snapshot() const {
+  std::vector<MetadataRecord> out;
+  for (const auto& [id, b] : image_.brokers()) {
+    out.push_back(
+        RegisterBrokerRecord{id, b.incarnation_id, b.epoch, b.endpoints, b.rack, b.fenced});
+    if (b.in_controlled_shutdown) out.push_back(BrokerRegistrationChangeRecord{id, b.epoch, 0, 1});
+  }
+  for (const auto& [name, t] : image_.topics()) {
+    out.push_back(TopicRecord{name, t->id});
+    for (const auto& p : t->partitions)
+      out.push_back(PartitionRecord{t->id, p.partition, p.replicas, p.isr, p.leader, p.leader_epoch,
+                                    p.partition_epoch});
+    for (const auto& [k, v] : t->configs)
+      out.push_back(ConfigRecord{ConfigResource::topic, name, k, v});
+  }
+  for (const auto& [res, layer] : image_.broker_configs())
+    for (const auto& [k, v] : layer)
+      out.push_back(ConfigRecord{ConfigResource::broker, res, k, v});
+  if (image_.next_producer_id() > 0)
+    out.push_back(ProducerIdsRecord{-1, image_.next_producer_id()});
+  return out;
+}
+
+void ControllerState::on_become_active(std::int64_t now_ms, std::int64_t next_offset) {
+  active_ = true;
+  next_offset_ = std::max(next_offset_, next_offset);
+  last_heartbeat_ms_.clear();
+  for (const auto& [id, b] : image_.brokers())
+    last_heartbeat_ms_[id] = now_ms;
+}
+
+bool ControllerState::usable(std::int32_t id) const {
+  auto it = image_.brokers().find(id);
+  return it != image_.brokers().end() && !it->second.fenced && !it->second.in_controlled_shutdown;
+}
+
+void ControllerState::move_away_from(std::int32_t id, std::vector<MetadataRecord>& out) {
+  std::vector<PartitionChangeRecord> changes;
+  for (const auto& [name, t] : image_.topics()) {
+    for (const auto& p : t->partitions) {
+      if (!contains(p.replicas, id)) continue;
+      PartitionChangeRecord c{t->id, p.partition, std::nullopt, kNoLeaderChange};
+      std::vector<std::int32_t> isr = p.isr;
+      if (contains(isr, id)) {
+        std::erase(isr, id);
+        // The last ISR member stays in the ISR: it holds everything acknowledged, and with
+        // unclean election off it is the only replica that may lead again.
+        if (isr.empty()) isr = p.isr;
+      }
+      if (isr != p.isr) c.isr = isr;
+      if (p.leader == id) {
+        std::int32_t next = -1;
+        for (std::int32_t r : p.replicas)
+          if (r != id && contains(isr, r) && usable(r)) {
+            next = r;
+            break;
+          }
+        c.leader = next;
+      }
+      if (c.isr || c.leader != kNoLeaderChange) changes.push_back(std::move(c));
+    }
+  }
+  for (auto& c : changes)
+    emit(out, std::move(c));
+}
+
+void ControllerState::elect_leaderless(std::vector<MetadataRecord>& out) {
+  std::vector<PartitionChangeRecord> changes;
+  for (const auto& [name, t] : image_.topics()) {
+    for (const auto& p : t->partitions) {
+      if (p.leader >= 0) continue;
+      for (std::int32_t r : p.replicas) {
+        if (contains(p.isr, r) && usable(r)) {
+          changes.push_back({t->id, p.partition, std::nullopt, r});
+          break;
+        }
+      }
+    }
+  }
+  for (auto& c : changes)
+    emit(out, std::move(c));
+}
+
+Proposal<RegistrationAnswer> ControllerState::register_broker(const BrokerRegistration& req,
+                                                              std::int64_t now_ms) {
+  Proposal<RegistrationAnswer> p;
+  if (req.broker_id < 0) {
+    p.answer.error = ErrorCode::invalid_request;
+    return p;
+  }
+  auto it = image_.brokers().find(req.broker_id);
+  if (it != image_.brokers().end()) {
+    const BrokerState& b = it->second;
+    if (b.incarnation_id == req.incarnation_id) {
+      // A retry of a registration that went through: the same epoch again, nothing to write.
+      last_heartbeat_ms_[req.broker_id] = now_ms;
+      p.answer.broker_epoch = b.epoch;
+      return p;
+    }
+    const bool alive = now_ms - last_heartbeat_ms_[req.broker_id] < opts_.session_timeout_ms;
+    if (alive && !b.fenced) {
+      // Another process claims a live broker's id.
+      p.answer.error = ErrorCode::duplicate_broker_registration;
+      return p;
+    }
+    // A restart: the old incarnation's leaderships and ISR places go first. Its unsynced tail is
+    // gone, so it must not lead again in the epoch it led before.
+    const bool was_fenced = b.fenced;
+    const std::int64_t old_epoch = b.epoch;
+    move_away_from(req.broker_id, p.records);
+    if (!was_fenced)
+      emit(p.records, BrokerRegistrationChangeRecord{req.broker_id, old_epoch, 1, 0});
+  }
+  // Kafka's broker epoch is the offset of its registration record.
+  const std::int64_t epoch = next_offset_;
+  emit(p.records, RegisterBrokerRecord{req.broker_id, req.incarnation_id, epoch, req.endpoints,
+                                       req.rack, true});
+  last_heartbeat_ms_[req.broker_id] = now_ms;
+  p.answer.broker_epoch = epoch;
+  return p;
+}
+
+Proposal<HeartbeatAnswer> ControllerState::heartbeat(const Heartbeat& hb, std::int64_t now_ms) {
+  Proposal<HeartbeatAnswer> p;
+  auto it = image_.brokers().find(hb.broker_id);
+  if (it == image_.brokers().end() || it->second.epoch != hb.broker_epoch) {
+    p.answer.error = ErrorCode::stale_broker_epoch;
+    return p;
+  }
+  last_heartbeat_ms_[hb.broker_id] = now_ms;
+  const BrokerState b = it->second;
+  p.answer.is_caught_up = hb.current_metadata_offset >= b.epoch;
+  if (hb.want_shut_down) {
+    if (!b.in_controlled_shutdown && !b.fenced) {
+      emit(p.records, BrokerRegistrationChangeRecord{hb.broker_id, b.epoch, 0, 1});
+      move_away_from(hb.broker_id, p.records);
+    }
+    // Once it leads nothing it may stop; it is fenced then, so nothing waits for it.
+    bool leads = false;
+    for (const auto& [name, t] : image_.topics())
+      for (const auto& part : t->partitions)
+        leads = leads || part.leader == hb.broker_id;
+    if (!leads) {
+      if (!image_.brokers().at(hb.broker_id).fenced)
+        emit(p.records, BrokerRegistrationChangeRecord{hb.broker_id, b.epoch, 1, 0});
+      p.answer.should_shut_down = true;
+    }
+  } else if (hb.want_fence) {
+    if (!b.fenced) {
+      move_away_from(hb.broker_id, p.records);
+      emit(p.records, BrokerRegistrationChangeRecord{hb.broker_id, b.epoch, 1, 0});
+    }
+  } else if (b.fenced && !b.in_controlled_shutdown && p.answer.is_caught_up) {
+    // Caught up with the metadata up to its own registration: it may serve and lead.
+    emit(p.records, BrokerRegistrationChangeRecord{hb.broker_id, b.epoch, -1, 0});
+    elect_leaderless(p.records);
+  }
+  p.answer.is_fenced = image_.brokers().at(hb.broker_id).fenced;
+  return p;
+}
+
+std::vector<MetadataRecord> ControllerState::tick(std::int64_t now_ms) {
+  std::vector<MetadataRecord> out;
+  if (!active_) return out;
+  std::vector<std::pair<std::int32_t, std::int64_t>> expired;
+  for (const auto& [id, b] : image_.brokers()) {
+    if (b.fenced) continue;
+    auto hb = last_heartbeat_ms_.find(id);
+    if (hb == last_heartbeat_ms_.end()) {
+      last_heartbeat_ms_[id] = now_ms;
+      continue;
+    }
+    if (now_ms - hb->second >= opts_.session_timeout_ms) expired.emplace_back(id, b.epoch);
+  }
+  for (const auto& [id, epoch] : expired) {
+    move_away_from(id, out);
+    emit(out, BrokerRegistrationChangeRecord{id, epoch, 1, 0});
+  }
+  return out;
+}
+
+Proposal<AlterPartitionAnswer> ControllerState::alter_partition(const AlterPartitionItem& req) {
+  Proposal<AlterPartitionAnswer> p;
+  auto& a = p.answer;
+  a.request_id = req.proposal.request_id;
+  auto b = image_.brokers().find(req.broker_id);
+  if (b == image_.brokers().end() || b->second.epoch != req.broker_epoch) {
+    a.error = ErrorCode::stale_broker_epoch;
+    return p;
+  }
+  const TopicState* t = image_.topic(req.topic_id);
+  if (!t || req.partition < 0 || static_cast<std::size_t>(req.partition) >= t->partitions.size()) {
+    a.error = ErrorCode::unknown_topic_or_partition;
+    return p;
+  }
+  const PartitionState& part = t->partitions[static_cast<std::size_t>(req.partition)];
+  auto answer_current = [&](ErrorCode e) {
+    a.error = e;
+    a.leader_id = part.leader;
+    a.leader_epoch = part.leader_epoch;
+    a.isr = part.isr;
+    a.partition_epoch = part.partition_epoch;
+  };
+  const auto& prop = req.proposal;
+  if (part.leader != req.broker_id) {
+    answer_current(ErrorCode::not_leader_or_follower);
+    return p;
+  }
+  if (prop.leader_epoch != part.leader_epoch) {
+    answer_current(prop.leader_epoch < part.leader_epoch ? ErrorCode::fenced_leader_epoch
+                                                         : ErrorCode::invalid_request);
+    return p;
+  }
+  // Checked before eligibility, so a refusal for eligibility says no earlier copy of this
+  // proposal was applied (the leader then drops it without waiting for the metadata).
+  if (prop.partition_epoch != part.partition_epoch) {
+    answer_current(ErrorCode::invalid_update_version);
+    return p;
+  }
+  std::vector<std::int32_t> isr;
+  for (const auto& m : prop.new_isr) {
+    if (!contains(part.replicas, m.broker_id) || contains(isr, m.broker_id)) {
+      answer_current(ErrorCode::invalid_request);
+      return p;
+    }
+    isr.push_back(m.broker_id);
+  }
+  if (!contains(isr, part.leader)) {
+    answer_current(ErrorCode::invalid_request);
+    return p;
+  }
+  for (const auto& m : prop.new_isr) {
+    if (contains(part.isr, m.broker_id)) continue;  // only additions must be eligible
+    auto mb = image_.brokers().find(m.broker_id);
+    if (mb == image_.brokers().end() || mb->second.fenced || mb->second.in_controlled_shutdown ||
+        (m.broker_epoch >= 0 && mb->second.epoch != m.broker_epoch)) {
+      answer_current(ErrorCode::ineligible_replica);
+      return p;
+    }
+  }
+  if (isr != part.isr)
+    emit(p.records, PartitionChangeRecord{req.topic_id, req.partition, isr, kNoLeaderChange});
+  const PartitionState& now =
+      image_.topic(req.topic_id)->partitions[static_cast<std::size_t>(req.partition)];
+  a.error = ErrorCode::none;
+  a.leader_id = now.leader;
+  a.leader_epoch = now.leader_epoch;
+  a.isr = now.isr;
+  a.partition_epoch = now.partition_epoch;
+  return p;
+}
+
+Proposal<ErrorCode> ControllerState::create_topic(const std::string& name, Uuid id,
+                                                  std::int32_t partitions,
+                                                  std::int16_t replication_factor) {
+  Proposal<ErrorCode> p;
+  std::vector<std::int32_t> live;
+  for (const auto& [bid, b] : image_.brokers())
+    if (!b.fenced && !b.in_controlled_shutdown) live.push_back(bid);
+  if (replication_factor < 1 || static_cast<std::size_t>(replication_factor) > live.size()) {
+    p.answer = ErrorCode::invalid_replication_factor;
+    return p;
+  }
+  if (partitions < 1) {
+    p.answer = ErrorCode::invalid_partitions;
+    return p;
+  }
+  if (image_.topic(name) || image_.topic(id)) {
+    p.answer = ErrorCode::topic_already_exists;
+    return p;
+  }
+  emit(p.records, TopicRecord{name, id});
+  const auto n = static_cast<std::int32_t>(live.size());
+  for (std::int32_t i = 0; i < partitions; ++i) {
+    std::vector<std::int32_t> replicas;
+    for (std::int32_t k = 0; k < replication_factor; ++k)
+      replicas.push_back(live[static_cast<std::size_t>((placement_start_ + i + k) % n)]);
+    emit(p.records, PartitionRecord{id, i, replicas, replicas, replicas.front(), 0, 0});
+  }
+  placement_start_ = (placement_start_ + 1) % n;
+  p.answer = ErrorCode::none;
+  return p;
+}
+
+}  // namespace samsa::replication

@@ -1,0 +1,207 @@
+#include "replication/controller_state.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+namespace samsa::replication {
+namespace {
+
+using kafka::ErrorCode;
+
+Uuid incarnation(int broker, int n) {
+  Uuid u{};
+  u[0] = static_cast<std::uint8_t>(broker);
+  u[1] = static_cast<std::uint8_t>(n);
+  return u;
+}
+
+const Uuid kTopic{9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9};
+
+// An active controller with brokers 1..3 registered and unfenced, at time 0.
+struct Cluster {
+  ControllerState cs{ControllerStateOptions{1500, false}};
+  std::int64_t epoch[4] = {-1, -1, -1, -1};
+  Cluster() {
+    cs.on_become_active(0, 0);
+    for (int b = 1; b <= 3; ++b) {
+      auto r = cs.register_broker({b, incarnation(b, 1), {}, std::nullopt}, 0);
+      EXPECT_EQ(r.answer.error, ErrorCode::none);
+      epoch[b] = r.answer.broker_epoch;
+      auto h = cs.heartbeat({b, epoch[b], cs.next_offset(), false, false}, 0);
+      EXPECT_FALSE(h.answer.is_fenced);
+    }
+  }
+  const PartitionState& p() const { return cs.image().topic(kTopic)->partitions[0]; }
+  void create() {
+    auto t = cs.create_topic("t", kTopic, 1, 3);
+    ASSERT_EQ(t.answer, ErrorCode::none);
+  }
+};
+
+TEST(ControllerState, RegistrationStartsFencedAndAHeartbeatCaughtUpUnfences) {
+  ControllerState cs;
+  cs.on_become_active(0, 100);
+  auto r = cs.register_broker({1, incarnation(1, 1), {{"PLAINTEXT", "h", 9092, 0}}, "r1"}, 0);
+  ASSERT_EQ(r.answer.error, ErrorCode::none);
+  EXPECT_EQ(r.answer.broker_epoch, 100);  // the offset of its registration record
+  ASSERT_EQ(r.records.size(), 1u);
+  EXPECT_TRUE(cs.image().brokers().at(1).fenced);
+  // The same incarnation again (a retry): same epoch, nothing written.
+  auto again = cs.register_broker({1, incarnation(1, 1), {}, std::nullopt}, 1);
+  EXPECT_EQ(again.answer.broker_epoch, 100);
+  EXPECT_TRUE(again.records.empty());
+  auto behind = cs.heartbeat({1, 100, 99, false, false}, 2);
+  EXPECT_TRUE(behind.answer.is_fenced);
+  EXPECT_FALSE(behind.answer.is_caught_up);
+  auto caught_up = cs.heartbeat({1, 100, 100, false, false}, 3);
+  EXPECT_FALSE(caught_up.answer.is_fenced);
+  EXPECT_EQ(caught_up.records.size(), 1u);
+  EXPECT_EQ(cs.heartbeat({1, 99, 100, false, false}, 4).answer.error,
+            ErrorCode::stale_broker_epoch);
+  // Another process with the same id while this one is alive is refused.
+  EXPECT_EQ(cs.register_broker({1, incarnation(1, 2), {}, std::nullopt}, 5).answer.error,
+            ErrorCode::duplicate_broker_registration);
+}
+
+TEST(ControllerState, PlacementNeedsEnoughBrokers) {
+  Cluster c;
+  EXPECT_EQ(c.cs.create_topic("big", random_uuid(), 1, 4).answer,
+            ErrorCode::invalid_replication_factor);
+  c.create();
+  EXPECT_EQ(c.p().replicas.size(), 3u);
+  EXPECT_EQ(c.p().isr, c.p().replicas);
+  EXPECT_EQ(c.p().leader, c.p().replicas[0]);
+  EXPECT_EQ(c.cs.create_topic("t", random_uuid(), 1, 1).answer, ErrorCode::topic_already_exists);
+}
+
+TEST(ControllerState, SessionExpiryFencesAndElectsFromTheIsr) {
+  Cluster c;
+  c.create();
+  const std::int32_t leader = c.p().leader;
+  for (int b = 1; b <= 3; ++b)
+    if (b != leader) c.cs.heartbeat({b, c.epoch[b], c.cs.next_offset(), false, false}, 1400);
+  EXPECT_TRUE(c.cs.tick(1499).empty());
+  auto recs = c.cs.tick(1500);
+  ASSERT_FALSE(recs.empty());
+  EXPECT_TRUE(c.cs.image().brokers().at(leader).fenced);
+  EXPECT_NE(c.p().leader, leader);
+  EXPECT_GE(c.p().leader, 1);
+  EXPECT_EQ(c.p().leader_epoch, 1);
+  EXPECT_EQ(c.p().isr.size(), 2u);
+  EXPECT_EQ(std::count(c.p().isr.begin(), c.p().isr.end(), leader), 0);
+}
+
+TEST(ControllerState, TheLastIsrMemberStaysAndLeadsAgainWhenItReturns) {
+  Cluster c;
+  c.create();
+  const auto replicas = c.p().replicas;
+  // Followers fenced first, then the leader: no clean candidate is left.
+  for (std::int32_t b : {replicas[1], replicas[2], replicas[0]})
+    c.cs.heartbeat({b, c.epoch[b], c.cs.next_offset(), true, false}, 10);
+  EXPECT_EQ(c.p().leader, -1);
+  EXPECT_EQ(c.p().isr, (std::vector<std::int32_t>{replicas[0]}));
+  const auto epoch_before = c.p().leader_epoch;
+  // A fenced follower coming back does not lead (unclean election is off).
+  c.cs.heartbeat({replicas[1], c.epoch[replicas[1]], c.cs.next_offset(), false, false}, 20);
+  EXPECT_EQ(c.p().leader, -1);
+  // The last ISR member restarts (new incarnation) and, once caught up, leads again.
+  auto r = c.cs.register_broker({replicas[0], incarnation(replicas[0], 2), {}, std::nullopt}, 30);
+  ASSERT_EQ(r.answer.error, ErrorCode::none);
+  c.cs.heartbeat({replicas[0], r.answer.broker_epoch, c.cs.next_offset(), false, false}, 31);
+  EXPECT_EQ(c.p().leader, replicas[0]);
+  EXPECT_GT(c.p().leader_epoch, epoch_before);
+}
+
+TEST(ControllerState, ARestartedLeaderLosesItsLeadershipBeforeRegisteringAgain) {
+  Cluster c;
+  c.create();
+  const std::int32_t leader = c.p().leader;
+  // The old incarnation's session has expired by the time it registers again.
+  for (int b = 1; b <= 3; ++b)
+    if (b != leader) c.cs.heartbeat({b, c.epoch[b], c.cs.next_offset(), false, false}, 1400);
+  auto r = c.cs.register_broker({leader, incarnation(leader, 2), {}, std::nullopt}, 1600);
+  ASSERT_EQ(r.answer.error, ErrorCode::none);
+  EXPECT_GT(r.answer.broker_epoch, c.epoch[leader]);
+  EXPECT_NE(c.p().leader, leader);
+  EXPECT_EQ(c.p().leader_epoch, 1);
+}
+
+TEST(ControllerState, AlterPartitionIsValidated) {
+  Cluster c;
+  c.create();
+  const std::int32_t l = c.p().leader;
+  const std::int32_t f1 = c.p().replicas[1], f2 = c.p().replicas[2];
+  auto req = [&](std::vector<IsrMember> isr, std::int32_t le, std::int32_t pe) {
+    return AlterPartitionItem{l, c.epoch[l], kTopic, 0, {7, le, pe, std::move(isr)}};
+  };
+  auto shrink = req({{l, c.epoch[l]}, {f1, c.epoch[f1]}}, 0, 0);
+  auto stale = shrink;
+  stale.broker_epoch = 1;
+  EXPECT_EQ(c.cs.alter_partition(stale).answer.error, ErrorCode::stale_broker_epoch);
+  auto not_leader = shrink;
+  not_leader.broker_id = f1;
+  not_leader.broker_epoch = c.epoch[f1];
+  EXPECT_EQ(c.cs.alter_partition(not_leader).answer.error, ErrorCode::not_leader_or_follower);
+  EXPECT_EQ(c.cs.alter_partition(req({{l, -1}}, -1, 0)).answer.error,
+            ErrorCode::fenced_leader_epoch);
+  EXPECT_EQ(c.cs.alter_partition(req({{f1, -1}}, 0, 0)).answer.error,
+            ErrorCode::invalid_request);  // the leader must stay in the ISR
+  auto ok = c.cs.alter_partition(shrink);
+  EXPECT_EQ(ok.answer.error, ErrorCode::none);
+  EXPECT_EQ(ok.answer.request_id, 7);
+  EXPECT_EQ(ok.answer.partition_epoch, 1);
+  EXPECT_EQ(ok.answer.isr.size(), 2u);
+  ASSERT_EQ(ok.records.size(), 1u);
+  EXPECT_EQ(c.p().leader_epoch, 0);  // an ISR change keeps the leader epoch
+  // A repeat of an applied change is refused (the leader waits for the metadata).
+  EXPECT_EQ(c.cs.alter_partition(shrink).answer.error, ErrorCode::invalid_update_version);
+  // Adding a member registered under another epoch, or fenced, is refused.
+  EXPECT_EQ(c.cs.alter_partition(req({{l, c.epoch[l]}, {f1, -1}, {f2, 12345}}, 0, 1)).answer.error,
+            ErrorCode::ineligible_replica);
+  c.cs.heartbeat({f2, c.epoch[f2], c.cs.next_offset(), true, false}, 5);
+  EXPECT_EQ(
+      c.cs.alter_partition(req({{l, c.epoch[l]}, {f1, -1}, {f2, c.epoch[f2]}}, 0, 1)).answer.error,
+      ErrorCode::ineligible_replica);
+}
+
+TEST(ControllerState, ControlledShutdownMovesLeadershipThenLetsTheBrokerStop) {
+  Cluster c;
+  c.create();
+  const std::int32_t l = c.p().leader;
+  auto h = c.cs.heartbeat({l, c.epoch[l], c.cs.next_offset(), false, true}, 10);
+  EXPECT_TRUE(h.answer.should_shut_down);
+  EXPECT_NE(c.p().leader, l);
+  EXPECT_TRUE(c.cs.image().brokers().at(l).in_controlled_shutdown);
+  EXPECT_TRUE(c.cs.image().brokers().at(l).fenced);
+}
+
+TEST(ControllerState, SnapshotAndRecordsReplayToTheSameState) {
+  Cluster c;
+  c.create();
+  c.cs.heartbeat({2, c.epoch[2], c.cs.next_offset(), true, false}, 10);
+  ControllerState from_snapshot;
+  std::int64_t off = 0;
+  for (const auto& r : c.cs.snapshot()) {
+    auto bytes = encode_record(r);
+    auto back = decode_record(bytes);
+    ASSERT_TRUE(back.has_value());
+    from_snapshot.replay(*back, off++);
+  }
+  const auto& a = c.cs.image();
+  const auto& b = from_snapshot.image();
+  ASSERT_EQ(a.brokers().size(), b.brokers().size());
+  for (const auto& [id, s] : a.brokers()) {
+    EXPECT_EQ(b.brokers().at(id).epoch, s.epoch);
+    EXPECT_EQ(b.brokers().at(id).fenced, s.fenced);
+  }
+  const auto& pa = a.topic(kTopic)->partitions[0];
+  const auto& pb = b.topic(kTopic)->partitions[0];
+  EXPECT_EQ(pa.leader, pb.leader);
+  EXPECT_EQ(pa.isr, pb.isr);
+  EXPECT_EQ(pa.leader_epoch, pb.leader_epoch);
+  EXPECT_EQ(pa.partition_epoch, pb.partition_epoch);
+}
+
+}  // namespace
+}  // namespace samsa::replication
