@@ -126,6 +126,13 @@ std::expected<void, std::string> Broker::init(Config cfg) {
   ro.checkpoint_interval_ms = config_.get_int("log.flush.offset.checkpoint.interval.ms");
   retention_ = std::make_unique<io::RetentionDeleter>(ro, dirs);
   retention_->start();
+  // Rare blocking file work (index files of rolled segments, producer snapshots, epoch
+  // checkpoints) runs here, never on a reactor.
+  {
+    std::string why;
+    offload_ = io::Offload::start("offload", 2, &why);
+    if (!offload_) return std::unexpected(why);
+  }
 
   std::size_t n = static_cast<std::size_t>(config_.get_int("samsa.reactors"));
   if (n == 0) n = std::max<long>(1, sysconf(_SC_NPROCESSORS_ONLN));
@@ -204,6 +211,7 @@ void Broker::run_reactor(ReactorThread* t) {
       t->error = name + ": io_uring setup failed: " + std::strerror(-r.error());
     } else {
       t->reactor = std::move(*r);
+      t->reactor->set_offload(offload_.get());
       ctx.reactor = t->reactor.get();
       replication::Shard::Options so;
       so.index = ctx.index;
@@ -678,6 +686,8 @@ void Broker::shutdown() {
     coordinator_thread_.join();
   }
   if (retention_) retention_->stop();
+  // The reactors are done; what they handed the offload is finished before the clean marker.
+  offload_.reset();
   bool clean = true;
   for (auto& t : reactors_)
     clean &= t->ctx->reactor != nullptr;

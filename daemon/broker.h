@@ -21,6 +21,7 @@
 #include "daemon/fetch_sessions.h"
 #include "daemon/settings.h"
 #include "io/log_dir.h"
+#include "io/offload.h"
 #include "io/reactor.h"
 #include "io/retention.h"
 #include "net/memory_budget.h"
@@ -154,6 +155,7 @@ class Broker {
   std::string cluster_id_;
   std::vector<std::unique_ptr<io::LogDir>> log_dirs_;
   std::unique_ptr<io::RetentionDeleter> retention_;
+  std::unique_ptr<io::Offload> offload_;  // "offload-N" threads
 
   std::vector<std::unique_ptr<ReactorThread>> reactors_;
   std::vector<std::unique_ptr<ReactorContext>> contexts_;

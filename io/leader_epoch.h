@@ -1,14 +1,19 @@
 // io::LeaderEpochCache — the partition's leader-epoch-checkpoint: for each leader epoch, the
 // first offset written in it. Followers use it (through OffsetsForLeaderEpoch) to find where
-// their log diverged from a new leader's. Every change is written through to the file
-// atomically before the call returns (changes are rare: one per leader election).
+// their log diverged from a new leader's. Every change is written to the file atomically:
+// before the call returns, or, once its Log has a writer set (a serving log: the write goes
+// to the offload, in order), shortly after. Changes are rare: one per leader election. A cut
+// that loses the newest entry is repaired by the next append of that epoch (the leader
+// assigns it again) and by recovery, which trims entries past the log end.
 // Owned by its Log; used on the log's reactor thread.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "io/log.h"
@@ -53,12 +58,17 @@ class LeaderEpochCache {
   EpochEnd end_offset_for(std::int32_t requested_epoch, std::int64_t log_end_offset) const;
 
   std::span<const EpochEntry> entries() const { return entries_; }
+  // Writes go through w instead of inline (w must write them in call order).
+  using Writer =
+      std::function<void(const std::filesystem::path&, std::vector<std::vector<std::string>>)>;
+  void set_writer(Writer w) { writer_ = std::move(w); }
   const std::filesystem::path& file() const { return file_; }
 
  private:
   Result<void> flush();
   std::filesystem::path file_;
   std::vector<EpochEntry> entries_;
+  Writer writer_;
 };
 
 }  // namespace samsa::io

@@ -50,8 +50,17 @@ std::expected<std::unique_ptr<Reactor>, int> Reactor::create(Options opts) {
 }
 
 Reactor::~Reactor() {
-  // Tasks still queued are not run: their owners (connections, shards) may already be gone,
-  // and a task from post_fn() is small. Leaking them at teardown is the safe choice.
+  // Tasks still queued are not run: their owners (connections, shards) may already be gone.
+  // Those the reactor allocated (post_fn/defer_fn closures) are freed; tasks embedded in
+  // other objects belong to those objects.
+  while (auto* n = remote_.pop())
+    defer(static_cast<Task*>(n));
+  for (Task* t = local_head_; t;) {
+    Task* next = t == local_tail_ ? nullptr : t->local_next;
+    if (t->drop) t->drop(t);
+    t = next;
+  }
+  local_head_ = local_tail_ = nullptr;
   if (t_current == this) t_current = nullptr;
   io_uring_queue_exit(&ring_);
   if (event_fd_ >= 0) ::close(event_fd_);

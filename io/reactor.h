@@ -32,6 +32,9 @@ struct Completion {
 struct Task : MpscNode {
   using Fn = void (*)(Task* self);
   Fn fn = nullptr;
+  // Frees a task the reactor is destroyed with, without running it (null: not the reactor's
+  // to free, e.g. a task embedded in its owner).
+  Fn drop = nullptr;
   Task* local_next = nullptr;
 };
 
@@ -124,6 +127,12 @@ class Reactor {
   void arm(Timer* t, std::int64_t deadline_ns);
   void disarm(Timer* t);
 
+  // Where this reactor sends blocking file work (io/offload.h); null: done inline.
+  void set_offload(class Offload* o) { offload_ = o; }
+  class Offload* offload() const {
+    return offload_;
+  }
+
   std::uint64_t turns() const { return turns_; }
   std::uint64_t submits() const { return submits_; }
 
@@ -154,6 +163,7 @@ class Reactor {
   TurnHook* hooks_ = nullptr;
   Poller* poller_ = nullptr;
   std::vector<Timer*> heap_;
+  class Offload* offload_ = nullptr;
   std::uint64_t turns_ = 0;
   std::uint64_t submits_ = 0;
   bool defer_taskrun_ = false;
@@ -168,6 +178,7 @@ struct FnTask : Task {
       self->f_();
       delete self;
     };
+    drop = [](Task* t) { delete static_cast<FnTask*>(t); };
   }
   std::decay_t<F> f_;
 };

@@ -146,6 +146,12 @@ IndexFile::~IndexFile() {
   if (map_) ::munmap(map_, map_len_);
 }
 
+IndexFile IndexFile::adopt(std::shared_ptr<const std::vector<std::byte>> bytes) {
+  IndexFile f;
+  f.owned_ = std::move(bytes);
+  return f;
+}
+
 Result<IndexFile> IndexFile::load(const std::filesystem::path& p) {
   int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
@@ -166,8 +172,9 @@ Result<IndexFile> IndexFile::load(const std::filesystem::path& p) {
       f.map_ = m;
       f.map_len_ = len;
     } else {
-      f.owned_.resize(len);
-      ssize_t n = pread_full(fd, f.owned_.data(), len, 0);
+      auto owned = std::make_shared<std::vector<std::byte>>(len);
+      ssize_t n = pread_full(fd, owned->data(), len, 0);
+      f.owned_ = std::move(owned);
       if (n < 0 || static_cast<std::size_t>(n) != len) {
         ::close(fd);
         return std::unexpected(sys_error("read", p, n < 0 ? static_cast<int>(-n) : EIO));

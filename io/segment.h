@@ -77,15 +77,18 @@ class IndexFile {
   IndexFile& operator=(IndexFile&& o) noexcept;
   ~IndexFile();
   static Result<IndexFile> load(const std::filesystem::path& p);  // absent file: not_found
+  // Entries held in memory (a rolled segment's, until its files are written and mapped).
+  static IndexFile adopt(std::shared_ptr<const std::vector<std::byte>> bytes);
   std::span<const std::byte> bytes() const {
-    return map_ ? std::span<const std::byte>(static_cast<const std::byte*>(map_), map_len_)
-                : std::span<const std::byte>(owned_);
+    if (map_) return {static_cast<const std::byte*>(map_), map_len_};
+    if (owned_) return {owned_->data(), owned_->size()};
+    return {};
   }
 
  private:
   void* map_ = nullptr;
   std::size_t map_len_ = 0;
-  std::vector<std::byte> owned_;
+  std::shared_ptr<const std::vector<std::byte>> owned_;
 };
 
 // Kafka's placement of sparse index entries: an offset entry (last offset of the batch -> batch

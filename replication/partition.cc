@@ -8,6 +8,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "io/leader_epoch.h"
+#include "io/offload.h"
 #include "io/producer_snapshot.h"
 #include "io/record_batch.h"
 
@@ -125,25 +126,43 @@ void Partition::load_producer_state() {
   }
 }
 
+// Writes the snapshot and drops those below the log start (their segments are gone). At a
+// roll this runs on the offload (never blocking the reactor); at a clean close, inline.
+namespace {
+io::Result<void> store_snapshot(const std::filesystem::path& dir, std::int64_t offset,
+                                std::int64_t log_start,
+                                const std::vector<io::ProducerSnapshotEntry>& entries) {
+  if (auto r = io::write_producer_snapshot(dir, offset, entries); !r) return r;
+  for (std::int64_t o : io::list_producer_snapshots(dir)) {
+    if (o >= log_start || o == offset) break;
+    ::unlink(io::producer_snapshot_path(dir, o).c_str());
+  }
+  return {};
+}
+}  // namespace
+
 void Partition::write_snapshot(std::int64_t offset) {
-  const auto entries = producers_.snapshot();
-  if (auto r = io::write_producer_snapshot(log_->dir(), offset, entries); !r) {
+  auto r = store_snapshot(log_->dir(), offset, log_->log_start_offset(), producers_.snapshot());
+  if (!r) {
     LOG_WARN("%s-%d: producer snapshot at %" PRId64 ": %s", topic_.c_str(), index_, offset,
              r.error().detail.c_str());
-    return;
-  }
-  // Snapshots below the log start are of no use any more (their segments are gone).
-  const std::int64_t start = log_->log_start_offset();
-  for (std::int64_t o : io::list_producer_snapshots(log_->dir())) {
-    if (o >= start || o == offset) break;
-    ::unlink(io::producer_snapshot_path(log_->dir(), o).c_str());
   }
 }
 
 void Partition::on_log_rolled(io::Log&, std::int64_t new_base) {
   // The batch that caused the roll is not in the table yet: the table is exactly the state
-  // of every batch below new_base.
-  write_snapshot(new_base);
+  // of every batch below new_base. A snapshot that a crash keeps from being written only
+  // means replaying from the one before.
+  io::offload(
+      reactor_, std::hash<std::string>{}(log_->dir().string()),
+      [dir = log_->dir(), new_base, start = log_->log_start_offset(),
+       entries = producers_.snapshot()] { return store_snapshot(dir, new_base, start, entries); },
+      [name = topic_ + "-" + std::to_string(index_), new_base](io::Result<void> r) {
+        if (!r) {
+          LOG_WARN("%s: producer snapshot at %" PRId64 ": %s", name.c_str(), new_base,
+                   r.error().detail.c_str());
+        }
+      });
 }
 
 std::size_t Partition::expire_producers(std::int64_t now_ms) {

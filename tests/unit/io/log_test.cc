@@ -6,11 +6,15 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <random>
+#include <thread>
 
 #include "base/bytes.h"
 #include "base/clock.h"
 #include "io/compression.h"
+#include "io/offload.h"
 #include "io/record_batch.h"
 #include "io/segment.h"
 #include "io/testing.h"
@@ -650,6 +654,56 @@ TEST_F(LogTest, DefaultAfterMaxIsOneHourAndLogAppendTimeIgnoresBounds) {
   EXPECT_TRUE(
       testing::append_sync(*reactor, *log, testing::make_batch(1, wall_ms() + 2 * 3'600'000))
           .has_value());
+}
+
+// A roll never writes or syncs on the reactor: the old segment's index files go to the
+// offload, the segment is served from memory meanwhile, and the recovery point stays below it
+// until its files are on disk.
+TEST_F(LogTest, RollWritesIndexFilesOnTheOffload) {
+  std::string why;
+  auto off = Offload::start("test-offload", 1, &why);
+  ASSERT_TRUE(off) << why;
+  reactor->set_offload(off.get());
+  // Hold the offload thread so the index job waits behind it.
+  std::atomic<bool> release{false};
+  // Whatever fails below, the offload thread is let go (its destructor joins it).
+  struct Release {
+    std::atomic<bool>& r;
+    ~Release() { r = true; }
+  } guard{release};
+  off->run(
+      *reactor, 0,
+      [&] {
+        while (!release.load())
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        return 0;
+      },
+      [](int) {});
+  LogConfig cfg;
+  cfg.segment_bytes = 700;
+  auto log = open(cfg);
+  std::vector<Batch> bs;
+  for (int i = 0; i < 6; ++i)
+    bs.push_back(append(*log, 5, 1000 + i * 10, 40));
+  ASSERT_GE(log->segment_count(), 2u);
+  // Written and synced, but not trusted past the first closed segment yet.
+  EXPECT_EQ(log->durable_end_offset(), 30);
+  EXPECT_EQ(log->recovery_point(), 0);
+  EXPECT_FALSE(log->idle());
+  EXPECT_TRUE(testing::file_bytes(ldir() / "00000000000000000000.index").empty());
+  // Served from memory meanwhile: reads and timestamp lookups find the closed segment.
+  auto rr = log->read(2, 1 << 20, INT64_MAX);
+  ASSERT_TRUE(rr.has_value()) << rr.error().detail;
+  EXPECT_EQ(rr->slices.front().first_offset, 0);
+  auto ts = log->offset_for_timestamp(1011);
+  ASSERT_TRUE(ts && *ts);
+  EXPECT_EQ((*ts)->offset, 6);
+  release = true;
+  ASSERT_TRUE(reactor->run_until([&] { return log->idle(); }));
+  EXPECT_EQ(log->recovery_point(), 30);
+  EXPECT_FALSE(testing::file_bytes(ldir() / "00000000000000000000.timeindex").empty());
+  ASSERT_TRUE(log->close().has_value());
+  reactor->set_offload(nullptr);
 }
 
 }  // namespace

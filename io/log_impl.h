@@ -1,0 +1,303 @@
+// Internal to io/: the state of one io::Log (Log::Impl) shared by its implementation files,
+// one per seam of the log's life: log_open.cc (opening and recovery), log_append.cc (appends
+// and group commit), log_read.cc (reads and timestamp lookups), log_trim.cc (truncation,
+// deletion, retention, close) and log.cc (the public face). Nothing outside io/ includes it.
+#pragma once
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cinttypes>
+#include <climits>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <map>
+
+#include "base/bytes.h"
+#include "base/clock.h"
+#include "base/log.h"
+#include "io/checkpoint.h"
+#include "io/leader_epoch.h"
+#include "io/log.h"
+#include "io/log_dir.h"
+#include "io/offload.h"
+#include "io/record_batch.h"
+#include "io/segment.h"
+
+namespace samsa::io {
+
+// The log's own vocabulary (io-internal: this header is not public).
+
+using detail::BatchRing;
+using detail::IndexBuilder;
+using detail::IndexFile;
+using detail::OffsetIndexView;
+using detail::TimeIndexView;
+
+inline constexpr const char* kLogSuffix = ".log";
+inline constexpr const char* kIndexSuffix = ".index";
+inline constexpr const char* kTimeIndexSuffix = ".timeindex";
+inline constexpr const char* kDeletedSuffix = ".deleted";
+inline constexpr const char* kEpochFile = "leader-epoch-checkpoint";
+// Linux's IOV_MAX: one writev takes at most this many batches; a larger group is split.
+inline constexpr std::size_t kMaxIov = 1024;
+inline constexpr std::size_t kWindow = 8192;
+
+inline std::unexpected<Error> fail(Errc c, std::string detail) {
+  return std::unexpected(Error{c, std::move(detail)});
+}
+
+inline std::string fmt(const char* f, auto... args) {
+  char buf[512];
+  std::snprintf(buf, sizeof buf, f, args...);
+  return buf;
+}
+
+struct Segment {
+  std::int64_t base = 0;
+  std::shared_ptr<SegmentFile> file;
+  std::uint64_t size = 0;        // bytes placed: written, in flight or queued
+  std::int64_t next_offset = 0;  // one past the last offset placed
+  std::int64_t max_timestamp = -1;
+  std::int64_t first_batch_timestamp = -1;  // Kafka's rolling-based timestamp (segment.ms)
+  std::int64_t created_ms = 0;              // also the fallback "age" without timestamps
+  IndexFile offset_index;                   // closed segments only
+  IndexFile time_index;
+  // A rolled segment whose index files are still being written (offloaded): served from
+  // memory meanwhile, never removed, and the recovery point stays below it.
+  bool index_pending = false;
+};
+
+class Log::Impl final : public TurnHook {
+ public:
+  Impl(Reactor& r, std::filesystem::path dir, LogConfig cfg)
+      : r_(r), dir_(std::move(dir)), cfg_(cfg) {
+    normalize(cfg_);
+    offload_key_ = std::hash<std::string>{}(dir_.string());
+  }
+  ~Impl();
+
+  // --- state ---
+  Reactor& r_;
+  std::filesystem::path dir_;
+  LogConfig cfg_;
+  Log* owner_ = nullptr;
+  int dir_fd_ = -1;
+  std::deque<std::unique_ptr<Segment>> segs_;  // by base offset; back() is the active one
+  IndexBuilder ib_;                            // the active segment's index entries
+  BatchRing ring_;                             // the active segment's recent batches
+  std::int64_t log_start_ = 0;
+  std::int64_t leo_ = 0;
+  std::int64_t written_end_ = 0;
+  std::int64_t durable_end_ = 0;
+  std::int64_t synced_end_ = 0;
+  mutable std::optional<Error> fence_;
+  bool closed_ = false;
+  bool orphaned_ = false;  // the Log was destroyed with I/O in flight: ignore everything
+  Listener* listener_ = nullptr;
+  Stats stats_;
+  LeaderEpochCache epochs_;
+  LogDir* log_dir_ = nullptr;
+  std::optional<PartitionId> id_;
+  std::shared_ptr<LogDir::PartitionState> state_;
+  std::vector<std::filesystem::path> pending_deletes_;
+  mutable std::vector<std::byte> window_;  // batch headers for reads
+  mutable std::uint64_t window_pos_ = 0;
+  mutable std::size_t window_len_ = 0;
+  mutable const SegmentFile* window_file_ = nullptr;
+  mutable std::uint32_t window_batch_len_ = 0;  // size of the last batch seen through it
+
+  // --- group commit ---
+  struct Run {  // consecutive queued ops bound for one segment file
+    std::shared_ptr<SegmentFile> file;
+    std::uint64_t position = 0;
+    AppendOp* first = nullptr;
+    std::size_t count = 0;
+    std::uint64_t bytes = 0;
+  };
+  struct RunCompletion : Completion {
+    Impl* log = nullptr;
+    std::uint32_t run = 0;
+    bool sync = false;
+  };
+  struct FlightRun {
+    std::shared_ptr<SegmentFile> file;
+    std::uint64_t position = 0;
+    std::size_t iov_begin = 0, iov_count = 0;
+    std::uint64_t total = 0, done = 0, consumed = 0;
+    bool write_pending = false, sync_pending = false;
+    bool resubmit = false, sync_again = false, finished = false;
+    int err = 0;
+    const char* err_what = nullptr;
+    RunCompletion wc, sc;
+  };
+  struct DirCompletion : Completion {
+    Impl* log = nullptr;
+  };
+
+  AppendOp* staged_head_ = nullptr;
+  AppendOp* staged_tail_ = nullptr;
+  // A queue in a vector that keeps its capacity: staging never allocates once warmed up.
+  std::vector<Run> staged_runs_;
+  std::size_t staged_runs_head_ = 0;
+  AppendOp* failed_head_ = nullptr;  // accepted ops that must complete with an error
+  AppendOp* failed_tail_ = nullptr;
+  bool in_flight_ = false;
+  std::vector<FlightRun> flight_;
+  std::vector<iovec> iov_;
+  AppendOp* flight_head_ = nullptr;
+  std::int64_t flight_end_ = 0;
+  bool flight_written_ = false;
+  bool dir_sync_needed_ = false;
+  bool dir_sync_pending_ = false;
+  int dir_sync_err_ = 0;
+  DirCompletion dir_c_;
+
+  // --- flush.messages / flush.ms (cfg_.fsync false) ---
+  // Whether the group in flight fdatasyncs: decided when it is submitted, so a config change
+  // never takes a sync away from ops already in flight.
+  bool flight_sync_ = false;
+  // Offsets below were accepted while every group synced; they get a sync even if fsync was
+  // turned off since (an acks=all append is never completed on a weaker promise).
+  std::int64_t sync_owed_end_ = 0;
+  // Files written by groups that did not sync (at most a few: the active segment and those
+  // rolled since the last sync); the next syncing group syncs all of them.
+  std::vector<std::shared_ptr<SegmentFile>> unsynced_files_;
+  std::int64_t unsynced_since_ns_ = -1;  // when the oldest unsynced write completed
+  bool flush_due_ = false;               // flush.ms elapsed (or fsync turned on): sync next
+  struct FlushTimer : Timer {
+    Impl* log = nullptr;
+  } flush_timer_;
+
+  // --- helpers ---
+  static void normalize(LogConfig& c) {
+    c.segment_bytes = std::clamp<std::uint64_t>(c.segment_bytes, 128, INT32_MAX);
+    c.index_interval_bytes = std::max<std::uint32_t>(c.index_interval_bytes, 1);
+    c.segment_index_bytes = std::max<std::uint32_t>(c.segment_index_bytes, 24);
+    if (c.max_batch_bytes < batch::kHeaderSize) c.max_batch_bytes = batch::kHeaderSize;
+  }
+  Segment& active() { return *segs_.back(); }
+  const Segment& active() const { return *segs_.back(); }
+  bool is_active(const Segment& s) const { return &s == segs_.back().get(); }
+  std::filesystem::path path_of(std::int64_t base, const char* suffix) const {
+    return dir_ / (detail::segment_name(base) + suffix);
+  }
+  OffsetIndexView offsets_of(const Segment& s) const {
+    return is_active(s) ? ib_.offset_view() : OffsetIndexView{s.offset_index.bytes()};
+  }
+  TimeIndexView times_of(const Segment& s) const {
+    return is_active(s) ? ib_.time_view() : TimeIndexView{s.time_index.bytes()};
+  }
+  std::size_t find_segment(std::int64_t offset) const {
+    auto it = std::upper_bound(segs_.begin(), segs_.end(), offset,
+                               [](std::int64_t o, const auto& s) { return o < s->base; });
+    return it == segs_.begin() ? 0 : static_cast<std::size_t>(it - segs_.begin()) - 1;
+  }
+  std::int64_t effective_max_timestamp(const Segment& s) const {
+    return s.max_timestamp >= 0 ? s.max_timestamp : s.created_ms;
+  }
+  bool idle() const { return !in_flight_ && !staged_head_ && !failed_head_ && index_jobs_ == 0; }
+  // The recovery point: synced, and below any segment whose index files are not yet on disk
+  // (recovery trusts a closed segment's index only below it).
+  std::int64_t trusted_end() const {
+    for (const auto& s : segs_)
+      if (s->index_pending) return std::min(synced_end_, s->base);
+    return synced_end_;
+  }
+  std::uint64_t total_size() const {
+    std::uint64_t n = 0;
+    for (const auto& s : segs_)
+      n += s->size;
+    return n;
+  }
+
+  Error fence(Error e) const {
+    if (!fence_) {
+      LOG_ERROR("log %s fenced: %s", dir_.c_str(), e.detail.c_str());
+      fence_ = Error{Errc::fenced, e.detail};
+    }
+    return *fence_;
+  }
+  std::unexpected<Error> fenced_error() const { return std::unexpected(*fence_); }
+
+  void publish() {
+    if (!state_) return;
+    state_->recovery_point.store(trusted_end(), std::memory_order_release);
+    state_->log_start_offset.store(log_start_, std::memory_order_release);
+  }
+  Result<void> checkpoint_now() {
+    publish();
+    if (log_dir_) return log_dir_->write_checkpoints();
+    return {};
+  }
+
+  Result<void> load(const OpenOptions& opts);
+  Result<void> open_segment_file(Segment& s, bool create);
+  Result<void> create_segment(std::int64_t base);
+  Result<void> load_closed(Segment& s, std::int64_t next_base);
+  Result<bool> load_clean_active(Segment& s);
+  Result<bool> recover_segment(Segment& s, bool last, std::int64_t next_base);
+  Result<void> close_active_index(Segment& s);
+  // Starts a new segment. The old one's index files are written and synced by the offload
+  // (write_index = false when the old segment is about to be removed anyway).
+  Result<void> roll(std::int64_t now_ms, bool write_index = true);
+  void write_index_files(Segment& s, std::shared_ptr<const std::vector<std::byte>> offsets,
+                         std::shared_ptr<const std::vector<std::byte>> times);
+  std::size_t index_jobs_ = 0;
+  std::uint64_t offload_key_ = 0;  // one offload thread per log: its files change in order
+  bool roll_due(const Segment& s, std::uint64_t add_bytes, std::int64_t last_offset,
+                std::int64_t batch_ts, std::int64_t now) const;
+  void remove_segment_files(const Segment& s, bool rename_deleted);
+
+  Result<BatchInfo> prepare(AppendOp* op) const;
+  Result<AppendResult> append(AppendOp* op, bool replicated, const BatchInfo* prepared);
+  void on_turn_end() override;
+  void submit_group();
+  bool sync_due(std::int64_t end) const {
+    return cfg_.fsync || flush_due_ || synced_end_ < sync_owed_end_ ||
+           (end - synced_end_ >= cfg_.flush_messages);
+  }
+  void add_sync_only_runs();
+  void submit_flush();
+  void arm_flush_timer();
+  static void on_flush_timer(Timer* t);
+  void set_config(const LogConfig& cfg);
+  void submit_run(FlightRun& fr);
+  static void on_run_cqe(Completion* c, int res, std::uint32_t flags);
+  static void on_dir_cqe(Completion* c, int res, std::uint32_t flags);
+  void run_progress(FlightRun& fr);
+  void advance_group();
+  void push_failed(AppendOp* head, const Error& e);
+  void complete_list(AppendOp* head);
+
+  struct Located {
+    std::uint64_t position;
+    std::int64_t base_offset;   // -1 when unknown (found through the index)
+    std::int64_t first_last;    // last offset of the batch at position when base is unknown
+    std::ptrdiff_t ring_index;  // >= 0 when the batch is in the ring
+  };
+  Result<Located> locate(const Segment& s, std::int64_t offset) const;
+  Result<const std::byte*> header_at(const Segment& s, std::uint64_t pos) const;
+  Error corrupt(const Segment& s, std::uint64_t pos, const std::string& what) const {
+    return fence(Error{Errc::fenced, fmt("corrupt segment %s at byte %" PRIu64 ": %s",
+                                         s.file->path.c_str(), pos, what.c_str())});
+  }
+  Result<ReadResult> read(std::int64_t offset, std::size_t max_bytes, std::int64_t max_offset,
+                          bool min_one) const;
+  Result<std::optional<OffsetAndTimestamp>> find_timestamp(const Segment& s, std::int64_t ts,
+                                                           std::int64_t limit) const;
+  Result<std::optional<OffsetAndTimestamp>> offset_for_timestamp(std::int64_t ts) const;
+  Result<std::optional<OffsetAndTimestamp>> max_timestamp() const;
+  Result<void> truncate_to(std::int64_t offset);
+  Result<void> truncate_fully_and_start_at(std::int64_t offset);
+  Result<std::int64_t> delete_records(std::int64_t offset);
+  std::vector<std::filesystem::path> apply_retention(std::int64_t now_ms);
+  Result<void> close();
+};
+
+}  // namespace samsa::io

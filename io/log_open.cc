@@ -1,0 +1,364 @@
+// io::Log: opening a log and recovering it (see io/README.md, "Recovery").
+#include "io/log_impl.h"
+
+namespace samsa::io {
+
+// ---------------------------------------------------------------------------------------------
+// Opening and recovery
+
+Result<void> Log::Impl::open_segment_file(Segment& s, bool create) {
+  auto p = path_of(s.base, kLogSuffix);
+  int flags = O_RDWR | O_CLOEXEC | (create ? O_CREAT | O_TRUNC : 0);
+  int fd = ::open(p.c_str(), flags, 0644);
+  if (fd < 0) return std::unexpected(sys_error(create ? "create" : "open", p, errno));
+  s.file = std::make_shared<SegmentFile>();
+  s.file->fd = fd;
+  s.file->path = p;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return std::unexpected(sys_error("stat", p, errno));
+  s.size = static_cast<std::uint64_t>(st.st_size);
+  s.created_ms = create ? wall_ms() : st.st_mtim.tv_sec * 1000LL + st.st_mtim.tv_nsec / 1000000;
+  return {};
+}
+
+Result<void> Log::Impl::create_segment(std::int64_t base) {
+  auto s = std::make_unique<Segment>();
+  s->base = base;
+  s->next_offset = base;
+  if (auto r = open_segment_file(*s, true); !r) return r;
+  // The index files exist from the start, as in Kafka; their entries are written on roll/close.
+  for (const char* suffix : {kIndexSuffix, kTimeIndexSuffix}) {
+    if (auto r = detail::write_whole_file(path_of(base, suffix), {}); !r) return r;
+  }
+  segs_.push_back(std::move(s));
+  ib_.reset(base, cfg_.index_interval_bytes);
+  ring_.clear();
+  dir_sync_needed_ = true;
+  return {};
+}
+
+Result<void> Log::Impl::load_closed(Segment& s, std::int64_t next_base) {
+  std::int64_t max_rel = next_base - 1 - s.base;
+  std::string why;
+  auto oi = IndexFile::load(path_of(s.base, kIndexSuffix));
+  auto ti = IndexFile::load(path_of(s.base, kTimeIndexSuffix));
+  if (!oi) {
+    why = oi.error().detail;
+  } else if (!ti) {
+    why = ti.error().detail;
+  } else if (auto bad = detail::check_offset_index(oi->bytes(), s.size, max_rel)) {
+    why = path_of(s.base, kIndexSuffix).string() + ": " + *bad;
+  } else if (auto bad2 = detail::check_time_index(ti->bytes(), max_rel)) {
+    why = path_of(s.base, kTimeIndexSuffix).string() + ": " + *bad2;
+  } else if (ti->bytes().empty() && s.size > 0) {
+    // A closed segment always gets a final time entry; none means the file was lost.
+    why = path_of(s.base, kTimeIndexSuffix).string() + " is empty";
+  }
+  if (why.empty()) {
+    s.offset_index = std::move(*oi);
+    s.time_index = std::move(*ti);
+    TimeIndexView tv{s.time_index.bytes()};
+    if (tv.size()) s.max_timestamp = tv.at(tv.size() - 1).timestamp;
+    s.next_offset = next_base;
+    return {};
+  }
+  // Below the recovery point the data is trusted to be synced: the index is rebuilt from it,
+  // and anything wrong in the data itself is corruption of acknowledged records.
+  LOG_WARN("rebuilding the index of %s: %s", s.file->path.c_str(), why.c_str());
+  ib_.reset(s.base, cfg_.index_interval_bytes);
+  detail::ScanOptions so{.from = 0, .end = s.size, .expected_base = s.base, .verify_crc = true};
+  auto out = detail::scan_batches(s.file->fd, s.file->path, so,
+                                  [&](const BatchInfo& b, std::uint64_t pos) {
+                                    ib_.add(b.base_offset + b.last_offset_delta, b.max_timestamp,
+                                            pos, static_cast<std::uint64_t>(b.length));
+                                  });
+  if (!out) return std::unexpected(out.error());
+  if (!out->problem.empty()) {
+    return fail(Errc::fenced, fmt("corrupt closed segment %s at byte %" PRIu64 ": %s",
+                                  s.file->path.c_str(), out->valid_end, out->problem.c_str()));
+  }
+  std::int64_t end = out->batches ? out->next_offset : s.base;
+  if (end != next_base) {
+    return fail(Errc::fenced,
+                fmt("closed segment %s ends at offset %" PRId64 " but the next segment starts at "
+                    "%" PRId64,
+                    s.file->path.c_str(), end, next_base));
+  }
+  s.next_offset = next_base;
+  return close_active_index(s);
+}
+
+// Writes ib_ as the segment's index files and maps them: the segment is closed from now on.
+// They are synced before the recovery point can pass the segment (its data's group commit
+// completes after this returns): a closed segment below the recovery point is trusted with its
+// index, and a time index that lost its last entry would make the segment look older.
+Result<void> Log::Impl::close_active_index(Segment& s) {
+  ib_.finish();
+  auto ip = path_of(s.base, kIndexSuffix);
+  auto tp = path_of(s.base, kTimeIndexSuffix);
+  if (auto r = detail::write_whole_file(ip, ib_.offsets, true); !r) return r;
+  if (auto r = detail::write_whole_file(tp, ib_.times, true); !r) return r;
+  auto oi = IndexFile::load(ip);
+  if (!oi) return std::unexpected(oi.error());
+  auto ti = IndexFile::load(tp);
+  if (!ti) return std::unexpected(ti.error());
+  s.offset_index = std::move(*oi);
+  s.time_index = std::move(*ti);
+  s.max_timestamp = ib_.max_timestamp;
+  return {};
+}
+
+// The last segment after a clean shutdown: trust its index files and size, and read only the
+// batch headers after the last index entry (to find the log end and fill the ring). false when
+// something does not add up; the caller then recovers the segment in full.
+Result<bool> Log::Impl::load_clean_active(Segment& s) {
+  auto oi = IndexFile::load(path_of(s.base, kIndexSuffix));
+  auto ti = IndexFile::load(path_of(s.base, kTimeIndexSuffix));
+  if (!oi || !ti) return false;
+  if (auto bad = detail::check_offset_index(oi->bytes(), s.size, INT32_MAX)) {
+    LOG_WARN("%s: %s", path_of(s.base, kIndexSuffix).c_str(), bad->c_str());
+    return false;
+  }
+  if (auto bad = detail::check_time_index(ti->bytes(), INT32_MAX)) {
+    LOG_WARN("%s: %s", path_of(s.base, kTimeIndexSuffix).c_str(), bad->c_str());
+    return false;
+  }
+  OffsetIndexView ov{oi->bytes()};
+  detail::ScanOptions so{.end = s.size, .verify_crc = false};
+  if (ov.size()) {
+    auto e = ov.at(ov.size() - 1);
+    so.from = static_cast<std::uint64_t>(e.position);
+    so.expected_first_last = s.base + e.rel_offset;
+  } else {
+    so.expected_base = s.base;
+  }
+  ib_.restore(s.base, cfg_.index_interval_bytes, oi->bytes(), ti->bytes(), s.size, INT64_MAX);
+  ring_.clear();
+  auto out = detail::scan_batches(
+      s.file->fd, s.file->path, so, [&](const BatchInfo& b, std::uint64_t pos) {
+        ib_.observe(b.base_offset + b.last_offset_delta, b.max_timestamp);
+        ring_.push(b.base_offset, pos);
+        if (s.first_batch_timestamp < 0 && pos == 0) {
+          s.first_batch_timestamp = b.max_timestamp;
+        }
+      });
+  if (!out) return std::unexpected(out.error());
+  if (!out->problem.empty()) {
+    LOG_WARN("%s: not as it was closed (%s at byte %" PRIu64 "); recovering it",
+             s.file->path.c_str(), out->problem.c_str(), out->valid_end);
+    return false;
+  }
+  s.next_offset = out->batches ? out->next_offset : s.base;
+  if (s.size > 0 && out->batches == 0) return false;  // the index pointed at the very end
+  if (s.first_batch_timestamp < 0 && s.size > 0) {
+    std::byte h[batch::kHeaderSize];
+    ssize_t n = detail::pread_full(s.file->fd, h, sizeof h, 0);
+    if (n != static_cast<ssize_t>(sizeof h)) return false;
+    s.first_batch_timestamp = batch::parse_header(h).max_timestamp;
+  }
+  s.max_timestamp = ib_.max_timestamp;
+  return true;
+}
+
+// A full scan with CRCs (from the recovery point on). Truncates a torn or corrupt tail and
+// returns true when it did (everything after it is then dropped by the caller).
+Result<bool> Log::Impl::recover_segment(Segment& s, bool last, std::int64_t next_base) {
+  ib_.reset(s.base, cfg_.index_interval_bytes);
+  ring_.clear();
+  detail::ScanOptions so{.from = 0, .end = s.size, .expected_base = s.base, .verify_crc = true};
+  auto out = detail::scan_batches(s.file->fd, s.file->path, so,
+                                  [&](const BatchInfo& b, std::uint64_t pos) {
+                                    ib_.add(b.base_offset + b.last_offset_delta, b.max_timestamp,
+                                            pos, static_cast<std::uint64_t>(b.length));
+                                    ring_.push(b.base_offset, pos);
+                                    if (pos == 0) s.first_batch_timestamp = b.max_timestamp;
+                                  });
+  if (!out) return std::unexpected(out.error());
+  s.next_offset = out->batches ? out->next_offset : s.base;
+  s.max_timestamp = ib_.max_timestamp;
+  bool truncated = false;
+  if (!out->problem.empty()) {
+    LOG_WARN("%s: %s at byte %" PRIu64 "; truncating the %" PRIu64 " bytes from there",
+             s.file->path.c_str(), out->problem.c_str(), out->valid_end, s.size - out->valid_end);
+    if (::ftruncate(s.file->fd, static_cast<off_t>(out->valid_end)) != 0) {
+      return std::unexpected(sys_error("truncate", s.file->path, errno));
+    }
+    s.size = out->valid_end;
+    truncated = true;
+  }
+  // What was scanned may be only in the page cache (a crash kills the process, not the
+  // machine): sync it before it counts as below the recovery point.
+  if (::fdatasync(s.file->fd) != 0) {
+    return std::unexpected(sys_error("fdatasync", s.file->path, errno));
+  }
+  if (!last && !truncated && s.next_offset != next_base) {
+    LOG_WARN("%s ends at offset %" PRId64 " but the next segment starts at %" PRId64
+             "; dropping the segments after it",
+             s.file->path.c_str(), s.next_offset, next_base);
+    truncated = true;
+  }
+  if (!last && !truncated) {
+    if (auto r = close_active_index(s); !r) return std::unexpected(r.error());
+  }
+  return truncated;
+}
+
+void Log::Impl::remove_segment_files(const Segment& s, bool rename_deleted) {
+  for (const char* suffix : {kLogSuffix, kIndexSuffix, kTimeIndexSuffix}) {
+    auto p = path_of(s.base, suffix);
+    if (rename_deleted) {
+      auto d = p;
+      d += kDeletedSuffix;
+      if (::rename(p.c_str(), d.c_str()) == 0) {
+        pending_deletes_.push_back(d);
+      } else if (errno != ENOENT) {
+        LOG_WARN("rename %s to %s: %s", p.c_str(), d.c_str(), std::strerror(errno));
+      }
+    } else if (::unlink(p.c_str()) != 0 && errno != ENOENT) {
+      LOG_WARN("unlink %s: %s", p.c_str(), std::strerror(errno));
+    }
+  }
+}
+
+Result<void> Log::Impl::load(const OpenOptions& opts) {
+  log_dir_ = opts.log_dir;
+  if (log_dir_) {
+    id_ = PartitionId::parse(dir_.filename().string());
+    if (!id_) {
+      return fail(Errc::not_found,
+                  "log dir " + dir_.string() + " is not named <topic>-<partition>");
+    }
+  }
+  std::error_code ec;
+  // Durable before the first append can be acknowledged: the segment files' own entries are
+  // synced with the first group commit, this directory's entry here.
+  if (auto r = create_directories_durably(dir_); !r) return std::unexpected(r.error());
+  dir_fd_ = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd_ < 0) return std::unexpected(sys_error("open", dir_, errno));
+  auto epochs = LeaderEpochCache::load(dir_ / kEpochFile);
+  if (!epochs) return std::unexpected(epochs.error());
+  epochs_ = std::move(*epochs);
+
+  // What is in the directory.
+  std::map<std::int64_t, int> found;  // base -> bit 1 .log, 2 .index, 4 .timeindex
+  bool removed = false;
+  for (const auto& de : std::filesystem::directory_iterator(dir_, ec)) {
+    std::string name = de.path().filename().string();
+    if (name.ends_with(kDeletedSuffix) || name.ends_with(".tmp") || name.ends_with(".cleaned") ||
+        name.ends_with(".swap")) {
+      LOG_INFO("removing leftover %s", de.path().c_str());
+      ::unlink(de.path().c_str());
+      removed = true;
+      continue;
+    }
+    if (auto b = detail::parse_segment_name(name, kLogSuffix)) found[*b] |= 1;
+    if (auto b = detail::parse_segment_name(name, kIndexSuffix)) found[*b] |= 2;
+    if (auto b = detail::parse_segment_name(name, kTimeIndexSuffix)) found[*b] |= 4;
+  }
+  if (ec) return std::unexpected(sys_error("list", dir_, ec.value()));
+  std::vector<std::int64_t> bases;
+  for (auto [b, bits] : found) {
+    if (bits & 1) {
+      bases.push_back(b);
+    } else {
+      LOG_INFO("removing index files of %s without a log file", detail::segment_name(b).c_str());
+      ::unlink(path_of(b, kIndexSuffix).c_str());
+      ::unlink(path_of(b, kTimeIndexSuffix).c_str());
+      removed = true;
+    }
+  }
+
+  // Segments wholly below the checkpointed log start (their deletion may not have survived).
+  while (bases.size() > 1 && opts.log_start_offset >= bases[1]) {
+    LOG_INFO("removing %s, below the log start offset %" PRId64,
+             path_of(bases[0], kLogSuffix).c_str(), opts.log_start_offset);
+    Segment tmp;
+    tmp.base = bases[0];
+    remove_segment_files(tmp, false);
+    bases.erase(bases.begin());
+    removed = true;
+  }
+
+  if (bases.empty()) {
+    if (auto r = create_segment(std::max<std::int64_t>(0, opts.log_start_offset)); !r) return r;
+  } else {
+    // Segments before the one holding the recovery point are trusted (index checked); from it
+    // on they are scanned. A clean shutdown trusts all of them.
+    std::size_t scan_from = 0;
+    if (opts.clean_shutdown) {
+      scan_from = bases.size();
+    } else {
+      for (std::size_t i = 0; i < bases.size(); ++i) {
+        if (bases[i] <= opts.recovery_point) scan_from = i;
+      }
+    }
+    for (std::size_t i = 0; i < bases.size(); ++i) {
+      auto s = std::make_unique<Segment>();
+      s->base = bases[i];
+      if (auto r = open_segment_file(*s, false); !r) return r;
+      bool last = i + 1 == bases.size();
+      std::int64_t next_base = last ? -1 : bases[i + 1];
+      bool cut = false;
+      if (i < scan_from) {
+        if (!last) {
+          if (auto r = load_closed(*s, next_base); !r) return r;
+        } else {
+          auto ok = load_clean_active(*s);
+          if (!ok) return std::unexpected(ok.error());
+          if (!*ok) {
+            auto rec = recover_segment(*s, true, -1);
+            if (!rec) return std::unexpected(rec.error());
+          }
+        }
+      } else {
+        auto rec = recover_segment(*s, last, next_base);
+        if (!rec) return std::unexpected(rec.error());
+        cut = *rec;
+      }
+      segs_.push_back(std::move(s));
+      if (cut && !last) {
+        for (std::size_t j = i + 1; j < bases.size(); ++j) {
+          LOG_WARN("removing %s: it follows the truncated tail",
+                   path_of(bases[j], kLogSuffix).c_str());
+          Segment tmp;
+          tmp.base = bases[j];
+          remove_segment_files(tmp, false);
+        }
+        removed = true;
+        // The truncated segment is the active one now; its index files get rewritten on roll.
+        for (const char* suffix : {kIndexSuffix, kTimeIndexSuffix}) {
+          if (auto r = detail::write_whole_file(path_of(segs_.back()->base, suffix), {}); !r) {
+            return r;
+          }
+        }
+        break;
+      }
+    }
+  }
+  Segment& a = active();
+  leo_ = a.next_offset;
+  log_start_ = std::max(segs_.front()->base, opts.log_start_offset);
+  if (log_start_ > leo_) log_start_ = leo_;
+  written_end_ = durable_end_ = synced_end_ = leo_;
+  if (removed || dir_sync_needed_) {
+    if (::fsync(dir_fd_) != 0) return std::unexpected(sys_error("fsync", dir_, errno));
+    dir_sync_needed_ = false;
+  }
+  if (auto r = epochs_.truncate_from_end(leo_); !r) return r;
+  if (auto r = epochs_.truncate_from_start(log_start_); !r) return r;
+  // From now on the log serves: its epoch checkpoint is written off the reactor, in order.
+  epochs_.set_writer(
+      [this](const std::filesystem::path& f, std::vector<std::vector<std::string>> lines) {
+        offload(
+            r_, offload_key_, [f, lines = std::move(lines)] { return write_checkpoint(f, lines); },
+            [f](Result<void> r) {
+              if (!r) LOG_WARN("writing %s: %s", f.c_str(), r.error().detail.c_str());
+            });
+      });
+  if (log_dir_) state_ = log_dir_->attach(*id_, synced_end_, log_start_);
+  LOG_INFO("opened log %s: offsets %" PRId64 "..%" PRId64 ", %zu segments%s", dir_.c_str(),
+           log_start_, leo_, segs_.size(), opts.clean_shutdown ? " (clean)" : "");
+  return {};
+}
+
+}  // namespace samsa::io
