@@ -12,6 +12,7 @@
 #include "base/thread.h"
 #include "daemon/dispatch.h"
 #include "io/checkpoint.h"
+#include "net/dpdk/dpdk_transport.h"
 #include "net/uring_transport.h"
 
 namespace samsa::daemon {
@@ -86,8 +87,26 @@ std::expected<std::string, std::string> Broker::load_or_create_meta() {
 
 std::expected<void, std::string> Broker::init(Config cfg) {
   config_ = std::move(cfg);
-  // Before touching any data: another broker may hold the port (or the log dirs, below).
-  if (auto listeners = parse_listeners(config_.get_list("listeners")); listeners) {
+  // Before touching any data: the DPDK device and address must be ours (the stack's own
+  // listeners need no kernel port) ...
+  const bool dpdk = config_.get_string("samsa.net.backend") == "dpdk";
+  if (dpdk) {
+    auto s = make_settings(config_, "");
+    if (!s) return std::unexpected(s.error());
+#if SAMSA_HAVE_DPDK
+    const DpdkSettings& d = (*s)->dpdk;
+    net::DpdkOptions o{d.eal_args, d.ip, d.netmask, d.gateway, d.mtu, d.idle_poll_us, d.mbufs};
+    auto stack = net::DpdkStack::create(o);
+    if (!stack) return std::unexpected("samsa.net.backend=dpdk: " + stack.error());
+    dpdk_ = std::move(*stack);
+#else
+    return std::unexpected(
+        "samsa.net.backend=dpdk: this samsad was built without the DPDK backend (libdpdk-dev "
+        "and lwIP's sources were missing at build time; see net/dpdk/README.md)");
+#endif
+  }
+  // ... and another broker may hold the port (or the log dirs, below).
+  if (auto listeners = parse_listeners(config_.get_list("listeners")); listeners && !dpdk) {
     const auto controller_names = config_.get_list("controller.listener.names");
     for (const auto& e : *listeners) {
       if (std::find(controller_names.begin(), controller_names.end(), e.name) !=
@@ -239,12 +258,16 @@ void Broker::run_reactor(ReactorThread* t) {
     b->ctx->reactor->arm(tm, mono_ns() + 1'000'000'000);
   };
   ctx.reactor->arm(&beat, mono_ns() + 1'000'000'000);
+  // One reactor polls the DPDK device (one queue pair) and hands the others their
+  // connections' bytes through their queues.
+  if (dpdk_ && ctx.index == 0) dpdk_->attach(*ctx.reactor);
 
   ctx.reactor->run();
 
   ctx.reactor->disarm(&beat);
   // Transports must be destroyed on their reactor (they drain kernel-held buffers).
   ctx.transports.clear();
+  if (dpdk_ && ctx.index == 0) dpdk_->detach();
   ctx.dispatchers.clear();
   ctx.shard.reset();
 }
@@ -426,7 +449,11 @@ void Broker::publish(replication::ImagePtr image) {
         for (std::size_t l = 0; l < ctx.settings->listeners.size() && error.empty(); ++l) {
           const Endpoint& e = ctx.settings->listeners[l];
           ctx.dispatchers.push_back(std::make_unique<KafkaDispatcher>(ctx, l));
-          auto tr = net::UringTransport::create(*ctx.reactor, *ctx.dispatchers.back());
+          std::unique_ptr<net::Transport> tr;
+#if SAMSA_HAVE_DPDK
+          if (dpdk_) tr = net::DpdkTransport::create(*ctx.reactor, *ctx.dispatchers.back(), *dpdk_);
+#endif
+          if (!tr) tr = net::UringTransport::create(*ctx.reactor, *ctx.dispatchers.back());
           net::ListenerConfig lc;
           lc.host = e.host;
           lc.port = e.port;
@@ -577,7 +604,12 @@ bool Broker::healthy() {
 }
 
 std::string Broker::status_line() const {
-  return "serving: " + std::to_string(reactors_.size()) + " reactors, cluster " + cluster_id_;
+  std::string net;
+  if (dpdk_) {
+    const net::DpdkInfo i = dpdk_->info();
+    net = ", dpdk " + i.device + (i.interface.empty() ? "" : " on " + i.interface) + " as " + i.ip;
+  }
+  return "serving: " + std::to_string(reactors_.size()) + " reactors, cluster " + cluster_id_ + net;
 }
 
 void Broker::shutdown() {
@@ -695,6 +727,7 @@ void Broker::shutdown() {
     auto r = clean ? d->shutdown_clean() : d->write_checkpoints();
     if (!r) LOG_WARN("log dir %s: %s", d->root().c_str(), r.error().detail.c_str());
   }
+  dpdk_.reset();  // every reactor thread that used it has ended
   reactors_.clear();
   contexts_.clear();
   log_dirs_.clear();

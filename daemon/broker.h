@@ -29,6 +29,10 @@
 #include "replication/controller.h"
 #include "replication/shard.h"
 
+namespace samsa::net {
+class DpdkStack;
+}
+
 namespace samsa::daemon {
 
 class Broker;
@@ -157,6 +161,8 @@ class Broker {
   std::unique_ptr<io::RetentionDeleter> retention_;
   std::unique_ptr<io::Offload> offload_;  // "offload-N" threads
 
+  // samsa.net.backend=dpdk: the device and TCP/IP stack, polled by reactor 0.
+  std::unique_ptr<net::DpdkStack> dpdk_;
   std::vector<std::unique_ptr<ReactorThread>> reactors_;
   std::vector<std::unique_ptr<ReactorContext>> contexts_;
   std::thread controller_thread_;

@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <rte_arp.h>
@@ -191,6 +192,39 @@ std::string mac_text(const std::uint8_t* m) {
   return s;
 }
 
+// Claims the interfaces a vdev names (iface=...) for this process: an abstract unix socket
+// lives in the network namespace the interface lives in, and dies with the process. Two
+// af_packet sockets on one interface are allowed by the kernel (and, with the PMD's qdisc
+// bypass, do not even see each other's frames), so a second broker on the same interface is
+// refused here rather than silently sharing it.
+bool claim_interfaces(const std::vector<std::string>& argv, std::string* error) {
+  for (const auto& w : argv) {
+    for (std::size_t at = w.find("iface="); at != std::string::npos; at = w.find("iface=", at)) {
+      at += 6;
+      const std::string iface = w.substr(at, w.find(',', at) - at);
+      sockaddr_un a{};
+      a.sun_family = AF_UNIX;
+      const std::string name = "samsa/dpdk/" + iface;
+      std::memcpy(a.sun_path + 1, name.data(), std::min(name.size(), sizeof a.sun_path - 2));
+      const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      if (fd < 0) continue;
+      const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 +
+                                              std::min(name.size(), sizeof a.sun_path - 2));
+      if (::bind(fd, reinterpret_cast<sockaddr*>(&a), len) != 0) {
+        ::close(fd);
+        if (errno == EADDRINUSE) {
+          *error = "in use: another process of this network namespace drives " + iface +
+                   " with DPDK (it holds @" + name + "); one broker per interface";
+          return false;
+        }
+        continue;
+      }
+      // Kept open for the life of the process.
+    }
+  }
+  return true;
+}
+
 // The EAL exists once per process; a second open() may only reuse it with the same words.
 std::mutex g_eal_mu;
 bool g_eal_done = false;
@@ -215,6 +249,10 @@ std::vector<std::string> eal_argv(const std::string& args, const std::string& cp
     v.push_back(has_flag(user, {"--no-huge"}) ? "--no-shconf" : "--in-memory");
   }
   if (!has_flag(user, {"--no-telemetry", "--telemetry"})) v.push_back("--no-telemetry");
+  // With only virtual devices named, the EAL would still probe every PCI NIC it can reach
+  // (including the one the host's own traffic uses); a PCI device must be named to be taken.
+  if (has_flag(user, {"--vdev"}) && !has_flag(user, {"-a", "--allow", "-b", "--block", "--no-pci"}))
+    v.push_back("--no-pci");
   return v;
 }
 
@@ -238,6 +276,10 @@ std::expected<std::unique_ptr<Port>, std::string> Port::open(const PortOptions& 
             "hugepages missing: samsa.dpdk.eal.args does not say --no-huge and no hugepages are "
             "free (/sys/kernel/mm/hugepages/*/free_hugepages); reserve some (e.g. echo 256 > "
             "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages) or add --no-huge -m 256";
+        return fail(g_eal_error);
+      }
+      if (std::string why; !claim_interfaces(user, &why)) {
+        g_eal_error = why;
         return fail(g_eal_error);
       }
       capture_dpdk_log();
@@ -345,8 +387,15 @@ std::expected<std::unique_ptr<Port>, std::string> Port::open(const PortOptions& 
   rte_eth_dev_adjust_nb_rx_tx_desc(id, &nrx, &ntx);
   const int socket = rte_eth_dev_socket_id(id);
   const unsigned sock = socket < 0 ? 0u : static_cast<unsigned>(socket);
-  if (int rc = rte_eth_rx_queue_setup(id, 0, nrx, sock, nullptr, mp); rc != 0)
-    return fail("device " + p->device_ + ": receive queue: " + rte_strerror(-rc) + log_tail());
+  if (int rc = rte_eth_rx_queue_setup(id, 0, nrx, sock, nullptr, mp); rc != 0) {
+    const std::string tail = log_tail();
+    std::string why = rte_strerror(-rc);
+    // af_xdp binds its socket here; the kernel refuses a queue another AF_XDP socket holds.
+    if (tail.find("xsk socket") != std::string::npos)
+      why = "in use: the kernel refused an AF_XDP socket on queue 0 of " + p->iface_ +
+            " (another broker or AF_XDP program holds it?) (" + why + ")";
+    return fail("device " + p->device_ + ": receive queue: " + why + tail);
+  }
   if (int rc = rte_eth_tx_queue_setup(id, 0, ntx, sock, nullptr); rc != 0)
     return fail("device " + p->device_ + ": transmit queue: " + rte_strerror(-rc) + log_tail());
   const std::set<int> fds_before = open_fds();
@@ -419,9 +468,10 @@ std::expected<std::unique_ptr<Port>, std::string> Port::open(const PortOptions& 
         if (f[i].len >= sizeof(rte_ether_hdr) + sizeof(rte_arp_hdr)) {
           const auto* eth = reinterpret_cast<const rte_ether_hdr*>(f[i].data);
           const auto* arp = reinterpret_cast<const rte_arp_hdr*>(eth + 1);
+          // Our own probes say 0.0.0.0; anything else claiming the address is another
+          // owner, even with our MAC (a second broker on the same interface has it too).
           if (eth->ether_type == rte_cpu_to_be_16(RTE_ETHER_TYPE_ARP) &&
-              arp->arp_data.arp_sip == opts.ip &&
-              std::memcmp(arp->arp_data.arp_sha.addr_bytes, p->mac_, 6) != 0)
+              arp->arp_data.arp_sip == opts.ip)
             owner = mac_text(arp->arp_data.arp_sha.addr_bytes);
         }
         Port::free(f[i].mbuf);

@@ -249,6 +249,7 @@ class StackImpl final : public DpdkStack, public StackPort, public io::Poller {
   DpdkOptions opts_;
   std::unique_ptr<Port> port_;
   netif netif_{};
+  bool netif_up_ = false;
   std::uint32_t ip_ = 0, mask_ = 0, gw_ = 0;
   std::atomic<io::Reactor*> reactor_{nullptr};
   std::map<std::uint16_t, Group> groups_;
@@ -310,6 +311,7 @@ std::expected<void, std::string> StackImpl::init(const DpdkOptions& o) {
   netif_set_default(&netif_);
   netif_set_link_up(&netif_);
   netif_set_up(&netif_);  // announces the address (gratuitous ARP)
+  netif_up_ = true;
 
   for (int fd : port_->wait_fds()) {
     WaitOp w;
@@ -339,6 +341,7 @@ std::expected<void, std::string> StackImpl::init(const DpdkOptions& o) {
 }
 
 StackImpl::~StackImpl() {
+  if (!netif_up_) return;  // init failed before lwIP had anything
   // Whatever is left (the broker detaches its transports first) is reset.
   while (conns_) {
     StackConn* sc = conns_;
