@@ -13,6 +13,7 @@ DEBS=(
   kcat python3-confluent-kafka python3-kafka python3-pytest librdkafka-dev
   python3-lz4 python3-snappy python3-zstandard python3-venv
   iproute2 procps psmisc curl ca-certificates
+  ethtool dpkg-dev
 )
 # Node.js, npm, a JDK and Maven usually come with the machine (nodesource's nodejs bundles npm,
 # so Debian's npm package must not be pulled in beside it): install them only when absent.
@@ -33,6 +34,10 @@ if ((${#missing[@]})); then
   apt-get update -qq >/dev/null
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+
+# lwIP's sources from Debian's source package, for the DPDK backend (net/dpdk/fetch-lwip.sh;
+# cached in ~/.cache/samsa/lwip).
+bash net/dpdk/fetch-lwip.sh >/dev/null
 
 # Client libraries from npm, PyPI, the Go proxy and Maven Central for the integration tests
 # (kept inside the tree and ignored by git, or in ~/.cache/samsa).

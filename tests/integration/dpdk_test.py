@@ -1,0 +1,593 @@
+#!/usr/bin/python3
+"""samsad on the DPDK backend, driven by real clients from the kernel's side of a veth pair.
+
+  dpdk_test.py --samsad PATH [--pmd af_packet|af_xdp] [--bulk-mb N] [--clients kcat,...]
+               [--budget S] [--keep]
+
+The test makes a network namespace of its own (samsa-dpdk-<pid>) and, inside it, a veth pair:
+the kernel end k0 (10.99.0.1, checksum offload off: a partial checksum would reach DPDK as a
+bad one) holds the clients, and samsad drives the other end d0 with DPDK's net_af_packet (or
+net_af_xdp) PMD as 10.99.0.2 through its userspace TCP/IP stack. Then, in order:
+
+1. the client drivers of tests/clients (kcat and confluent-kafka by default: create, produce
+   every codec, consume byte-identical, seek, a group with a committed offset, the stored
+   segments checked, delete), as the uring backend's integration tests run them;
+2. a consumer group of two confluent-kafka consumers sharing a 4-partition topic: both get
+   partitions, every record is consumed once, byte-identical, and the committed offsets are
+   the log end offsets;
+3. with loss 1%, delay 1 ms, reorder 5% on both directions: an idempotent acks=all producer
+   writes --bulk-mb MB (default 50) of seeded random values and a consumer reads them back;
+   every value must equal what was sent, in order. With sch_netem in the kernel that is
+   `tc netem` on k0's egress and, through an ifb device, its ingress. This machine's kernel
+   has no sch_netem, so then the path is k0 <-veth-> w0 [dpdk_wire.py] w1 <-veth-> d0, the
+   wire applying the same rule per direction in user space (it passes frames unimpaired for
+   steps 1 and 2).
+
+samsad must then stop cleanly on SIGTERM. The namespace (and every process in it) is removed
+whatever happens; a namespace left by a run that was killed with SIGKILL is removed by the
+next run. Needs root, ip, ethtool, tc, kcat, Debian's python3-confluent-kafka. A missing tool
+skips (exit 77) unless CI=true, where it fails. Exit codes: 0 pass, 1 fail, 77 skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+CLIENTS = os.path.join(ROOT, "tests", "clients")
+DEBIAN_PY = "/usr/bin/python3"
+SKIP = 77
+NS_PREFIX = "samsa-dpdk-"
+KERNEL_IP, DPDK_IP, PORT = "10.99.0.1", "10.99.0.2", 9092
+IMPAIR = dict(loss=1.0, delay_ms=1.0, reorder=5.0)
+DRIVERS = {"kcat": [DEBIAN_PY, os.path.join(CLIENTS, "kcat_driver.py")],
+           "confluent_kafka": [DEBIAN_PY, os.path.join(CLIENTS, "confluent_driver.py")],
+           "kafka_python": [DEBIAN_PY, os.path.join(CLIENTS, "kafka_python_driver.py")]}
+
+
+def log(msg: str):
+    print(f"[dpdk-test {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+class Fail(Exception):
+    pass
+
+
+def sh(*cmd: str, check: bool = True, timeout: float = 30) -> subprocess.CompletedProcess:
+    r = subprocess.run(list(cmd), capture_output=True, text=True, timeout=timeout)
+    if check and r.returncode != 0:
+        raise Fail(f"`{' '.join(cmd)}` failed ({r.returncode}): {r.stderr.strip()}")
+    return r
+
+
+# ---------------------------------------------------------------------------------------------
+# Outer process: prerequisites, the namespace, clean-up.
+
+
+def missing_prerequisites(a) -> str | None:
+    if os.geteuid() != 0:
+        return "needs root (network namespaces, raw sockets)"
+    for tool in ("ip", "ethtool", "tc", "kcat"):
+        if not shutil.which(tool):
+            return f"{tool} not found (scripts/install-deps.sh)"
+    mods = ["confluent_kafka"] + (["kafka"] if "kafka_python" in a.clients else [])
+    r = subprocess.run([DEBIAN_PY, "-c", "; ".join(f"import {m}" for m in mods + [
+        "snappy", "lz4.frame", "zstandard"])], capture_output=True, text=True, timeout=60)
+    if r.returncode != 0:
+        return f"{DEBIAN_PY} cannot import a client module: {r.stderr.strip().splitlines()[-1]}"
+    return None
+
+
+def remove_stale_namespaces():
+    """Namespaces of earlier runs whose process is gone (killed with SIGKILL)."""
+    r = sh("ip", "netns", "list", check=False)
+    for line in r.stdout.splitlines():
+        name = line.split()[0] if line.split() else ""
+        if not name.startswith(NS_PREFIX):
+            continue
+        try:
+            os.kill(int(name[len(NS_PREFIX):]), 0)
+            continue  # its owner still runs
+        except (ValueError, ProcessLookupError):
+            pass
+        except PermissionError:
+            continue
+        log(f"removing namespace {name} left by a killed run")
+        kill_namespace(name)
+
+
+def kill_namespace(ns: str):
+    # Only processes inside our own namespace: the ones this test started.
+    for _ in range(3):
+        pids = sh("ip", "netns", "pids", ns, check=False).stdout.split()
+        if not pids:
+            break
+        for p in pids:
+            try:
+                os.kill(int(p), signal.SIGKILL)
+            except (ValueError, ProcessLookupError):
+                pass
+        time.sleep(0.2)
+    sh("ip", "netns", "del", ns, check=False)
+
+
+def netem_available(ns: str) -> bool:
+    r = sh("ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", "lo", "root", "netem",
+           "delay", "1ms", check=False)
+    if r.returncode != 0:
+        return False
+    sh("ip", "netns", "exec", ns, "tc", "qdisc", "del", "dev", "lo", "root", check=False)
+    r = sh("ip", "-n", ns, "link", "add", "ifbprobe", "type", "ifb", check=False)
+    if r.returncode != 0:
+        return False
+    sh("ip", "-n", ns, "link", "del", "ifbprobe", check=False)
+    return True
+
+
+def setup_namespace(ns: str, force_wire: bool) -> str:
+    """Returns the impairment mode: "netem" or "wire"."""
+    sh("ip", "netns", "add", ns)
+    n = ["ip", "-n", ns]
+    sh(*n, "link", "set", "lo", "up")
+    mode = "wire" if force_wire or not netem_available(ns) else "netem"
+    if mode == "netem":
+        sh(*n, "link", "add", "k0", "type", "veth", "peer", "name", "d0")
+        sh(*n, "link", "add", "ifb0", "type", "ifb")
+        ifaces = ["k0", "d0", "ifb0"]
+    else:
+        sh(*n, "link", "add", "k0", "type", "veth", "peer", "name", "w0")
+        sh(*n, "link", "add", "w1", "type", "veth", "peer", "name", "d0")
+        ifaces = ["k0", "w0", "w1", "d0"]
+    sh(*n, "addr", "add", f"{KERNEL_IP}/24", "dev", "k0")
+    for i in ifaces:
+        sh(*n, "link", "set", i, "up")
+    # A partial checksum (left for an offload that never happens) would reach DPDK as a bad
+    # one; with tx off the kernel also stops sending TSO super-frames.
+    for i in [i for i in ifaces if i != "ifb0"]:
+        sh("ip", "netns", "exec", ns, "ethtool", "-K", i, "tx", "off")
+    return mode
+
+
+def outer(a) -> int:
+    ci = os.environ.get("CI") == "true"
+    why = a.unavailable or missing_prerequisites(a)
+    if why:
+        if ci:
+            log(f"FAIL: cannot run and CI=true: {why}")
+            return 1
+        log(f"SKIP: {why}")
+        return SKIP
+    if not (a.samsad and os.access(a.samsad, os.X_OK)):
+        log(f"FAIL: samsad binary not found: {a.samsad!r}")
+        return 1
+    ns = f"{NS_PREFIX}{os.getpid()}"
+    # ctest's timeout and ^C end the test through the finally below.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(f"SIGTERM: cleaning up {ns}"))
+    signal.signal(signal.SIGINT, lambda *_: sys.exit(f"SIGINT: cleaning up {ns}"))
+    remove_stale_namespaces()
+    inner = None
+    t0 = time.monotonic()
+    try:
+        mode = setup_namespace(ns, a.force_wire)
+        log(f"namespace {ns}: kernel k0 {KERNEL_IP} <-> DPDK d0 {DPDK_IP} ({a.pmd}), "
+            f"impairment by {'tc netem (+ifb)' if mode == 'netem' else 'dpdk_wire.py'}")
+        work = tempfile.mkdtemp(prefix="samsa-dpdk-")
+        cmd = ["ip", "netns", "exec", ns, DEBIAN_PY, os.path.abspath(__file__), "--inner",
+               "--mode", mode, "--work", work] + sys.argv[1:]
+        inner = subprocess.Popen(cmd, start_new_session=True)
+        try:
+            rc = inner.wait(timeout=a.budget)
+        except subprocess.TimeoutExpired:
+            log(f"FAIL: the test did not finish within its budget of {a.budget:.0f}s")
+            rc = 1
+        log(f"{'PASS' if rc == 0 else 'FAIL'} after {time.monotonic() - t0:.1f}s")
+        if rc == 0 and not a.keep:
+            shutil.rmtree(work, ignore_errors=True)
+        else:
+            log(f"kept {work} (samsad.log, the log dir)")
+        return 0 if rc == 0 else 1
+    except Fail as e:
+        log(f"FAIL: {e}")
+        return 1
+    finally:
+        if inner and inner.poll() is None:
+            try:
+                os.killpg(inner.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            inner.wait()
+        kill_namespace(ns)
+
+
+# ---------------------------------------------------------------------------------------------
+# Inner process: runs inside the namespace; starts samsad and the clients there.
+
+
+class Samsad:
+    def __init__(self, path: str, work: str, pmd: str):
+        self.work = work
+        self.log_dir = os.path.join(work, "data")
+        self.log_file = os.path.join(work, "samsad.log")
+        vdev = ("net_af_xdp0,iface=d0,start_queue=0,queue_count=1" if pmd == "af_xdp"
+                else "net_af_packet0,iface=d0")
+        self.cmd = [path,
+                    "--override", f"listeners=PLAINTEXT://{DPDK_IP}:{PORT}",
+                    "--override", f"log.dirs={self.log_dir}",
+                    "--override", "node.id=1",
+                    "--override", f"samsa.admin.socket={os.path.join(work, 'admin.sock')}",
+                    "--override", "samsa.net.backend=dpdk",
+                    "--override", f"samsa.dpdk.eal.args=--no-huge -m 512 --vdev={vdev}",
+                    "--override", f"samsa.dpdk.ip={DPDK_IP}",
+                    "--override", "samsa.dpdk.netmask=255.255.255.0",
+                    "--override", "num.partitions=3",
+                    "--override", "auto.create.topics.enable=true",
+                    "--override", "group.initial.rebalance.delay.ms=0",
+                    "--override", "log.retention.check.interval.ms=500"]
+        self.proc = None
+
+    def start(self, timeout: float = 60):
+        os.makedirs(self.log_dir, exist_ok=True)
+        log(" ".join(self.cmd))
+        self.logf = open(self.log_file, "wb")
+        self.proc = subprocess.Popen(self.cmd, stdout=self.logf, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.proc.poll() is not None:
+                raise Fail(f"samsad exited with {self.proc.returncode} during start-up:\n"
+                           + self.tail())
+            try:
+                with socket.create_connection((DPDK_IP, PORT), timeout=1):
+                    break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise Fail(f"samsad did not accept on {DPDK_IP}:{PORT} within {timeout:.0f}s:"
+                           "\n" + self.tail())
+            time.sleep(0.1)
+        log(f"samsad pid {self.proc.pid} serves {DPDK_IP}:{PORT} over DPDK")
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self) -> str | None:
+        if self.proc is None:
+            return None
+        if self.proc.poll() is not None:
+            return f"samsad had already exited with {self.proc.returncode}"
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            return "samsad did not exit within 30s of SIGTERM (killed)"
+        return None if rc == 0 else f"samsad exited with {rc} after SIGTERM"
+
+    def tail(self, n: int = 30) -> str:
+        try:
+            with open(self.log_file, "rb") as f:
+                lines = f.read().decode(errors="replace").splitlines()
+            return "\n".join("  | " + l for l in lines[-n:] if "opened log" not in l)
+        except OSError:
+            return "(no samsad log)"
+
+
+def run_driver(name: str, broker: Samsad, timeout: float):
+    cmd = DRIVERS[name] + ["--bootstrap", f"{DPDK_IP}:{PORT}", "--topic-prefix",
+                           f"dp{os.getpid()}{name[:2]}", "--log-dir", broker.log_dir,
+                           "--timeout", str(timeout)]
+    log(f"driver {name}: {' '.join(cmd)}")
+    t = time.monotonic()
+    try:
+        r = subprocess.run(cmd, timeout=timeout + 20, cwd=CLIENTS)
+    except subprocess.TimeoutExpired:
+        raise Fail(f"driver {name} still running {timeout + 20:.0f}s after start (killed)")
+    if r.returncode != 0:
+        raise Fail(f"driver {name} exited with {r.returncode} (its output is above)")
+    if not broker.alive():
+        raise Fail(f"samsad died during driver {name}:\n" + broker.tail())
+    log(f"driver {name} passed in {time.monotonic() - t:.1f}s")
+
+
+def bootstrap_conf() -> dict:
+    return {"bootstrap.servers": f"{DPDK_IP}:{PORT}", "socket.timeout.ms": 30000,
+            "api.version.request.timeout.ms": 30000}
+
+
+def create_topic(name: str, partitions: int):
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient(bootstrap_conf())
+    fut = admin.create_topics([NewTopic(name, partitions, 1)], request_timeout=30)[name]
+    fut.result(timeout=40)
+
+
+def consume_until(consumer, want: int, deadline: float, what: str) -> list:
+    got = []
+    while len(got) < want:
+        if time.monotonic() > deadline:
+            raise Fail(f"{what}: {len(got)} of {want} records consumed before the deadline")
+        for m in consumer.consume(500, timeout=1.0):
+            if m.error():
+                if m.error().code() == -191:  # _PARTITION_EOF
+                    continue
+                raise Fail(f"{what}: consumer error {m.error()}")
+            got.append(m)
+    return got
+
+
+def group_flow(timeout: float):
+    """Two consumers of one group share a 4-partition topic; each record is consumed once."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    deadline = time.monotonic() + timeout
+    topic, group = f"dpgroup{os.getpid()}", f"dpgroup{os.getpid()}-g"
+    create_topic(topic, 4)
+    conf = dict(bootstrap_conf(), **{"group.id": group, "enable.auto.commit": False,
+                                     "auto.offset.reset": "earliest",
+                                     "session.timeout.ms": 10000,
+                                     "heartbeat.interval.ms": 500,
+                                     "enable.partition.eof": False})
+    assigned = {0: set(), 1: set()}
+    consumers = []
+    for idx in (0, 1):
+        c = Consumer(conf)
+        c.subscribe([topic], on_assign=lambda _c, parts, i=idx: assigned[i].update(
+            tp.partition for tp in parts), on_revoke=lambda _c, parts, i=idx: assigned[i].
+            difference_update(tp.partition for tp in parts))
+        consumers.append(c)
+    # Both members join before anything is produced: a member alone would read it all.
+    while not (assigned[0] and assigned[1]):
+        if time.monotonic() > deadline:
+            raise Fail(f"group flow: both members never held partitions: {assigned}")
+        for c in consumers:
+            m = c.poll(0.2)
+            if m is not None and m.error():
+                log(f"group flow: while joining: {m.error()}")
+            elif m is not None:
+                raise Fail("group flow: a record before anything was produced")
+    if assigned[0] & assigned[1] or (assigned[0] | assigned[1]) != {0, 1, 2, 3}:
+        raise Fail(f"group flow: assignment {assigned} does not split partitions 0-3")
+    log(f"group flow: member 0 has {sorted(assigned[0])}, member 1 has {sorted(assigned[1])}")
+    rng = random.Random(7)
+    sent = {}
+    p = Producer(dict(bootstrap_conf(), **{"acks": "all", "linger.ms": 5}))
+    for i in range(2000):
+        key = f"k{i}".encode()
+        val = rng.randbytes(rng.randrange(10, 3000))
+        sent[key] = val
+        while True:
+            try:
+                p.produce(topic, val, key, partition=i % 4)
+                break
+            except BufferError:
+                p.poll(0.1)
+    if p.flush(max(1.0, deadline - time.monotonic())) != 0:
+        raise Fail("group flow: producer did not deliver everything before the deadline")
+    got = {}
+    while len(got) < len(sent):
+        if time.monotonic() > deadline:
+            raise Fail(f"group flow: {len(got)} of {len(sent)} records consumed")
+        for idx, c in enumerate(consumers):
+            for m in c.consume(500, timeout=0.2):
+                if m.error():
+                    raise Fail(f"group flow: consumer error {m.error()}")
+                if m.partition() not in assigned[idx]:
+                    raise Fail(f"group flow: member {idx} got partition {m.partition()}")
+                if m.key() in got:
+                    raise Fail(f"group flow: record {m.key()!r} consumed twice")
+                got[m.key()] = m.value()
+    bad = [k for k in sent if got.get(k) != sent[k]]
+    if bad:
+        raise Fail(f"group flow: {len(bad)} records differ (first {bad[0]!r})")
+    for c in consumers:
+        c.commit(asynchronous=False)
+    committed = {}
+    for c in consumers:
+        for tp in c.committed([TopicPartition(topic, q) for q in range(4)], timeout=15):
+            if tp.offset >= 0:
+                committed[tp.partition] = tp.offset
+    want = {q: 500 for q in range(4)}
+    if committed != want:
+        raise Fail(f"group flow: committed offsets {committed}, want {want}")
+    for c in consumers:
+        c.close()
+    log(f"group flow: 2 members consumed {len(got)} records once each, byte-identical; "
+        f"committed {committed}")
+
+
+def bulk_flow(mb: int, timeout: float) -> dict:
+    """Produces `mb` MB of seeded random values (idempotent, acks=all) and consumes them back."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    deadline = time.monotonic() + timeout
+    topic = f"dpbulk{os.getpid()}"
+    create_topic(topic, 1)
+    size = 16 * 1024
+    count = mb * 1024 * 1024 // size
+    rng = random.Random(42)
+    block = rng.randbytes(1 << 20)
+    # Each value is a distinct slice of the random block, prefixed with its index: cheap to
+    # make and to check, and every byte of it differs from its neighbours'.
+    def value(i: int) -> bytes:
+        off = (i * 7919) % ((1 << 20) - size)
+        return i.to_bytes(8, "big") + block[off:off + size - 8]
+
+    errors = []
+    p = Producer(dict(bootstrap_conf(), **{
+        "acks": "all", "enable.idempotence": True, "linger.ms": 10,
+        "batch.num.messages": 64, "message.timeout.ms": int(timeout * 1000),
+        "queue.buffering.max.kbytes": 16384}))
+    t = time.monotonic()
+    for i in range(count):
+        while True:
+            try:
+                p.produce(topic, value(i), partition=0,
+                          on_delivery=lambda err, _m: err and errors.append(str(err)))
+                break
+            except BufferError:
+                p.poll(0.05)
+        if time.monotonic() > deadline:
+            raise Fail(f"bulk: only {i} of {count} records handed to the producer in time")
+    left = p.flush(max(1.0, deadline - time.monotonic()))
+    if left or errors:
+        raise Fail(f"bulk: {left} records undelivered, delivery errors: {errors[:3]}")
+    produce_s = time.monotonic() - t
+    c = Consumer(dict(bootstrap_conf(), **{"group.id": f"{topic}-reader",
+                                           "enable.auto.commit": False,
+                                           "fetch.max.bytes": 8 << 20,
+                                           "max.partition.fetch.bytes": 4 << 20}))
+    c.assign([TopicPartition(topic, 0, 0)])
+    t = time.monotonic()
+    h_sent, h_got = hashlib.sha256(), hashlib.sha256()
+    n = 0
+    while n < count:
+        if time.monotonic() > deadline:
+            raise Fail(f"bulk: {n} of {count} records consumed before the deadline")
+        for m in c.consume(1000, timeout=1.0):
+            if m.error():
+                raise Fail(f"bulk: consumer error {m.error()}")
+            v = m.value()
+            if m.offset() != n or v != value(n):
+                raise Fail(f"bulk: record at offset {m.offset()} (expected {n}) differs from "
+                           f"what was produced ({len(v)} bytes, index "
+                           f"{int.from_bytes(v[:8], 'big')})")
+            h_sent.update(value(n))
+            h_got.update(v)
+            n += 1
+    consume_s = time.monotonic() - t
+    c.close()
+    total = count * size / 1e6
+    res = dict(records=count, mb=round(total, 1), produce_s=round(produce_s, 1),
+               consume_s=round(consume_s, 1), produce_mb_s=round(total / produce_s, 1),
+               consume_mb_s=round(total / consume_s, 1), sha256=h_got.hexdigest()[:16])
+    if h_sent.digest() != h_got.digest():
+        raise Fail("bulk: digests differ")
+    return res
+
+
+class Impairment:
+    def __init__(self, mode: str, work: str):
+        self.mode, self.wire, self.work = mode, None, work
+
+    def start_wire(self):
+        if self.mode != "wire":
+            return
+        self.wire_out = open(os.path.join(self.work, "wire.out"), "w+")
+        self.wire = subprocess.Popen(
+            [DEBIAN_PY, os.path.join(HERE, "dpdk_wire.py"), "w0", "w1",
+             "--loss", str(IMPAIR["loss"]), "--delay-ms", str(IMPAIR["delay_ms"]),
+             "--reorder", str(IMPAIR["reorder"])], stdout=self.wire_out)
+        deadline = time.monotonic() + 20
+        while True:
+            self.wire_out.seek(0)
+            if "ready" in self.wire_out.read():
+                break
+            if self.wire.poll() is not None or time.monotonic() > deadline:
+                raise Fail("dpdk_wire.py did not start")
+            time.sleep(0.05)
+
+    def on(self):
+        rule = ["loss", f"{IMPAIR['loss']}%", "delay", f"{IMPAIR['delay_ms']}ms",
+                "reorder", f"{IMPAIR['reorder']}%"]
+        if self.mode == "netem":
+            sh("tc", "qdisc", "add", "dev", "k0", "root", "netem", *rule)
+            sh("tc", "qdisc", "add", "dev", "k0", "handle", "ffff:", "ingress")
+            sh("tc", "filter", "add", "dev", "k0", "parent", "ffff:", "protocol", "all", "u32",
+               "match", "u32", "0", "0", "action", "mirred", "egress", "redirect", "dev", "ifb0")
+            sh("tc", "qdisc", "add", "dev", "ifb0", "root", "netem", *rule)
+        else:
+            self.wire.send_signal(signal.SIGUSR1)
+        log(f"impairment on, both directions: {' '.join(rule)} ({self.mode})")
+
+    def stop(self) -> dict:
+        if not self.wire:
+            return {}
+        self.wire.send_signal(signal.SIGTERM)
+        try:
+            self.wire.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.wire.kill()
+        self.wire_out.seek(0)
+        lines = [l for l in self.wire_out.read().splitlines() if l.startswith("{")]
+        return json.loads(lines[-1]) if lines else {}
+
+
+def inner(a) -> int:
+    work = a.work
+    broker = Samsad(a.samsad, work, a.pmd)
+    imp = Impairment(a.mode, work)
+    ok = False
+    try:
+        imp.start_wire()
+        broker.start()
+        for name in a.clients.split(","):
+            run_driver(name, broker, a.driver_timeout)
+        t = time.monotonic()
+        group_flow(60)
+        log(f"group flow passed in {time.monotonic() - t:.1f}s")
+        if not broker.alive():
+            raise Fail("samsad died during the group flow:\n" + broker.tail())
+        if a.bulk_mb > 0:
+            imp.on()
+            res = bulk_flow(a.bulk_mb, a.bulk_timeout)
+            log(f"bulk under loss/delay/reorder: {json.dumps(res)}")
+            if not broker.alive():
+                raise Fail("samsad died during the bulk run:\n" + broker.tail())
+        ok = True
+    except Fail as e:
+        log(f"FAIL: {e}")
+    except Exception as e:  # a client library error is a failure with its message
+        log(f"FAIL: {type(e).__name__}: {e}")
+    finally:
+        wire = imp.stop()
+        if wire:
+            log(f"wire counters: {json.dumps(wire)}")
+        problem = broker.stop()
+        if problem:
+            log(f"FAIL: {problem}\n{broker.tail()}")
+            ok = False
+        if not ok:
+            log("samsad log tail:\n" + broker.tail())
+    return 0 if ok else 1
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--samsad")
+    ap.add_argument("--pmd", choices=["af_packet", "af_xdp"], default="af_packet")
+    ap.add_argument("--clients", default="kcat,confluent_kafka",
+                    help="comma-separated drivers of tests/clients: " + ",".join(DRIVERS))
+    ap.add_argument("--bulk-mb", type=int, default=50, help="MB under loss (0: no bulk run)")
+    ap.add_argument("--bulk-timeout", type=float, default=150)
+    ap.add_argument("--driver-timeout", type=float, default=90)
+    ap.add_argument("--budget", type=float, default=420, help="hard limit of the whole run (s)")
+    ap.add_argument("--force-wire", action="store_true",
+                    help="use dpdk_wire.py even where tc netem exists")
+    ap.add_argument("--unavailable", help="the DPDK backend was not built: this reason")
+    ap.add_argument("--keep", action="store_true", help="keep the work dir")
+    ap.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--mode", help=argparse.SUPPRESS)
+    ap.add_argument("--work", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    for c in a.clients.split(","):
+        if c not in DRIVERS:
+            ap.error(f"--clients: unknown driver {c}")
+    return inner(a) if a.inner else outer(a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
