@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 
@@ -16,6 +17,36 @@
 #include "net/uring_transport.h"
 
 namespace samsa::daemon {
+
+namespace {
+
+// The DPDK backend's counters in one line (the log every minute, at shutdown, and the status).
+std::string dpdk_stats_text(const net::DpdkStats& s) {
+  char b[512];
+  const double busy = s.poll_total_ns ? 100.0 * static_cast<double>(s.poll_busy_ns) /
+                                            static_cast<double>(s.poll_total_ns)
+                                      : 0.0;
+  std::snprintf(
+      b, sizeof b,
+      "rx %llu packets %llu bytes, tx %llu packets %llu bytes, dropped rx %llu tx %llu "
+      "ip %llu, tcp retransmits %llu, connections %llu (half-open %llu, accepted %llu, "
+      "resets received %llu, syns refused %llu), poll busy %.1f%%, sleeps %llu, mbufs "
+      "free %u/%u",
+      static_cast<unsigned long long>(s.rx_packets), static_cast<unsigned long long>(s.rx_bytes),
+      static_cast<unsigned long long>(s.tx_packets), static_cast<unsigned long long>(s.tx_bytes),
+      static_cast<unsigned long long>(s.rx_dropped), static_cast<unsigned long long>(s.tx_dropped),
+      static_cast<unsigned long long>(s.ip_dropped),
+      static_cast<unsigned long long>(s.tcp_retransmits),
+      static_cast<unsigned long long>(s.tcp_connections),
+      static_cast<unsigned long long>(s.tcp_half_open),
+      static_cast<unsigned long long>(s.tcp_accepted),
+      static_cast<unsigned long long>(s.tcp_resets_received),
+      static_cast<unsigned long long>(s.tcp_syn_dropped), busy,
+      static_cast<unsigned long long>(s.sleeps), s.mbufs_free, s.mbufs_total);
+  return b;
+}
+
+}  // namespace
 namespace {
 
 constexpr const char* kMetaFile = "meta.properties";
@@ -249,12 +280,21 @@ void Broker::run_reactor(ReactorThread* t) {
 
   struct Beat : io::Timer {
     ReactorContext* ctx;
+    net::DpdkStack* dpdk;  // reactor 0 only: its counters go to the log every minute
+    std::uint64_t beats = 0, last_packets = 0;
   } beat;
   beat.ctx = &ctx;
+  beat.dpdk = ctx.index == 0 ? dpdk_.get() : nullptr;
   // The watchdog counts loop turns; an idle loop must still show it is alive.
   beat.fn = [](io::Timer* tm) {
     auto* b = static_cast<Beat*>(tm);
     b->ctx->turns.fetch_add(1, std::memory_order_relaxed);
+    if (b->dpdk && ++b->beats % 60 == 0) {
+      const net::DpdkStats st = b->dpdk->stats();
+      if (st.rx_packets + st.tx_packets != b->last_packets)
+        LOG_INFO("dpdk: %s", dpdk_stats_text(st).c_str());
+      b->last_packets = st.rx_packets + st.tx_packets;
+    }
     b->ctx->reactor->arm(tm, mono_ns() + 1'000'000'000);
   };
   ctx.reactor->arm(&beat, mono_ns() + 1'000'000'000);
@@ -607,7 +647,10 @@ std::string Broker::status_line() const {
   std::string net;
   if (dpdk_) {
     const net::DpdkInfo i = dpdk_->info();
-    net = ", dpdk " + i.device + (i.interface.empty() ? "" : " on " + i.interface) + " as " + i.ip;
+    net = ", dpdk " + i.device + " (" + i.driver + ")" +
+          (i.interface.empty() ? "" : " on " + i.interface) + " as " + i.ip + ", " +
+          std::to_string(i.rx_queues) + "/" + std::to_string(i.tx_queues) +
+          " rx/tx queues polled by " + i.polled_by + "; " + dpdk_stats_text(dpdk_->stats());
   }
   return "serving: " + std::to_string(reactors_.size()) + " reactors, cluster " + cluster_id_ + net;
 }
@@ -727,6 +770,7 @@ void Broker::shutdown() {
     auto r = clean ? d->shutdown_clean() : d->write_checkpoints();
     if (!r) LOG_WARN("log dir %s: %s", d->root().c_str(), r.error().detail.c_str());
   }
+  if (dpdk_) LOG_INFO("dpdk: %s", dpdk_stats_text(dpdk_->stats()).c_str());
   dpdk_.reset();  // every reactor thread that used it has ended
   reactors_.clear();
   contexts_.clear();

@@ -36,6 +36,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import socket
@@ -479,6 +480,48 @@ def bulk_flow(mb: int, timeout: float) -> dict:
     return res
 
 
+def cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def idle_check(broker: Samsad, settle: float = 2.0, span: float = 5.0, limit_pct: float = 5.0):
+    """With no traffic the poll loop must sleep: samsad under limit_pct of one core."""
+    time.sleep(settle)
+    c0, t0 = cpu_seconds(broker.proc.pid), time.monotonic()
+    time.sleep(span)
+    pct = 100.0 * (cpu_seconds(broker.proc.pid) - c0) / (time.monotonic() - t0)
+    log(f"idle: samsad used {pct:.1f}% of a core over {span:.0f}s")
+    if pct >= limit_pct:
+        raise Fail(f"idle samsad used {pct:.1f}% of a core (limit {limit_pct}%): the DPDK poll "
+                   "loop does not sleep")
+
+
+def counters_check(broker: Samsad, impaired: bool) -> bool:
+    """The stack's counters, logged at shutdown, saw the traffic (and the losses)."""
+    with open(broker.log_file, "rb") as f:
+        lines = [l for l in f.read().decode(errors="replace").splitlines()
+                 if "dpdk: rx " in l]
+    if not lines:
+        log("FAIL: samsad logged no dpdk counters at shutdown")
+        return False
+    log(f"counters at shutdown: {lines[-1].split('dpdk: ', 1)[1]}")
+    m = re.search(r"rx (\d+) packets (\d+) bytes, tx (\d+) packets (\d+) bytes.*"
+                  r"tcp retransmits (\d+), connections (\d+)", lines[-1])
+    if not m:
+        log("FAIL: cannot read the dpdk counters line")
+        return False
+    rx_p, rx_b, tx_p, tx_b, retrans, _conns = map(int, m.groups())
+    if min(rx_p, rx_b, tx_p, tx_b) == 0:
+        log("FAIL: the dpdk counters show no traffic")
+        return False
+    if impaired and retrans == 0:
+        log("FAIL: 1% loss on the way out of DPDK, yet the stack counted no retransmit")
+        return False
+    return True
+
+
 class Impairment:
     def __init__(self, mode: str, work: str):
         self.mode, self.wire, self.work = mode, None, work
@@ -547,6 +590,7 @@ def inner(a) -> int:
             log(f"bulk under loss/delay/reorder: {json.dumps(res)}")
             if not broker.alive():
                 raise Fail("samsad died during the bulk run:\n" + broker.tail())
+        idle_check(broker)
         ok = True
     except Fail as e:
         log(f"FAIL: {e}")
@@ -560,6 +604,8 @@ def inner(a) -> int:
         if problem:
             log(f"FAIL: {problem}\n{broker.tail()}")
             ok = False
+        elif ok:
+            ok = counters_check(broker, impaired=a.bulk_mb > 0)
         if not ok:
             log("samsad log tail:\n" + broker.tail())
     return 0 if ok else 1
