@@ -23,7 +23,10 @@ net_af_xdp) PMD as 10.99.0.2 through its userspace TCP/IP stack. Then, in order:
    wire applying the same rule per direction in user space (it passes frames unimpaired for
    steps 1 and 2).
 
-samsad must then stop cleanly on SIGTERM. The namespace (and every process in it) is removed
+samsad must then use under 5% of a core while idle, stop cleanly on SIGTERM, and its
+counters (logged at shutdown) must show the traffic and, after the lossy run, retransmits.
+With --crash-rounds N the flows are replaced by tests/integration/crash_restart_test.py over
+the DPDK backend: kill -9 under acks=all producers, N times; no acknowledged record lost. The namespace (and every process in it) is removed
 whatever happens; a namespace left by a run that was killed with SIGKILL is removed by the
 next run. Needs root, ip, ethtool, tc, kcat, Debian's python3-confluent-kafka. A missing tool
 skips (exit 77) unless CI=true, where it fails. Exit codes: 0 pass, 1 fail, 77 skipped.
@@ -569,7 +572,34 @@ class Impairment:
         return json.loads(lines[-1]) if lines else {}
 
 
+def crash_inner(a) -> int:
+    """tests/integration/crash_restart_test.py over this backend: kill -9 under acks=all
+    producers, restart, every acknowledged record still there."""
+    vdev = ("net_af_xdp0,iface=d0,start_queue=0,queue_count=1" if a.pmd == "af_xdp"
+            else "net_af_packet0,iface=d0")
+    cmd = [DEBIAN_PY, os.path.join(HERE, "crash_restart_test.py"), "--samsad", a.samsad,
+           "--rounds", str(a.crash_rounds), "--host", DPDK_IP,
+           "--override", "samsa.net.backend=dpdk",
+           "--override", f"samsa.dpdk.eal.args=--no-huge -m 512 --vdev={vdev}",
+           "--override", f"samsa.dpdk.ip={DPDK_IP}"]
+    imp = Impairment(a.mode, a.work)  # in wire mode the wire is the link (unimpaired here)
+    try:
+        imp.start_wire()
+        log("crash test over DPDK: " + " ".join(cmd))
+        return subprocess.run(cmd, timeout=a.budget - 20).returncode
+    except subprocess.TimeoutExpired:
+        log("FAIL: the crash test did not finish in time")
+        return 1
+    except Fail as e:
+        log(f"FAIL: {e}")
+        return 1
+    finally:
+        imp.stop()
+
+
 def inner(a) -> int:
+    if a.crash_rounds:
+        return crash_inner(a)
     work = a.work
     broker = Samsad(a.samsad, work, a.pmd)
     imp = Impairment(a.mode, work)
@@ -623,6 +653,9 @@ def main() -> int:
     ap.add_argument("--budget", type=float, default=420, help="hard limit of the whole run (s)")
     ap.add_argument("--force-wire", action="store_true",
                     help="use dpdk_wire.py even where tc netem exists")
+    ap.add_argument("--crash-rounds", type=int, default=0,
+                    help="instead of the flows: crash_restart_test.py with this many kill -9 "
+                    "rounds over the DPDK backend")
     ap.add_argument("--unavailable", help="the DPDK backend was not built: this reason")
     ap.add_argument("--keep", action="store_true", help="keep the work dir")
     ap.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
