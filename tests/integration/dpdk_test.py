@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """samsad on the DPDK backend, driven by real clients from the kernel's side of a veth pair.
 
-  dpdk_test.py --samsad PATH [--pmd af_packet|af_xdp] [--bulk-mb N] [--clients kcat,...]
-               [--budget S] [--keep]
+  dpdk_test.py --samsad PATH [--pmd af_packet|af_xdp] [--clients kcat,...] [--no-group]
+               [--connections N] [--bulk-mb N] [--crash-rounds N] [--budget S] [--keep]
 
 The test makes a network namespace of its own (samsa-dpdk-<pid>) and, inside it, a veth pair:
 the kernel end k0 (10.99.0.1, checksum offload off: a partial checksum would reach DPDK as a
@@ -15,26 +15,32 @@ net_af_xdp) PMD as 10.99.0.2 through its userspace TCP/IP stack. Then, in order:
 2. a consumer group of two confluent-kafka consumers sharing a 4-partition topic: both get
    partitions, every record is consumed once, byte-identical, and the committed offsets are
    the log end offsets;
-3. with loss 1%, delay 1 ms, reorder 5% on both directions: an idempotent acks=all producer
+3. --connections (default 500) connections at once, each producing one record (Produce v7,
+   acks=all) and fetching it back byte-identical (Fetch v11): all finish, the slowest within
+   3x the median (+0.5 s);
+4. with loss 1%, delay 1 ms, reorder 5% on both directions: an idempotent acks=all producer
    writes --bulk-mb MB (default 50) of seeded random values and a consumer reads them back;
    every value must equal what was sent, in order. With sch_netem in the kernel that is
    `tc netem` on k0's egress and, through an ifb device, its ingress. This machine's kernel
    has no sch_netem, so then the path is k0 <-veth-> w0 [dpdk_wire.py] w1 <-veth-> d0, the
-   wire applying the same rule per direction in user space (it passes frames unimpaired for
-   steps 1 and 2).
+   wire applying the same rule per direction in user space; steps 1-3 run on the direct
+   pair, and samsad is restarted on the same data once the wire is in place.
 
 samsad must then use under 5% of a core while idle, stop cleanly on SIGTERM, and its
 counters (logged at shutdown) must show the traffic and, after the lossy run, retransmits.
 With --crash-rounds N the flows are replaced by tests/integration/crash_restart_test.py over
-the DPDK backend: kill -9 under acks=all producers, N times; no acknowledged record lost. The namespace (and every process in it) is removed
-whatever happens; a namespace left by a run that was killed with SIGKILL is removed by the
-next run. Needs root, ip, ethtool, tc, kcat, Debian's python3-confluent-kafka. A missing tool
-skips (exit 77) unless CI=true, where it fails. Exit codes: 0 pass, 1 fail, 77 skipped.
+the DPDK backend: kill -9 under acks=all producers, N times; no acknowledged record lost.
+
+The namespace (and every process in it) is removed whatever happens; a namespace left by a
+run that was killed with SIGKILL is removed by the next run. Needs root, ip, ethtool, tc,
+Debian's python3-confluent-kafka, and what each --clients driver needs (run_client_test.py's
+checks). A missing tool or client skips (exit 77) unless CI=true, where it fails. Exit codes: 0 pass, 1 fail, 77 skipped.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import hashlib
 import json
 import os
@@ -143,27 +149,38 @@ def netem_available(ns: str) -> bool:
 
 
 def setup_namespace(ns: str, force_wire: bool) -> str:
-    """Returns the impairment mode: "netem" or "wire"."""
+    """The namespace with k0 <-veth-> d0; returns the impairment mode: "netem" or "wire"."""
     sh("ip", "netns", "add", ns)
     n = ["ip", "-n", ns]
     sh(*n, "link", "set", "lo", "up")
     mode = "wire" if force_wire or not netem_available(ns) else "netem"
+    sh(*n, "link", "add", "k0", "type", "veth", "peer", "name", "d0")
+    ifaces = ["k0", "d0"]
     if mode == "netem":
-        sh(*n, "link", "add", "k0", "type", "veth", "peer", "name", "d0")
         sh(*n, "link", "add", "ifb0", "type", "ifb")
-        ifaces = ["k0", "d0", "ifb0"]
-    else:
-        sh(*n, "link", "add", "k0", "type", "veth", "peer", "name", "w0")
-        sh(*n, "link", "add", "w1", "type", "veth", "peer", "name", "d0")
-        ifaces = ["k0", "w0", "w1", "d0"]
+        sh(*n, "link", "set", "ifb0", "up")
+    link_up(n, ns, ifaces)
+    return mode
+
+
+def link_up(n: list[str], ns: str | None, ifaces: list[str]):
     sh(*n, "addr", "add", f"{KERNEL_IP}/24", "dev", "k0")
     for i in ifaces:
         sh(*n, "link", "set", i, "up")
     # A partial checksum (left for an offload that never happens) would reach DPDK as a bad
     # one; with tx off the kernel also stops sending TSO super-frames.
-    for i in [i for i in ifaces if i != "ifb0"]:
-        sh("ip", "netns", "exec", ns, "ethtool", "-K", i, "tx", "off")
-    return mode
+    for i in ifaces:
+        sh(*(["ip", "netns", "exec", ns] if ns else []), "ethtool", "-K", i, "tx", "off")
+
+
+def rewire_through_wire():
+    """Inside the namespace, samsad stopped: k0 <-veth-> w0 [dpdk_wire.py] w1 <-veth-> d0.
+    (The Python wire is too slow for the many-connections run; the steps before the bulk run
+    use the direct pair.)"""
+    sh("ip", "link", "del", "k0")  # and its peer d0
+    sh("ip", "link", "add", "k0", "type", "veth", "peer", "name", "w0")
+    sh("ip", "link", "add", "w1", "type", "veth", "peer", "name", "d0")
+    link_up(["ip"], None, ["k0", "w0", "w1", "d0"])
 
 
 def outer(a) -> int:
@@ -249,7 +266,7 @@ class Samsad:
     def start(self, timeout: float = 60):
         os.makedirs(self.log_dir, exist_ok=True)
         log(" ".join(self.cmd))
-        self.logf = open(self.log_file, "wb")
+        self.logf = open(self.log_file, "ab")
         self.proc = subprocess.Popen(self.cmd, stdout=self.logf, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + timeout
@@ -283,7 +300,11 @@ class Samsad:
             self.proc.kill()
             self.proc.wait()
             return "samsad did not exit within 30s of SIGTERM (killed)"
-        return None if rc == 0 else f"samsad exited with {rc} after SIGTERM"
+        self.logf.close()
+        if rc != 0:
+            return f"samsad exited with {rc} after SIGTERM"
+        self.proc = None
+        return None
 
     def tail(self, n: int = 30) -> str:
         try:
@@ -427,6 +448,140 @@ def group_flow(timeout: float):
         c.close()
     log(f"group flow: 2 members consumed {len(got)} records once each, byte-identical; "
         f"committed {committed}")
+
+
+def many_connections(n: int, timeout: float):
+    """n connections at once, each: connect, Produce v7 (acks=all) one record, Fetch v11 it
+    back byte-identical, close. Every connection must finish, within 3x the median one's
+    time (plus 0.5 s: on a loaded 2-core machine the median can be a few ms)."""
+    import selectors
+    import struct
+
+    from confluent_kafka import Producer  # noqa: F401  (Debian's, checked before)
+    sys.path.insert(0, CLIENTS)
+    import kproto
+
+    kafka = kproto.Kafka()
+    topic = f"dpconn{os.getpid()}"
+    create_topic(topic, 3)
+    rng = random.Random(11)
+    sel = selectors.DefaultSelector()
+    deadline = time.monotonic() + timeout
+
+    class C:
+        def __init__(self, i: int):
+            self.i, self.part = i, i % 3
+            self.value = rng.randbytes(rng.randrange(50, 4000))
+            self.out, self.inbuf = b"", b""
+            self.state, self.offset, self.done_at = "connect", -1, None
+            self.s = socket.socket()
+            self.s.setblocking(False)
+            self.s.connect_ex((DPDK_IP, PORT))
+            self.t0 = time.monotonic()
+            sel.register(self.s, selectors.EVENT_WRITE, self)
+
+        def queue(self, key: int, v: int, body: dict):
+            f = kafka.encode_request(key, v, self.i, f"conn{self.i}", body)
+            self.out += struct.pack(">i", len(f)) + f
+            sel.modify(self.s, selectors.EVENT_READ | selectors.EVENT_WRITE, self)
+
+        def produce(self):
+            rec = {"attributes": 0, "timestampDelta": 0, "offsetDelta": 0,
+                   "key": f"c{self.i}", "value": {"hex": self.value.hex()}, "headers": []}
+            batch = {"batches": [{"baseOffset": 0, "partitionLeaderEpoch": -1,
+                                  "attributes": 0, "baseTimestamp": int(time.time() * 1000),
+                                  "records": [rec]}]}
+            self.queue(0, 7, {"TransactionalId": None, "Acks": -1, "TimeoutMs": 30000,
+                              "TopicData": [{"Name": topic, "PartitionData": [
+                                  {"Index": self.part, "Records": batch}]}]})
+            self.state = "produce"
+
+        def fetch(self):
+            self.queue(1, 11, {"ReplicaId": -1, "MaxWaitMs": 0, "MinBytes": 1,
+                               "MaxBytes": 4096, "IsolationLevel": 0, "SessionId": 0,
+                               "SessionEpoch": -1, "ForgottenTopicsData": [], "RackId": "",
+                               "Topics": [{"Topic": topic, "Partitions": [
+                                   {"Partition": self.part, "CurrentLeaderEpoch": -1,
+                                    "FetchOffset": self.offset, "LastFetchedEpoch": -1,
+                                    "LogStartOffset": -1, "PartitionMaxBytes": 4096}]}]})
+            # (A broker answers at least the batch at the offset, whatever the limits; small
+            # limits keep the answers, and this single-threaded client's decoding, short.)
+            self.state = "fetch"
+
+        def on_frame(self, frame: bytes):
+            if self.state == "produce":
+                _, body = kafka.decode_response(0, 7, frame)
+                pr = body["Responses"][0]["PartitionResponses"][0]
+                if pr["ErrorCode"] != 0:
+                    raise Fail(f"connection {self.i}: Produce error {pr['ErrorCode']}")
+                self.offset = pr["BaseOffset"]
+                self.fetch()
+            elif self.state == "fetch":
+                _, body = kafka.decode_response(1, 11, frame)
+                pd = body["Responses"][0]["Partitions"][0]
+                if pd["ErrorCode"] != 0:
+                    raise Fail(f"connection {self.i}: Fetch error {pd['ErrorCode']}")
+                for b in (pd["Records"] or {}).get("batches", []):
+                    for r in b.get("records", []):
+                        if b["baseOffset"] + r["offsetDelta"] == self.offset:
+                            if kproto._json_to_blob(r["value"]) != self.value:
+                                raise Fail(f"connection {self.i}: fetched value differs")
+                            self.finish()
+                            return
+                raise Fail(f"connection {self.i}: offset {self.offset} not in the fetch answer")
+
+        def finish(self):
+            self.done_at = time.monotonic()
+            self.state = "done"
+            sel.unregister(self.s)
+            self.s.close()
+
+    conns = [C(i) for i in range(n)]
+    left = n
+    while left:
+        if time.monotonic() > deadline:
+            stuck = collections.Counter(c.state for c in conns if c.state != "done")
+            raise Fail(f"many connections: {left} of {n} unfinished at the deadline: "
+                       f"{dict(stuck)}")
+        for key, ev in sel.select(timeout=1.0):
+            c = key.data
+            try:
+                if c.state == "connect":
+                    err = c.s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+                    if err:
+                        raise Fail(f"connection {c.i}: connect failed: {os.strerror(err)}")
+                    c.produce()
+                    continue
+                if ev & selectors.EVENT_WRITE and c.out:
+                    c.out = c.out[c.s.send(c.out):]
+                    if not c.out:
+                        sel.modify(c.s, selectors.EVENT_READ, c)
+                if ev & selectors.EVENT_READ:
+                    data = c.s.recv(1 << 20)
+                    if not data:
+                        raise Fail(f"connection {c.i}: closed by the broker in {c.state}")
+                    c.inbuf += data
+                    while len(c.inbuf) >= 4:
+                        size = struct.unpack_from(">i", c.inbuf)[0]
+                        if len(c.inbuf) < 4 + size:
+                            break
+                        frame, c.inbuf = c.inbuf[4:4 + size], c.inbuf[4 + size:]
+                        c.on_frame(frame)
+                        if c.state == "done":
+                            left -= 1
+                            break
+            except (BlockingIOError, InterruptedError):
+                pass
+            except OSError as e:
+                raise Fail(f"connection {c.i}: {e} in {c.state}")
+    times = sorted(c.done_at - c.t0 for c in conns)
+    med = times[len(times) // 2]
+    worst = times[-1]
+    log(f"{n} connections: median {med * 1000:.0f} ms, p99 {times[int(n * 0.99)] * 1000:.0f} "
+        f"ms, slowest {worst * 1000:.0f} ms")
+    if worst > 3 * med + 0.5:
+        raise Fail(f"many connections: the slowest took {worst:.2f}s, over 3x the median "
+                   f"{med:.2f}s (+0.5s)")
 
 
 def bulk_flow(mb: int, timeout: float) -> dict:
@@ -598,19 +753,12 @@ def crash_inner(a) -> int:
            "--override", "samsa.net.backend=dpdk",
            "--override", f"samsa.dpdk.eal.args=--no-huge -m 512 --vdev={vdev}",
            "--override", f"samsa.dpdk.ip={DPDK_IP}"]
-    imp = Impairment(a.mode, a.work)  # in wire mode the wire is the link (unimpaired here)
+    log("crash test over DPDK: " + " ".join(cmd))
     try:
-        imp.start_wire()
-        log("crash test over DPDK: " + " ".join(cmd))
         return subprocess.run(cmd, timeout=a.budget - 20).returncode
     except subprocess.TimeoutExpired:
         log("FAIL: the crash test did not finish in time")
         return 1
-    except Fail as e:
-        log(f"FAIL: {e}")
-        return 1
-    finally:
-        imp.stop()
 
 
 def inner(a) -> int:
@@ -629,7 +777,6 @@ def inner(a) -> int:
         log(f"SKIP: {why}")
         return SKIP
     try:
-        imp.start_wire()
         broker.start()
         for name in clients:
             run_driver(name, cmds[name], broker, a.driver_timeout)
@@ -639,7 +786,21 @@ def inner(a) -> int:
             log(f"group flow passed in {time.monotonic() - t:.1f}s")
             if not broker.alive():
                 raise Fail("samsad died during the group flow:\n" + broker.tail())
+        if a.connections:
+            t = time.monotonic()
+            many_connections(a.connections, 120)
+            log(f"{a.connections} connections passed in {time.monotonic() - t:.1f}s")
+            if not broker.alive():
+                raise Fail("samsad died during the many-connections run:\n" + broker.tail())
         if a.bulk_mb > 0:
+            if a.mode == "wire":
+                log("restarting samsad with dpdk_wire.py between k0 and d0")
+                problem = broker.stop()
+                if problem:
+                    raise Fail(problem + "\n" + broker.tail())
+                rewire_through_wire()
+                imp.start_wire()
+                broker.start()
             imp.on()
             res = bulk_flow(a.bulk_mb, a.bulk_timeout)
             log(f"bulk under loss/delay/reorder: {json.dumps(res)}")
@@ -674,6 +835,8 @@ def main() -> int:
                     help="comma-separated drivers of tests/clients (run_client_test.py's "
                     "names): " + ",".join(DRIVERS))
     ap.add_argument("--no-group", action="store_true", help="skip the two-member group flow")
+    ap.add_argument("--connections", type=int, default=500,
+                    help="concurrent connections that each produce and fetch a record (0: none)")
     ap.add_argument("--bulk-mb", type=int, default=50, help="MB under loss (0: no bulk run)")
     ap.add_argument("--bulk-timeout", type=float, default=150)
     ap.add_argument("--driver-timeout", type=float, default=90)
