@@ -30,7 +30,7 @@ std::string dpdk_stats_text(const net::DpdkStats& s) {
       b, sizeof b,
       "rx %llu packets %llu bytes, tx %llu packets %llu bytes, dropped rx %llu tx %llu "
       "ip %llu, tcp retransmits %llu, connections %llu (half-open %llu, accepted %llu, "
-      "resets received %llu, syns refused %llu), poll busy %.1f%%, sleeps %llu, mbufs "
+      "resets received %llu, half-open dropped %llu), poll busy %.1f%%, sleeps %llu, mbufs "
       "free %u/%u",
       static_cast<unsigned long long>(s.rx_packets), static_cast<unsigned long long>(s.rx_bytes),
       static_cast<unsigned long long>(s.tx_packets), static_cast<unsigned long long>(s.tx_bytes),

@@ -46,7 +46,7 @@ struct DpdkStats {
   std::uint64_t tcp_half_open = 0;    // SYN received, handshake not finished
   std::uint64_t tcp_accepted = 0;     // since start
   std::uint64_t tcp_resets_received = 0;
-  std::uint64_t tcp_syn_dropped = 0;  // SYNs refused: backlog full or no pcb left
+  std::uint64_t tcp_syn_dropped = 0;  // half-open connections dropped: backlog nearly full
   std::uint64_t poll_busy_ns = 0;     // time in polls that found work
   std::uint64_t poll_total_ns = 0;    // time since attach
   std::uint64_t sleeps = 0;           // times the loop slept

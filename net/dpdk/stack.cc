@@ -244,6 +244,7 @@ class StackImpl final : public DpdkStack, public StackPort, public io::Poller {
   void clear_callbacks(tcp_pcb* pcb);
   void free_conn(StackConn* sc);
   void housekeeping(std::int64_t now);
+  void shed_half_open();
   void append_rx(StackConn* sc, pbuf* p);
 
   DpdkOptions opts_;
@@ -264,7 +265,7 @@ class StackImpl final : public DpdkStack, public StackPort, public io::Poller {
 
   // Counters (the poll thread writes, any thread reads).
   std::atomic<std::uint64_t> busy_ns_{0}, sleeps_{0}, accepted_{0}, resets_{0}, open_{0};
-  std::atomic<std::uint64_t> half_open_{0}, ip_dropped_{0};
+  std::atomic<std::uint64_t> half_open_{0}, ip_dropped_{0}, syn_shed_{0};
   std::atomic<std::uint64_t> rx_packets_{0}, rx_bytes_{0}, tx_packets_{0}, tx_bytes_{0};
   std::atomic<std::uint64_t> rx_dropped_{0}, tx_dropped_{0};
   std::atomic<std::uint32_t> mbufs_free_{0};
@@ -440,6 +441,7 @@ bool StackImpl::poll() {
     }
     if (n < kBurst) break;
   }
+  if (work) shed_half_open();
   if (t0 >= next_timer_ns_) {
     sys_check_timeouts();
     const u32_t ms = sys_timeouts_sleeptime();
@@ -504,6 +506,29 @@ void StackImpl::housekeeping(std::int64_t now) {
   if (free < port_->pool_size() / 8) {
     for (tcp_pcb* p = tcp_active_pcbs; p; p = p->next)
       if (p->ooseq) tcp_free_ooseq(p);
+  }
+}
+
+// lwIP counts a connection against its listener's backlog (at most 255) from the SYN on, and
+// has no SYN cookies: a few hundred SYNs that never complete (a flood from spoofed sources)
+// would lock every new client out until they time out (TCP_SYN_RCVD_TIMEOUT, 20 s). When a
+// listener's backlog is nearly full, its older half-open connections are dropped without a
+// word, as a kernel drops from its SYN queue; a client that completes its handshake within
+// the next ~100 SYNs still gets in.
+void StackImpl::shed_half_open() {
+  constexpr int kSlack = 16;
+  for (auto& [port, g] : groups_) {
+    auto* l = reinterpret_cast<tcp_pcb_listen*>(g.lpcb);
+    if (int(l->accepts_pending) + kSlack < int(l->backlog)) continue;
+    // tcp_active_pcbs is newest first (tcp_reg prepends).
+    std::vector<tcp_pcb*> half;
+    for (tcp_pcb* p = tcp_active_pcbs; p; p = p->next)
+      if (p->state == SYN_RCVD && p->listener == l) half.push_back(p);
+    const std::size_t keep = std::min<std::size_t>(half.size(), l->backlog / 2);
+    for (std::size_t i = half.size(); i > keep; --i) {
+      tcp_abandon(half[i - 1], 0);  // no RST: the source is most likely forged
+      syn_shed_.fetch_add(1, std::memory_order_relaxed);
+    }
   }
 }
 
@@ -952,6 +977,7 @@ DpdkStats StackImpl::stats() const {
   s.tcp_retransmits = g_retransmits.load(std::memory_order_relaxed);
   s.tcp_connections = open_;
   s.tcp_half_open = half_open_;
+  s.tcp_syn_dropped = syn_shed_;
   s.tcp_accepted = accepted_;
   s.tcp_resets_received = resets_;
   s.poll_busy_ns = busy_ns_;

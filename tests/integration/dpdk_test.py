@@ -18,12 +18,16 @@ net_af_xdp) PMD as 10.99.0.2 through its userspace TCP/IP stack. Then, in order:
 3. --connections (default 500) connections at once, each producing one record (Produce v7,
    acks=all) and fetching it back byte-identical (Fetch v11): all finish, the slowest within
    3x the median (+0.5 s);
-4. with loss 1%, delay 1 ms, reorder 5% on both directions: an idempotent acks=all producer
+4. with --attack-syns N: a SYN flood of N half-open connections from forged silent sources,
+   new clients still get in after it, an RST storm at the listener and at live connections,
+   and SYNs and segments with malformed options or data offsets, while a producer/consumer
+   pair keeps making round trips; samsad's RSS grows by at most 64 MiB;
+5. with loss 1%, delay 1 ms, reorder 5% on both directions: an idempotent acks=all producer
    writes --bulk-mb MB (default 50) of seeded random values and a consumer reads them back;
    every value must equal what was sent, in order. With sch_netem in the kernel that is
    `tc netem` on k0's egress and, through an ifb device, its ingress. This machine's kernel
    has no sch_netem, so then the path is k0 <-veth-> w0 [dpdk_wire.py] w1 <-veth-> d0, the
-   wire applying the same rule per direction in user space; steps 1-3 run on the direct
+   wire applying the same rule per direction in user space; steps 1-4 run on the direct
    pair, and samsad is restarted on the same data once the wire is in place.
 
 samsad must then use under 5% of a core while idle, stop cleanly on SIGTERM, and its
@@ -584,6 +588,208 @@ def many_connections(n: int, timeout: float):
                    f"{med:.2f}s (+0.5s)")
 
 
+def _csum(b: bytes) -> int:
+    if len(b) % 2:
+        b += b"\0"
+    t = sum(int.from_bytes(b[i:i + 2], "big") for i in range(0, len(b), 2))
+    while t >> 16:
+        t = (t & 0xFFFF) + (t >> 16)
+    return ~t & 0xFFFF
+
+
+def tcp_frame(src_mac: bytes, dst_mac: bytes, src_ip: str, dst_ip: str, sport: int,
+              dport: int, seq: int, ack: int, flags: int, options: bytes = b"",
+              payload: bytes = b"", data_offset: int | None = None) -> bytes:
+    """An Ethernet/IPv4/TCP frame with valid checksums (data_offset overrides the header's)."""
+    import struct
+
+    sip, dip = socket.inet_aton(src_ip), socket.inet_aton(dst_ip)
+    opts = options + b"\0" * (-len(options) % 4)
+    off = data_offset if data_offset is not None else (20 + len(opts)) // 4
+    tcp = struct.pack("!HHIIBBHHH", sport, dport, seq, ack, off << 4, flags, 65535, 0, 0)
+    tcp += opts + payload
+    c = _csum(sip + dip + struct.pack("!BBH", 0, 6, len(tcp)) + tcp)
+    tcp = tcp[:16] + struct.pack("!H", c) + tcp[18:]
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(tcp), random.randrange(65536), 0x4000,
+                     64, 6, 0, sip, dip)
+    ip = ip[:10] + struct.pack("!H", _csum(ip)) + ip[12:]
+    return dst_mac + src_mac + b"\x08\x00" + ip + tcp
+
+
+def rss_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def attack_flow(broker: Samsad, syns: int, timeout: float):
+    """A SYN flood of `syns` half-open connections (spoofed sources in the subnet that never
+    answer ARP, so the stack's SYN-ACKs go nowhere), an RST storm (random sequence numbers,
+    at the listener and at a live client's own connection) and SYNs with malformed TCP
+    options, all from an AF_PACKET socket on k0, while a client keeps producing and reading
+    back over an established connection. The client must keep going; samsad's RSS may grow
+    by at most 64 MiB."""
+    import struct
+    import threading
+
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    sys.path.insert(0, CLIENTS)
+    deadline = time.monotonic() + timeout
+    topic = f"dpattack{os.getpid()}"
+    create_topic(topic, 1)
+    rss0 = rss_kib(broker.proc.pid)
+    # The DPDK end's MAC, from the kernel's neighbour table (a connection was made above).
+    neigh = sh("ip", "neigh", "show", DPDK_IP, "dev", "k0").stdout.split()
+    if "lladdr" not in neigh:
+        raise Fail(f"no neighbour entry for {DPDK_IP}: {' '.join(neigh)}")
+    dst_mac = bytes.fromhex(neigh[neigh.index("lladdr") + 1].replace(":", ""))
+    with open("/sys/class/net/k0/address") as f:
+        src_mac = bytes.fromhex(f.read().strip().replace(":", ""))
+    raw = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+    raw.bind(("k0", 0))
+    raw.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
+
+    def send(frame: bytes):
+        while True:
+            try:
+                raw.send(frame)
+                return
+            except (BlockingIOError, OSError) as e:
+                if getattr(e, "errno", None) not in (105, 11):  # ENOBUFS, EAGAIN
+                    raise
+                time.sleep(0.001)
+
+    # The live client: one producer, one consumer, each on its own connection.
+    progress = {"acked": 0, "read": 0, "error": None}
+    stop = threading.Event()
+
+    def live():
+        try:
+            p = Producer(dict(bootstrap_conf(), **{"acks": "all", "linger.ms": 1}))
+            c = Consumer(dict(bootstrap_conf(), **{"group.id": f"{topic}-live",
+                                                   "enable.auto.commit": False}))
+            c.assign([TopicPartition(topic, 0, 0)])
+            i = 0
+            while not stop.is_set():
+                v = f"live-{i}".encode()
+                p.produce(topic, v, partition=0, on_delivery=lambda e, m: (
+                    progress.__setitem__("error", str(e)) if e else
+                    progress.__setitem__("acked", progress["acked"] + 1)))
+                p.flush(30)
+                m = c.poll(10)
+                while m is not None and m.error():
+                    m = c.poll(10)
+                if m is None or m.value() != v:
+                    progress["error"] = f"read back {m and m.value()!r}, want {v!r}"
+                    return
+                progress["read"] += 1
+                i += 1
+            c.close()
+        except Exception as e:  # reported by the main thread
+            progress["error"] = f"{type(e).__name__}: {e}"
+
+    th = threading.Thread(target=live, name="live-client", daemon=True)
+    th.start()
+    while progress["read"] < 5:
+        if progress["error"] or time.monotonic() > deadline:
+            raise Fail(f"attack: the live client did not start: {progress}")
+        time.sleep(0.1)
+
+    def check_live(what: str, since: int):
+        end = time.monotonic() + 20
+        while progress["read"] < since + 5:
+            if progress["error"]:
+                raise Fail(f"attack ({what}): the live client failed: {progress['error']}")
+            if time.monotonic() > end:
+                raise Fail(f"attack ({what}): the live client made no progress in 20 s "
+                           f"({progress})")
+            time.sleep(0.05)
+
+    # 1. SYN flood: `syns` SYNs from 200 silent addresses x ports.
+    t = time.monotonic()
+    before = progress["read"]
+    for i in range(syns):
+        src = f"10.99.0.{50 + i % 200}"
+        send(tcp_frame(src_mac, dst_mac, src, DPDK_IP, 10000 + i // 200, PORT,
+                       random.getrandbits(32), 0, 0x02, b"\x02\x04\x05\xb4"))
+    check_live("SYN flood", before)
+    log(f"attack: {syns} SYNs from silent sources sent in {time.monotonic() - t:.1f}s; the "
+        f"live client kept going ({progress['read']} round trips so far)")
+    # New clients must still get in while the half-open connections linger (lwIP's are
+    # counted against the listener's backlog and time out only after 20 s).
+    import kproto
+
+    t = time.monotonic()
+    for i in range(20):
+        k = kproto.Kafka()
+        try:
+            c = kproto.Conn(DPDK_IP, PORT, timeout=5)
+            c.send(k.encode_request(18, 0, i, "after-flood", {}))
+            k.decode_response(18, 0, c.recv(timeout=5))
+            c.close()
+        except (OSError, kproto.Closed) as e:
+            raise Fail(f"attack: new connection {i} after the SYN flood failed: {e} (after "
+                       f"{time.monotonic() - t:.1f}s)")
+    log(f"attack: 20 new connections after the flood answered in {time.monotonic() - t:.2f}s")
+
+    # 2. RST storm: at the listener from random ports, and at the live connections' own
+    # 4-tuples with random (out-of-window, almost surely) sequence numbers.
+    conns = []
+    for line in sh("ss", "-tnH", "state", "established", "dst", DPDK_IP).stdout.splitlines():
+        f = line.split()
+        local = f[-2]
+        conns.append(int(local.rsplit(":", 1)[1]))
+    before = progress["read"]
+    for i in range(5000):
+        send(tcp_frame(src_mac, dst_mac, KERNEL_IP, DPDK_IP, 40000 + i % 20000, PORT,
+                       random.getrandbits(32), 0, 0x04))
+        for sport in conns:
+            send(tcp_frame(src_mac, dst_mac, KERNEL_IP, DPDK_IP, sport, PORT,
+                           random.getrandbits(32), 0, 0x04))
+    check_live("RST storm", before)
+    log(f"attack: RST storm ({5000 * (1 + len(conns))} RSTs, {len(conns)} live connections "
+        "targeted) survived")
+
+    # 3. Malformed TCP options and headers on SYNs and on segments.
+    bad_options = [b"\x02\x00", b"\x02\x01", b"\x02\x04\x00", b"\x02\x04\x00\x00",
+                   b"\x03\x03\xff", b"\x03\x00", b"\x04\x00", b"\x05\x01",
+                   b"\x05\x0a\x00\x00\x00\x00\x00\x00\x00\x00", b"\x08\x0a",
+                   b"\xfe\xff", b"\x01" * 40, b"\x02\xff" + b"\x00" * 38,
+                   b"\x03\x03\x0e\x02\x04\xff\xff", bytes(range(40))]
+    before = progress["read"]
+    n = 0
+    for k, opts in enumerate(bad_options):
+        for j in range(20):
+            sport = 50000 + k * 20 + j
+            send(tcp_frame(src_mac, dst_mac, f"10.99.0.{250 + j % 4}", DPDK_IP, sport, PORT,
+                           random.getrandbits(32), 0, 0x02, opts[:40]))
+            send(tcp_frame(src_mac, dst_mac, KERNEL_IP, DPDK_IP, sport, PORT,
+                           random.getrandbits(32), random.getrandbits(32), 0x18, opts[:40],
+                           payload=b"\0\0\0\x10junk"))
+            n += 2
+    for off in (0, 1, 4, 15):  # data offsets shorter than a header, or past the segment
+        for j in range(20):
+            send(tcp_frame(src_mac, dst_mac, KERNEL_IP, DPDK_IP, 52000 + off * 20 + j, PORT,
+                           random.getrandbits(32), 0, 0x02, data_offset=off))
+            n += 1
+    check_live("malformed options", before)
+    log(f"attack: {n} segments with malformed options or data offsets survived")
+
+    stop.set()
+    th.join(30)
+    if progress["error"]:
+        raise Fail(f"attack: the live client failed: {progress['error']}")
+    raw.close()
+    rss1 = rss_kib(broker.proc.pid)
+    log(f"attack: samsad RSS {rss0 // 1024} MiB before, {rss1 // 1024} MiB after; "
+        f"{progress['read']} live round trips")
+    if rss1 - rss0 > 64 * 1024:
+        raise Fail(f"attack: samsad's RSS grew by {(rss1 - rss0) // 1024} MiB (limit 64)")
+
+
 def bulk_flow(mb: int, timeout: float) -> dict:
     """Produces `mb` MB of seeded random values (idempotent, acks=all) and consumes them back."""
     from confluent_kafka import Consumer, Producer, TopicPartition
@@ -792,6 +998,12 @@ def inner(a) -> int:
             log(f"{a.connections} connections passed in {time.monotonic() - t:.1f}s")
             if not broker.alive():
                 raise Fail("samsad died during the many-connections run:\n" + broker.tail())
+        if a.attack_syns:
+            t = time.monotonic()
+            attack_flow(broker, a.attack_syns, 150)
+            log(f"attack passed in {time.monotonic() - t:.1f}s")
+            if not broker.alive():
+                raise Fail("samsad died during the attack:\n" + broker.tail())
         if a.bulk_mb > 0:
             if a.mode == "wire":
                 log("restarting samsad with dpdk_wire.py between k0 and d0")
@@ -835,6 +1047,9 @@ def main() -> int:
                     help="comma-separated drivers of tests/clients (run_client_test.py's "
                     "names): " + ",".join(DRIVERS))
     ap.add_argument("--no-group", action="store_true", help="skip the two-member group flow")
+    ap.add_argument("--attack-syns", type=int, default=0,
+                    help="SYN flood of this many half-open connections, RST storm, malformed "
+                    "options, while a client keeps producing (0: none)")
     ap.add_argument("--connections", type=int, default=500,
                     help="concurrent connections that each produce and fetch a record (0: none)")
     ap.add_argument("--bulk-mb", type=int, default=50, help="MB under loss (0: no bulk run)")
