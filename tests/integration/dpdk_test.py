@@ -332,7 +332,7 @@ def driver_commands(clients: list[str], work: str) -> tuple[dict, str | None]:
 
 def run_driver(name: str, base: list[str], broker: Samsad, timeout: float):
     cmd = base + ["--bootstrap", f"{DPDK_IP}:{PORT}", "--topic-prefix",
-                           f"dp{os.getpid()}{name[:2]}", "--log-dir", broker.log_dir,
+                           f"dp{os.getpid()}{name.replace('_', '')}", "--log-dir", broker.log_dir,
                            "--timeout", str(timeout)]
     log(f"driver {name}: {' '.join(cmd)}")
     t = time.monotonic()
