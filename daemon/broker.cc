@@ -11,6 +11,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/thread.h"
+#include "daemon/admin.h"
 #include "daemon/dispatch.h"
 #include "io/checkpoint.h"
 #include "net/dpdk/dpdk_transport.h"
@@ -51,6 +52,21 @@ namespace {
 
 constexpr const char* kMetaFile = "meta.properties";
 
+// A 1 s timer on a loop that counts its firings: the watchdog's proof that the loop turns.
+// Created and stopped on the loop's own thread.
+struct LoopBeat : io::Timer {
+  LoopBeat(io::Reactor& r, std::atomic<std::uint64_t>& beats) : r_(r), beats_(beats) {
+    fn = [](io::Timer* t) {
+      auto* self = static_cast<LoopBeat*>(t);
+      self->beats_.fetch_add(1, std::memory_order_relaxed);
+      self->r_.arm(t, mono_ns() + 1'000'000'000);
+    };
+    r_.arm(this, mono_ns() + 1'000'000'000);
+  }
+  void stop() { r_.disarm(this); }
+  io::Reactor& r_;
+  std::atomic<std::uint64_t>& beats_;
+};
 // Each reactor keeps its share of the broker's fetch sessions (rounded up: never 0 unless
 // sessions are off).
 std::size_t session_slots_per_reactor(const BrokerSettings& s, std::size_t reactors) {
@@ -67,9 +83,10 @@ std::string read_text(const std::filesystem::path& p) {
 
 }  // namespace
 
-std::expected<std::unique_ptr<Broker>, std::string> Broker::start(Config cfg) {
+std::expected<std::unique_ptr<Broker>, std::string> Broker::start(
+    Config cfg, std::function<void(const std::string&)> progress) {
   std::unique_ptr<Broker> b(new Broker());
-  if (auto r = b->init(std::move(cfg)); !r) {
+  if (auto r = b->init(std::move(cfg), std::move(progress)); !r) {
     b->shutdown();
     return std::unexpected(r.error());
   }
@@ -116,8 +133,12 @@ std::expected<std::string, std::string> Broker::load_or_create_meta() {
   return cluster;
 }
 
-std::expected<void, std::string> Broker::init(Config cfg) {
+std::expected<void, std::string> Broker::init(Config cfg,
+                                              std::function<void(const std::string&)> progress) {
   config_ = std::move(cfg);
+  start_wall_ms_ = wall_ms();
+  start_mono_ns_ = mono_ns();
+  testing_hooks_ = config_.get_bool("samsa.testing.hooks");
   // Before touching any data: the DPDK device and address must be ours (the stack's own
   // listeners need no kernel port) ...
   const bool dpdk = config_.get_string("samsa.net.backend") == "dpdk";
@@ -170,6 +191,8 @@ std::expected<void, std::string> Broker::init(Config cfg) {
   auto settings = make_settings(config_, cluster_id_);
   if (!settings) return std::unexpected(settings.error());
   settings_ = *settings;
+  // Before recovery, so `samsactl status` can show its progress.
+  if (auto e = start_admin(); !e.empty()) return std::unexpected(e);
 
   io::RetentionDeleter::Options ro;
   ro.check_interval_ms = config_.get_int("log.retention.check.interval.ms");
@@ -197,6 +220,9 @@ std::expected<void, std::string> Broker::init(Config cfg) {
     // the share.
     const std::uint64_t share = settings_->queued_max_request_bytes / n;
     ctx->budget.set_capacity(share, std::min<std::uint64_t>(share / 8, 16u << 20));
+    // Eight cold reads at once per reactor, each up to a partition's default fetch size (1 MiB)
+    // plus the index walk to its first batch.
+    ctx->read_ahead = std::make_unique<io::ReadAheadPool>(8, (1u << 20) + (256u << 10));
     ctx->fetch_sessions = std::make_unique<FetchSessionCache>(
         i, session_slots_per_reactor(*settings_, n), settings_->fetch_session_eviction_ms);
     contexts_.push_back(std::move(ctx));
@@ -228,25 +254,39 @@ std::expected<void, std::string> Broker::init(Config cfg) {
 
   controller_thread_ = std::thread([this] { run_controller(); });
   {
+    // The controller replays the metadata log and publishes the first image; every reactor
+    // then opens (recovers) its partitions' logs and starts listening. Progress is reported
+    // every second meanwhile.
+    const std::int64_t hold_until =
+        testing_hooks_ ? mono_ms() + config().get_int("samsa.testing.startup.delay.ms") : 0;
     std::unique_lock lk(mu_);
-    cv_.wait(lk, [&] {
+    auto done = [&] {
       if (!controller_error_.empty()) return true;
       if (!controller_ready_) return false;
       for (auto& t : reactors_)
         if (!t->ready && t->error.empty()) return false;
-      return true;
-    });
+      return mono_ms() >= hold_until;
+    };
+    while (!cv_.wait_for(lk, std::chrono::seconds(1), done)) {
+      if (!progress) continue;
+      lk.unlock();
+      progress(progress_line());
+      lk.lock();
+    }
     if (!controller_error_.empty()) return std::unexpected(controller_error_);
     for (auto& t : reactors_)
       if (!t->error.empty()) return std::unexpected(t->error);
   }
-  start_group_coordinator();
-  std::lock_guard cfg_lk(config_mu_);
+  recovery_ms_ = (mono_ns() - start_mono_ns_) / 1'000'000;
+  log_recovery_summary();
   std::string where;
-  for (const auto& e : settings_->listeners)
+  const auto s = this->settings();  // the controller thread may replace settings_ by now
+  for (const auto& e : s->listeners)
     where += (where.empty() ? "" : ", ") + e.name + "://" + e.host + ":" + std::to_string(e.port);
-  LOG_INFO("samsad %s node %d cluster %s: %zu reactors, listening on %s", SAMSA_VERSION,
-           settings_->node_id, cluster_id_.c_str(), reactors_.size(), where.c_str());
+  start_group_coordinator();
+  state_.store(State::serving, std::memory_order_release);
+  LOG_INFO("samsad %s node %d cluster %s: %zu reactors, listening on %s", SAMSA_VERSION, s->node_id,
+           cluster_id_.c_str(), reactors_.size(), where.c_str());
   return {};
 }
 
@@ -285,17 +325,20 @@ void Broker::run_reactor(ReactorThread* t) {
   } beat;
   beat.ctx = &ctx;
   beat.dpdk = ctx.index == 0 ? dpdk_.get() : nullptr;
+  ctx.metrics.set_started(mono_ns());
   // The watchdog counts loop turns; an idle loop must still show it is alive.
   beat.fn = [](io::Timer* tm) {
     auto* b = static_cast<Beat*>(tm);
     b->ctx->turns.fetch_add(1, std::memory_order_relaxed);
+    const std::int64_t now = mono_ns();
+    b->ctx->metrics.on_beat(*b->ctx->reactor, now);
     if (b->dpdk && ++b->beats % 60 == 0) {
       const net::DpdkStats st = b->dpdk->stats();
       if (st.rx_packets + st.tx_packets != b->last_packets)
         LOG_INFO("dpdk: %s", dpdk_stats_text(st).c_str());
       b->last_packets = st.rx_packets + st.tx_packets;
     }
-    b->ctx->reactor->arm(tm, mono_ns() + 1'000'000'000);
+    b->ctx->reactor->arm(tm, now + 1'000'000'000);
   };
   ctx.reactor->arm(&beat, mono_ns() + 1'000'000'000);
   // One reactor polls the DPDK device (one queue pair) and hands the others their
@@ -357,14 +400,15 @@ void Broker::run_controller() {
     controller_ready_ = true;
   }
   cv_.notify_all();
+  LoopBeat beat(*reactor, controller_beats_);
   reactor->run();
+  beat.stop();
   if (auto c = controller_->close(); !c)
     LOG_ERROR("closing the metadata log: %s", c.error().detail.c_str());
   controller_.reset();
 }
 
-namespace {
-
+// Also used by daemon/admin_ops.cc when settings change.
 coordinator::GroupCoordinator::Options coordinator_options(const Config& c) {
   coordinator::GroupCoordinator::Options o;
   o.initial_rebalance_delay_ms =
@@ -376,8 +420,6 @@ coordinator::GroupCoordinator::Options coordinator_options(const Config& c) {
   o.state_rewrite_interval_ms = o.offsets_retention_ms / 4;
   return o;
 }
-
-}  // namespace
 
 void Broker::run_coordinator() {
   set_thread_name("coordinator");
@@ -413,22 +455,21 @@ void Broker::run_coordinator() {
       });
     };
     coordinator_ = std::make_unique<coordinator::GroupCoordinator>(
-        *reactor, coordinator_options(config_), std::move(store), std::move(allocate_ids));
+        *reactor, coordinator_options(config()), std::move(store), std::move(allocate_ids));
     coordinator_ready_ = true;
   }
   cv_.notify_all();
+  LoopBeat beat(*reactor, coordinator_beats_);
   reactor->run();
+  beat.stop();
   coordinator_.reset();
 }
 
 void Broker::start_group_coordinator() {
-  std::unique_lock lk(config_mu_);  // the controller thread may be applying dynamic settings
-  const auto partitions =
-      static_cast<std::int32_t>(config_.get_int("offsets.topic.num.partitions"));
-  const auto rf = static_cast<std::int16_t>(config_.get_int("offsets.topic.replication.factor"));
-  const std::string retention_ms =
-      std::to_string(coordinator_options(config_).offsets_retention_ms);
-  lk.unlock();
+  const Config cfg = config();
+  const auto partitions = static_cast<std::int32_t>(cfg.get_int("offsets.topic.num.partitions"));
+  const auto rf = static_cast<std::int16_t>(cfg.get_int("offsets.topic.replication.factor"));
+  const std::string retention_ms = std::to_string(coordinator_options(cfg).offsets_retention_ms);
   on_controller([this, partitions, rf, retention_ms](replication::Controller& c) {
     auto begin = [this](std::int32_t n) {
       on_coordinator([n](coordinator::GroupCoordinator& g) { g.start(n); });
@@ -521,26 +562,29 @@ void Broker::publish(replication::ImagePtr image) {
   }
 }
 
-std::expected<void, std::string> Broker::reload() {
+std::expected<std::vector<Broker::ConfigChanged>, std::string> Broker::reload() {
   std::lock_guard lk(config_mu_);
   std::vector<std::string> warnings;
-  Config next = config_;
-  auto changed = next.reload_file(&warnings);
+  Config next_config = config_;
+  auto changed = next_config.reload_file(&warnings);
   for (const auto& w : warnings)
     LOG_WARN("%s", w.c_str());
   if (!changed) return std::unexpected(changed.error());
-  auto settings = make_settings(next, cluster_id_);
+  auto settings = make_settings(next_config, cluster_id_);
   if (!settings) return std::unexpected(settings.error());
-  config_ = std::move(next);
+  config_ = std::move(next_config);
+  std::vector<ConfigChanged> out;
   for (const auto& key : *changed) {
     const ConfigKey* k = Config::find_key(key);
-    if (k && !k->dynamic)
+    ConfigChanged c{key, config_.get_string(key), !k || k->dynamic};
+    if (!c.applied)
       LOG_WARN("config %s changed in the file; it takes effect at the next restart", key.c_str());
     else
-      LOG_INFO("config %s is now %s", key.c_str(), config_.get_string(key).c_str());
+      LOG_INFO("config %s is now %s", key.c_str(), c.value.c_str());
+    out.push_back(std::move(c));
   }
   apply_settings(*settings);
-  return {};
+  return out;
 }
 
 void Broker::apply_dynamic_configs(const replication::MetadataImage& image) {
@@ -640,26 +684,59 @@ bool Broker::healthy() {
     if (now == last_turns_[i]) ok = false;
     last_turns_[i] = now;
   }
+  auto advanced = [&](const std::atomic<std::uint64_t>& beats, std::uint64_t& last) {
+    const std::uint64_t now = beats.load(std::memory_order_relaxed);
+    const bool moved = now != last;
+    last = now;
+    return moved;
+  };
+  ok &= advanced(controller_beats_, last_controller_beats_);
+  ok &= advanced(coordinator_beats_, last_coordinator_beats_);
   return ok;
 }
 
 std::string Broker::status_line() const {
+  // The network backend: which device, address and queues (samsa.net.backend=dpdk).
   std::string net;
   if (dpdk_) {
     const net::DpdkInfo i = dpdk_->info();
-    net = ", dpdk " + i.device + " (" + i.driver + ")" +
+    net = "; dpdk " + i.device + " (" + i.driver + ")" +
           (i.interface.empty() ? "" : " on " + i.interface) + " as " + i.ip + ", " +
           std::to_string(i.rx_queues) + "/" + std::to_string(i.tx_queues) +
-          " rx/tx queues polled by " + i.polled_by + "; " + dpdk_stats_text(dpdk_->stats());
+          " rx/tx queues polled by " + i.polled_by;
   }
-  return "serving: " + std::to_string(reactors_.size()) + " reactors, cluster " + cluster_id_ + net;
+  // systemd's STATUS once serving: where, how much, and what start-up had to do.
+  std::string where;
+  {
+    std::lock_guard lk(config_mu_);
+    for (const auto& e : settings_->listeners)
+      where += (where.empty() ? "" : ", ") + e.name + "://" +
+               (e.host.empty() ? std::string("0.0.0.0") : e.host) + ":" + std::to_string(e.port);
+  }
+  std::size_t partitions = 0, scanned = 0, found = 0;
+  bool clean = true;
+  for (const auto& r : recovery_) {
+    partitions += r.opened;
+    scanned += r.scanned_segments;
+    found += r.found;
+    clean &= r.clean;
+  }
+  std::string how = found == 0 ? "new data dir"
+                    : clean && scanned == 0
+                        ? "clean start, recovery skipped"
+                        : "recovered " + std::to_string(scanned) + " segments in " +
+                              std::to_string(recovery_ms_) + " ms";
+  return std::string(state_name(state())) + " on " + where + "; " + std::to_string(partitions) +
+         " partitions in " + std::to_string(log_dirs_.size()) + " log dir" +
+         (log_dirs_.size() == 1 ? "" : "s") + "; " + how + net;
 }
 
 void Broker::shutdown() {
   if (stopping_.exchange(true)) return;
-  std::unique_lock cfg_lk(config_mu_);
-  const std::int64_t timeout_ms = config_.get_int("samsa.shutdown.timeout.ms");
-  cfg_lk.unlock();
+  state_.store(State::stopping, std::memory_order_release);
+  // The admin thread first: it reaches into every other thread.
+  admin_.reset();
+  const std::int64_t timeout_ms = config().get_int("samsa.shutdown.timeout.ms");
   std::vector<ReactorThread*> running;
   for (auto& t : reactors_)
     if (t->ctx->reactor && t->thread.joinable()) running.push_back(t.get());

@@ -3,13 +3,16 @@
 // and the retention thread. Built by start(), torn down by shutdown().
 //
 // Threads: "reactor-N" (one per samsa.reactors), "controller", "coordinator" (consumer groups),
-// "retention"; the main thread only waits for signals.
+// "retention", "admin" (the admin socket and metrics listener, daemon/admin.h); the main thread
+// only waits for signals and pings systemd's watchdog.
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <expected>
+#include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -19,22 +22,21 @@
 #include "coordinator/coordinator.h"
 #include "daemon/config.h"
 #include "daemon/fetch_sessions.h"
+#include "daemon/metrics.h"
 #include "daemon/settings.h"
 #include "io/log_dir.h"
 #include "io/offload.h"
 #include "io/reactor.h"
 #include "io/retention.h"
+#include "net/dpdk/dpdk_transport.h"
 #include "net/memory_budget.h"
 #include "net/transport.h"
 #include "replication/controller.h"
 #include "replication/shard.h"
 
-namespace samsa::net {
-class DpdkStack;
-}
-
 namespace samsa::daemon {
 
+class AdminServer;
 class Broker;
 class KafkaDispatcher;
 
@@ -61,10 +63,14 @@ struct ReactorContext {
   std::vector<std::unique_ptr<KafkaDispatcher>> dispatchers;  // one per listener
   std::vector<std::unique_ptr<net::Transport>> transports;    // one per listener
   std::atomic<std::uint64_t> turns{0};
+  ReactorMetrics metrics;
   // queued.max.request.bytes / reactors: frames, decoded requests and their handling.
   net::MemoryBudget budget;
   // Incremental fetch sessions opened on this reactor (KIP-227).
   std::unique_ptr<FetchSessionCache> fetch_sessions;
+  // Buffers for cold reads of this shard's logs (io/read_ahead.h): a fixed few, so many cold
+  // readers at once cost a fixed amount of memory; readers wait for one in turn.
+  std::unique_ptr<io::ReadAheadPool> read_ahead;
   ParkedRequest* parked = nullptr;  // intrusive list
   bool shutting_down = false;
 
@@ -87,23 +93,69 @@ struct ReactorContext {
 
 class Broker {
  public:
-  static std::expected<std::unique_ptr<Broker>, std::string> start(Config cfg);
+  // progress (optional) is called about once a second while the logs are being recovered,
+  // with a line for systemd's STATUS.
+  static std::expected<std::unique_ptr<Broker>, std::string> start(
+      Config cfg, std::function<void(const std::string&)> progress = {});
   ~Broker();
 
   // SIGHUP / samsactl reload: re-reads the config file and applies what can change live.
-  std::expected<void, std::string> reload();
+  // Returns the keys whose effective value changed (applied: false when it needs a restart).
+  struct ConfigChanged {
+    std::string key;
+    std::string value;
+    bool applied = true;
+  };
+  std::expected<std::vector<ConfigChanged>, std::string> reload();
+  // Graceful stop: no new connections, answer what is in flight (bounded by
+  // samsa.shutdown.timeout.ms), close logs cleanly, write checkpoints and the clean marker.
+  void shutdown();
+  // Every reactor loop, the controller's and the coordinator's have turned since the last call
+  // (the systemd watchdog asks).
+  bool healthy();
+  std::string status_line() const;
+  // samsa.net.backend=dpdk: the stack's device and counters (nullopt with uring).
+  std::optional<net::DpdkInfo> dpdk_info() const {
+    return dpdk_ ? std::optional(dpdk_->info()) : std::nullopt;
+  }
+  std::optional<net::DpdkStats> dpdk_stats() const {
+    return dpdk_ ? std::optional(dpdk_->stats()) : std::nullopt;
+  }
+
+  // ---- for the admin socket (daemon/admin_ops.cc, daemon/admin_commands.cc) ----
+  enum class State : std::uint8_t { starting, serving, draining, drained, stopping };
+  State state() const { return state_.load(std::memory_order_acquire); }
+  static const char* state_name(State s);
+  // Start-up progress ("recovering logs: 12/53 partitions opened"); any thread.
+  std::string progress_line() const;
+  // Snapshots of the configuration and of the settings derived from it; any thread.
+  Config config() const;
+  std::shared_ptr<const BrokerSettings> settings() const;
+  std::int64_t start_wall_ms() const { return start_wall_ms_; }
+  std::int64_t start_mono_ns() const { return start_mono_ns_; }
+  // What recovery found in each log dir (filled when start-up finished) and how long it took.
+  const std::vector<io::LogDir::RecoverySummary>& recovery() const { return recovery_; }
+  std::int64_t recovery_ms() const { return recovery_ms_; }
+  bool testing_hooks() const { return testing_hooks_; }
   // Dynamic broker settings: the image's broker ConfigRecords ("" = cluster default, this
   // node's id = its own) become Config's dynamic layers, and the settings they produce reach
   // every reactor, the controller and the coordinator, as reload() does. Called on the
   // controller thread by every publish (a no-op unless those records changed), so a change made
   // through IncrementalAlterConfigs or samsactl is answered only once the reactors have it.
   void apply_dynamic_configs(const replication::MetadataImage& image);
-  // Graceful stop: no new connections, answer what is in flight (bounded by
-  // samsa.shutdown.timeout.ms), close logs cleanly, write checkpoints and the clean marker.
-  void shutdown();
-  // Every reactor loop has turned since the last call (the systemd watchdog asks).
-  bool healthy();
-  std::string status_line() const;
+  // Stop accepting clients, close connections once their requests are answered, flush; done is
+  // called on some broker thread with what happened.
+  struct DrainResult {
+    std::size_t connections = 0;  // connections open when the drain began
+    std::size_t in_flight = 0;    // requests in flight then
+    std::size_t left = 0;         // requests still unanswered at the timeout
+    std::int64_t elapsed_ms = 0;
+    std::string flush_error;
+  };
+  void drain(std::function<void(DrainResult)> done);
+  // fdatasync of everything in every log dir (syncfs) and the checkpoints written; blocking,
+  // for the admin thread. Returns an error message, empty on success.
+  std::string flush_logs();
 
   std::size_t reactor_count() const { return reactors_.size(); }
   ReactorContext& reactor(std::size_t i) { return *reactors_[i]->ctx; }
@@ -134,7 +186,8 @@ class Broker {
     std::string error;
   };
   Broker() = default;
-  std::expected<void, std::string> init(Config cfg);
+  std::expected<void, std::string> init(Config cfg,
+                                        std::function<void(const std::string&)> progress);
   void run_reactor(ReactorThread* t);
   void run_controller();
   void run_coordinator();
@@ -148,10 +201,14 @@ class Broker {
                                                  const std::optional<std::string>& value);
   std::string broker_config_value(const std::string& key);
   std::expected<std::string, std::string> load_or_create_meta();
+  // Starts the admin thread (socket and metrics listener); an error only for a metrics
+  // listener that cannot bind (the socket's own trouble is logged: samsad runs without it).
+  std::string start_admin();
+  void log_recovery_summary();
 
-  // config_ and settings_ change after start-up only under config_mu_ (reload on the main
-  // thread, dynamic settings on the controller thread); threads read settings_ copies.
-  std::mutex config_mu_;
+  // config_ and settings_ change on reload (main or admin thread) and with dynamic configs
+  // (controller thread): guarded by config_mu_ once the threads run. Never on a request path.
+  mutable std::mutex config_mu_;
   Config config_;
   std::shared_ptr<const BrokerSettings> settings_;
   replication::MetadataImage::ConfigMap applied_dynamic_default_;
@@ -182,6 +239,20 @@ class Broker {
   std::condition_variable cv_;
   std::vector<std::uint64_t> last_turns_;
   std::atomic<bool> stopping_{false};
+
+  // Liveness of the controller and coordinator loops (a 1 s beat each), for the watchdog.
+  std::atomic<std::uint64_t> controller_beats_{0};
+  std::atomic<std::uint64_t> coordinator_beats_{0};
+  std::uint64_t last_controller_beats_ = 0;
+  std::uint64_t last_coordinator_beats_ = 0;
+
+  std::atomic<State> state_{State::starting};
+  std::int64_t start_wall_ms_ = 0;
+  std::int64_t start_mono_ns_ = 0;
+  std::int64_t recovery_ms_ = 0;
+  std::vector<io::LogDir::RecoverySummary> recovery_;
+  bool testing_hooks_ = false;
+  std::unique_ptr<AdminServer> admin_;
 };
 
 template <class F>
@@ -203,5 +274,8 @@ template <class F>
 void Broker::on_coordinator(F&& f) {
   coordinator_reactor_->post_fn([this, f = std::forward<F>(f)]() mutable { f(*coordinator_); });
 }
+
+// The group coordinator's options from the configuration (start and every settings change).
+coordinator::GroupCoordinator::Options coordinator_options(const Config& c);
 
 }  // namespace samsa::daemon

@@ -406,6 +406,24 @@ const std::vector<ConfigKey> kKeys = {
      {},
      true,
      "A fetch session unused this long may be evicted for a new one (Kafka's fixed 2 minutes)."},
+    // Operations (admin socket, metrics): daemon/admin.h.
+    {"samsa.admin.timeout.ms",
+     T::int64,
+     "30000",
+     100,
+     INT64_MAX,
+     {},
+     false,
+     "Admin connections idle this long are closed; commands unfinished after it answer a "
+     "timeout error."},
+    {"samsa.metrics.listen",
+     T::string,
+     "",
+     {},
+     {},
+     {},
+     false,
+     "host:port of the Prometheus metrics listener (GET /metrics); empty: off."},
     // Test-only behaviour is inert unless samsa.testing.hooks is true, so it ships harmlessly.
     {"samsa.testing.hooks",
      T::boolean,
@@ -414,7 +432,16 @@ const std::vector<ConfigKey> kKeys = {
      {},
      {},
      false,
-     "Enables the samsa.testing.* settings (tests only)."},
+     "Enables the samsa.testing.* settings and samsactl testing commands (tests only)."},
+    {"samsa.testing.blocking.reads",
+     T::boolean,
+     "false",
+     {},
+     {},
+     {},
+     true,
+     "With samsa.testing.hooks: fetches read cold batch headers with pread on the reactor, as "
+     "before the read-ahead existed, so a test can show it catches a blocked reactor."},
     {"samsa.testing.producer.sequence.check",
      T::boolean,
      "true",
@@ -424,6 +451,15 @@ const std::vector<ConfigKey> kKeys = {
      true,
      "With samsa.testing.hooks: false turns off idempotent producers' duplicate detection and "
      "sequence checks, so a test can show the duplicates they prevent."},
+    {"samsa.testing.startup.delay.ms",
+     T::int64,
+     "0",
+     0,
+     3600000,
+     {},
+     false,
+     "Test-only (needs samsa.testing.hooks): hold start-up this long after recovery, before "
+     "READY."},
 };
 
 std::string_view trim(std::string_view s) {

@@ -2,6 +2,7 @@
 
 #include <array>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "daemon/broker.h"
 #include "daemon/handlers/handlers.h"
@@ -66,7 +67,13 @@ std::span<const ApiHandler> api_handlers() {
 
 Request::Request(ReactorContext& rc_, KafkaDispatcher& d, net::Connection* c, std::uint64_t s,
                  kafka::DecodedRequestHeader h, net::Buffer f)
-    : rc(rc_), dispatcher(d), conn(c), seq(s), header(std::move(h)), frame(std::move(f)) {
+    : rc(rc_),
+      dispatcher(d),
+      conn(c),
+      seq(s),
+      header(std::move(h)),
+      frame(std::move(f)),
+      start_ns(mono_ns()) {
   dispatcher.request_started();
 }
 
@@ -74,11 +81,13 @@ Request::~Request() {
   if (charged_) rc.budget.release(charged_);
   if (!done_) {
     // A handler dropped the request without answering: keep the connection's order intact.
-    LOG_ERROR("%s v%d from %s dropped without an answer (bug); closing the connection",
-              std::string(kafka::api_name(api_key())).c_str(), version(), conn->peer().c_str());
+    LOGF_ERROR((log::Fields{.client = conn->peer()}),
+               "%s v%d from %s dropped without an answer (bug); closing the connection",
+               std::string(kafka::api_name(api_key())).c_str(), version(), conn->peer().c_str());
     conn->skip(seq);
     conn->close(false);
   }
+  rc.metrics.record_request(api_key(), version(), static_cast<std::uint64_t>(mono_ns() - start_ns));
   dispatcher.request_finished();
 }
 
@@ -97,8 +106,9 @@ void Request::skip() {
 void Request::fail(const char* why) {
   if (done_) return;
   done_ = true;
-  LOG_WARN("closing connection from %s: %s (%s v%d, correlation id %d)", conn->peer().c_str(), why,
-           std::string(kafka::api_name(api_key())).c_str(), version(), correlation_id());
+  LOGF_WARN((log::Fields{.client = conn->peer()}),
+            "closing connection from %s: %s (%s v%d, correlation id %d)", conn->peer().c_str(), why,
+            std::string(kafka::api_name(api_key())).c_str(), version(), correlation_id());
   conn->skip(seq);
   conn->close(false);
 }
@@ -153,9 +163,10 @@ bool DecodeScope::finish(kafka::DecodeError e, std::size_t at) {
 }
 
 void log_decode_failure(const Request& r, kafka::DecodeError e, std::size_t at) {
-  LOG_WARN("malformed %s v%d request from %s: %s at byte %zu of %zu",
-           std::string(kafka::api_name(r.api_key())).c_str(), r.version(), r.conn->peer().c_str(),
-           std::string(kafka::decode_error_name(e)).c_str(), at, r.frame.size());
+  LOGF_WARN((log::Fields{.client = r.conn->peer()}),
+            "malformed %s v%d request from %s: %s at byte %zu of %zu",
+            std::string(kafka::api_name(r.api_key())).c_str(), r.version(), r.conn->peer().c_str(),
+            std::string(kafka::decode_error_name(e)).c_str(), at, r.frame.size());
 }
 
 void KafkaDispatcher::on_open(net::Connection& c) {
@@ -172,12 +183,14 @@ void KafkaDispatcher::on_frame(net::Connection& c, std::uint64_t seq, net::Buffe
   auto h = kafka::decode_request_header(frame.span());
   if (!h.ok()) {
     if (h.error == kafka::DecodeError::unknown_api) {
-      LOG_WARN("closing connection from %s: unknown api key %d (version %d)", c.peer().c_str(),
-               h.header.request_api_key, h.header.request_api_version);
+      LOGF_WARN((log::Fields{.client = c.peer()}),
+                "closing connection from %s: unknown api key %d (version %d)", c.peer().c_str(),
+                h.header.request_api_key, h.header.request_api_version);
     } else {
-      LOG_WARN("closing connection from %s: malformed request header (%s at byte %zu)",
-               c.peer().c_str(), std::string(kafka::decode_error_name(h.error)).c_str(),
-               h.error_offset);
+      LOGF_WARN((log::Fields{.client = c.peer()}),
+                "closing connection from %s: malformed request header (%s at byte %zu)",
+                c.peer().c_str(), std::string(kafka::decode_error_name(h.error)).c_str(),
+                h.error_offset);
     }
     c.skip(seq);
     c.close(false);
@@ -187,8 +200,9 @@ void KafkaDispatcher::on_frame(net::Connection& c, std::uint64_t seq, net::Buffe
   const std::int16_t v = h.header.request_api_version;
   const ApiHandler* handler = find_handler(k);
   if (!handler) {
-    LOG_WARN("closing connection from %s: api %s (key %d) is not served", c.peer().c_str(),
-             std::string(kafka::api_name(k)).c_str(), k);
+    LOGF_WARN((log::Fields{.client = c.peer()}),
+              "closing connection from %s: api %s (key %d) is not served", c.peer().c_str(),
+              std::string(kafka::api_name(k)).c_str(), k);
     c.skip(seq);
     c.close(false);
     return;

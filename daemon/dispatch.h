@@ -31,7 +31,8 @@ struct Request {
   net::Connection* conn;
   std::uint64_t seq;
   kafka::DecodedRequestHeader header;
-  net::Buffer frame;  // the request bytes (records fields point into it)
+  net::Buffer frame;      // the request bytes (records fields point into it)
+  std::int64_t start_ns;  // decoded at (request latency metrics)
 
   std::int16_t version() const { return header.header.request_api_version; }
   std::int32_t correlation_id() const { return header.header.correlation_id; }

@@ -1,7 +1,9 @@
 // samsad — the samsa broker daemon.
 //   samsad [--config FILE] [--override key=value]... [--version] [--help]
 // Without --config it reads /etc/samsa/samsa.properties if present, else runs on defaults.
-// Signals: SIGTERM/SIGINT shut down gracefully, SIGHUP re-reads the config file.
+// Signals: SIGTERM/SIGINT shut down gracefully, SIGHUP re-reads the config file (as
+// `samsactl reload`, which is synchronous). Under systemd (Type=notify): READY after recovery,
+// STATUS lines, and WATCHDOG=1 only while every loop of the broker is turning.
 #include <poll.h>
 #include <signal.h>
 #include <sys/signalfd.h>
@@ -37,6 +39,8 @@ void usage(FILE* out) {
 int main(int argc, char** argv) {
   using namespace samsa;
   set_thread_name("samsad");
+  // Under systemd, straight to the journal with structured fields.
+  daemon::systemd::log_to_journal_if_connected();
   std::string config_file;
   bool config_given = false;
   std::vector<std::string> overrides;
@@ -91,7 +95,16 @@ int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
   int sfd = signalfd(-1, &mask, SFD_CLOEXEC);
 
-  auto broker = daemon::Broker::start(std::move(*cfg));
+  // READY=1 only once every log is recovered and every listener is open; meanwhile STATUS shows
+  // how far recovery is, and each step forward pushes systemd's start timeout out, so a large
+  // data dir can take its time while a stuck start still times out.
+  daemon::systemd::notify_status("starting: replaying cluster metadata");
+  std::string last_progress;
+  auto broker = daemon::Broker::start(std::move(*cfg), [&](const std::string& line) {
+    daemon::systemd::notify_status(line);
+    if (line != last_progress) daemon::systemd::notify_extend_timeout(30'000'000);
+    last_progress = line;
+  });
   if (!broker) {
     LOG_ERROR("start failed: %s", broker.error().c_str());
     daemon::systemd::notify_status("start failed: " + broker.error());
@@ -112,6 +125,7 @@ int main(int argc, char** argv) {
     signalfd_siginfo si;
     if (read(sfd, &si, sizeof si) != sizeof si) continue;
     if (si.ssi_signo == SIGHUP) {
+      // As samsactl reload, without waiting for the threads to confirm.
       daemon::systemd::notify_reloading();
       auto r = (*broker)->reload();
       if (!r) LOG_ERROR("reload failed, keeping the running configuration: %s", r.error().c_str());

@@ -129,6 +129,8 @@ std::expected<std::shared_ptr<const BrokerSettings>, std::string> make_settings(
   s->partition.sequence_check =
       !c.get_bool("samsa.testing.hooks") || c.get_bool("samsa.testing.producer.sequence.check");
   s->producer_expiration_check_ms = c.get_int("producer.id.expiration.check.interval.ms");
+  s->testing_blocking_reads =
+      c.get_bool("samsa.testing.hooks") && c.get_bool("samsa.testing.blocking.reads");
   s->fetch_session_slots =
       static_cast<std::int32_t>(c.get_int("max.incremental.fetch.session.cache.slots"));
   s->fetch_session_eviction_ms = c.get_int("samsa.fetch.session.eviction.ms");

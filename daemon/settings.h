@@ -55,6 +55,7 @@ struct BrokerSettings {
   replication::TopicDefaults topic_defaults;  // broker defaults of topic configs
   replication::PartitionOptions partition;    // idempotent producers
   std::int32_t fetch_session_slots = 1000;    // broker-wide
+  bool testing_blocking_reads = false;        // samsa.testing.blocking.reads (with hooks)
   std::int64_t fetch_session_eviction_ms = 120000;
   std::int64_t producer_expiration_check_ms = 600'000;
   // The configuration these settings were made from (DescribeConfigs reads its layers).

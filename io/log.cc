@@ -22,6 +22,8 @@ const char* errc_name(Errc e) {
       return "fenced";
     case Errc::invalid_timestamp:
       return "invalid_timestamp";
+    case Errc::would_block:
+      return "would_block";
     case Errc::io_error:
       return "io_error";
     case Errc::not_found:
@@ -80,14 +82,52 @@ Result<AppendResult> Log::append_replicated(AppendOp* op) {
   return impl_->append(op, true, nullptr);
 }
 Result<ReadResult> Log::read(std::int64_t offset, std::size_t max_bytes, std::int64_t max_offset,
-                             bool min_one) const {
+                             bool min_one, ReadAhead* ra) const {
+  Impl::WithReadAhead w(*impl_, ra, max_bytes);
   return impl_->read(offset, max_bytes, max_offset, min_one);
 }
-Result<std::optional<OffsetAndTimestamp>> Log::offset_for_timestamp(std::int64_t ts) const {
+Result<std::optional<OffsetAndTimestamp>> Log::offset_for_timestamp(std::int64_t ts,
+                                                                    ReadAhead* ra) const {
+  Impl::WithReadAhead w(*impl_, ra, 0);
   return impl_->offset_for_timestamp(ts);
 }
-Result<std::optional<OffsetAndTimestamp>> Log::max_timestamp() const {
+Result<std::optional<OffsetAndTimestamp>> Log::max_timestamp(ReadAhead* ra) const {
+  Impl::WithReadAhead w(*impl_, ra, 0);
   return impl_->max_timestamp();
+}
+
+void Log::fill(ReadAhead& ra, std::function<void(std::optional<std::string>)> done) {
+  if (!ra.want_file_ || ra.filling_) {
+    done(std::string("nothing to read ahead"));
+    return;
+  }
+  if (ra.size_ < ra.want_len_) {
+    ra.buf_ = std::make_unique_for_overwrite<std::byte[]>(ra.want_len_);
+    ra.size_ = ra.want_len_;
+  }
+  ra.file_.reset();
+  ra.len_ = 0;
+  ra.filling_ = true;
+  ra.on_filled_ = std::move(done);
+  ra.fill_c_.self = &ra;
+  ra.fill_c_.fn = [](Completion* c, int res, std::uint32_t) {
+    ReadAhead& r = *static_cast<ReadAhead::FillCompletion*>(c)->self;
+    r.filling_ = false;
+    std::optional<std::string> err;
+    if (res < 0) {
+      err = "read " + r.want_file_->path.string() + ": " + std::strerror(-res);
+    } else {
+      r.file_ = r.want_file_;
+      r.pos_ = r.want_pos_;
+      r.len_ = static_cast<std::size_t>(res);
+    }
+    r.want_file_.reset();
+    auto cb = std::move(r.on_filled_);
+    cb(std::move(err));
+  };
+  io_uring_prep_read(impl_->r_.sqe(&ra.fill_c_), ra.want_file_->fd, ra.buf_.get(),
+                     static_cast<unsigned>(ra.want_len_), ra.want_pos_);
+  ++impl_->stats_.read_ahead_fills;
 }
 Result<void> Log::truncate_to(std::int64_t offset) {
   return impl_->truncate_to(offset);

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "io/reactor.h"
+#include "io/read_ahead.h"
 
 namespace samsa::io {
 
@@ -42,6 +43,7 @@ enum class Errc : std::uint8_t {
   not_found,
   busy,  // the call needs a quiescent log (no append queued or in flight): retry after them
   invalid_timestamp,  // a record timestamp outside message.timestamp.before/after.max.ms
+  would_block,        // a cold read needs file bytes its ReadAhead lacks: fill it, ask again
 };
 
 const char* errc_name(Errc e);
@@ -206,14 +208,20 @@ class Log {
   // a batch: that batch is returned whole, as Kafka does. Only bytes already written are
   // returned; a read may span segments (one Slice each). Corruption found in a batch header
   // fences the log (Errc::fenced naming the file and position).
+  // With ra, nothing is read from a file here: bytes not in ra give Errc::would_block (fill
+  // ra, then call again); without it (start-up, tools, tests) headers are read with pread.
   Result<ReadResult> read(std::int64_t offset, std::size_t max_bytes, std::int64_t max_offset,
-                          bool min_one = true) const;
+                          bool min_one = true, ReadAhead* ra = nullptr) const;
 
   // First offset whose record timestamp is >= ts (decompressing a batch when needed), or
   // nullopt if none. ListOffsets by timestamp.
-  Result<std::optional<OffsetAndTimestamp>> offset_for_timestamp(std::int64_t ts) const;
+  Result<std::optional<OffsetAndTimestamp>> offset_for_timestamp(std::int64_t ts,
+                                                                 ReadAhead* ra = nullptr) const;
   // The record with the largest timestamp (ListOffsets MAX_TIMESTAMP).
-  Result<std::optional<OffsetAndTimestamp>> max_timestamp() const;
+  Result<std::optional<OffsetAndTimestamp>> max_timestamp(ReadAhead* ra = nullptr) const;
+  // Reads what the last would_block asked of ra, with io_uring; done(error or nullopt) runs on
+  // the log's reactor when it is in (or failed). ra must outlive the fill.
+  void fill(ReadAhead& ra, std::function<void(std::optional<std::string>)> done);
 
   // Drops every batch holding an offset at or after offset (follower divergence, unclean leader
   // change); the log end becomes the first dropped batch's base offset (offset itself when it is
@@ -290,6 +298,7 @@ class Log {
     std::uint64_t dir_fsyncs = 0;  // fsyncs of the partition directory (new segment files)
     std::uint64_t short_writes = 0;
     std::uint64_t bytes_written = 0;
+    std::uint64_t read_ahead_fills = 0;  // cold-read bytes read with io_uring (Log::fill)
   };
   const Stats& stats() const;
 

@@ -303,6 +303,12 @@ void Log::Impl::submit_group() {
   flight_written_ = false;
   in_flight_ = true;
   ++stats_.groups;
+  {
+    auto& m = r_.io_metrics();
+    m.group_commit_appends.record(iov_.size());
+    for (const FlightRun& fr : flight_)
+      m.group_commit_bytes += fr.total;
+  }
   flight_sync_ = sync_due(flight_end_);
   if (flight_sync_) {
     add_sync_only_runs();
@@ -355,6 +361,7 @@ void Log::Impl::submit_run(FlightRun& fr) {
     // A file written by earlier groups that did not sync: only its fdatasync.
     io_uring_prep_fsync(r_.sqe(&fr.sc), fr.file->fd, IORING_FSYNC_DATASYNC);
     fr.sync_pending = true;
+    fr.submitted_ns = mono_ns();
     ++stats_.fdatasyncs;
     return;
   }
@@ -369,6 +376,7 @@ void Log::Impl::submit_run(FlightRun& fr) {
     w->flags |= IOSQE_IO_LINK;
     io_uring_prep_fsync(r_.sqe(&fr.sc), fr.file->fd, IORING_FSYNC_DATASYNC);
     fr.sync_pending = true;
+    fr.submitted_ns = mono_ns();
     ++stats_.fdatasyncs;
   }
 }
@@ -400,6 +408,8 @@ void Log::Impl::on_run_cqe(Completion* c, int res, std::uint32_t) {
       fr.sync_again = true;  // the write before it broke the link (short or failed)
     } else if (res < 0) {
       if (!fr.err) fr.err = -res, fr.err_what = "fdatasync";
+    } else if (fr.submitted_ns) {
+      self->r_.io_metrics().fsync.record(static_cast<std::uint64_t>(mono_ns() - fr.submitted_ns));
     }
   }
   self->run_progress(fr);
@@ -418,6 +428,7 @@ void Log::Impl::run_progress(FlightRun& fr) {
       fr.sync_again = false;
       io_uring_prep_fsync(r_.sqe(&fr.sc), fr.file->fd, IORING_FSYNC_DATASYNC);
       fr.sync_pending = true;
+      fr.submitted_ns = mono_ns();
       ++stats_.fdatasyncs;
     }
     return;

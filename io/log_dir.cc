@@ -111,8 +111,13 @@ Result<std::unique_ptr<LogDir>> LogDir::open(std::filesystem::path root) {
   if (ec) return std::unexpected(sys_error("list log dir", d->root_, ec.value()));
   // Checkpoint entries whose directory is gone describe nothing.
   std::erase_if(d->entries_, [](const auto& kv) { return !kv.second.dir_found_at_open; });
-  LOG_INFO("log dir %s: %zu partitions, %s shutdown", d->root_.c_str(), d->entries_.size(),
-           d->clean_ ? "clean" : "unclean");
+  d->recovery_.clean = d->clean_;
+  d->recovery_.found = d->entries_.size();
+  // The daemon logs one summary per log dir once its logs are open (recovery_summary()).
+  LOG_DEBUG("log dir %s: %zu partitions, %s shutdown", d->root_.c_str(), d->entries_.size(),
+            d->clean_             ? "clean"
+            : d->entries_.empty() ? "no previous"
+                                  : "unclean");
   return d;
 }
 
@@ -214,6 +219,20 @@ Result<void> LogDir::shutdown_clean() {
   }
   if (auto r = write_checkpoints_locked(); !r) return r;
   return write_file_atomically(root_ / kCleanMarker, "");
+}
+
+void LogDir::note_opened(const OpenSummary& s) {
+  std::lock_guard lk(mu_);
+  ++recovery_.opened;
+  recovery_.segments += s.segments;
+  recovery_.bytes += s.bytes;
+  recovery_.scanned_segments += s.scanned_segments;
+  if (s.truncated) ++recovery_.truncated;
+}
+
+LogDir::RecoverySummary LogDir::recovery_summary() const {
+  std::lock_guard lk(mu_);
+  return recovery_;
 }
 
 LogDir::Stats LogDir::stats() const {

@@ -86,6 +86,26 @@ class LogDir {
   };
   Stats stats() const;
 
+  // What opening a partition's log found (Log::open reports it; start-up logs one line per
+  // log dir and systemd's STATUS shows the progress).
+  struct OpenSummary {
+    std::size_t segments = 0;
+    std::uint64_t bytes = 0;
+    std::size_t scanned_segments = 0;  // read in full with CRC checks (not trusted)
+    bool truncated = false;            // a torn or corrupt tail was cut
+  };
+  void note_opened(const OpenSummary& s);
+  struct RecoverySummary {
+    bool clean = false;      // the previous run stopped cleanly: nothing was scanned
+    std::size_t found = 0;   // partition directories present at open
+    std::size_t opened = 0;  // logs opened since (new partitions included)
+    std::size_t segments = 0;
+    std::uint64_t bytes = 0;
+    std::size_t scanned_segments = 0;
+    std::size_t truncated = 0;  // partitions whose tail was cut
+  };
+  RecoverySummary recovery_summary() const;
+
  private:
   LogDir() = default;
   struct Entry {
@@ -105,6 +125,7 @@ class LogDir {
   std::map<PartitionId, Entry> entries_;
   std::vector<std::filesystem::path> left_to_delete_;  // set at open, then read-only
   Stats stats_;
+  RecoverySummary recovery_;
 };
 
 }  // namespace samsa::io

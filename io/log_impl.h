@@ -132,6 +132,7 @@ class Log::Impl final : public TurnHook {
     std::uint64_t total = 0, done = 0, consumed = 0;
     bool write_pending = false, sync_pending = false;
     bool resubmit = false, sync_again = false, finished = false;
+    std::int64_t submitted_ns = 0;  // fsync latency metric: submission to the sync's completion
     int err = 0;
     const char* err_what = nullptr;
     RunCompletion wc, sc;
@@ -283,6 +284,30 @@ class Log::Impl final : public TurnHook {
   };
   Result<Located> locate(const Segment& s, std::int64_t offset) const;
   Result<const std::byte*> header_at(const Segment& s, std::uint64_t pos) const;
+  // The whole batch at pos (len bytes), for lookups that decode records.
+  Result<const std::byte*> batch_at(const Segment& s, std::uint64_t pos, std::size_t len) const;
+  // The caller's ReadAhead for the current read or lookup (null: blocking reads), and how many
+  // bytes from a position it may use (what one fill should take).
+  mutable ReadAhead* ra_ = nullptr;
+  mutable std::size_t ra_span_ = 0;
+  // Where this call first needed bytes of a file: a later want covers from there, so that
+  // asking again finds everything the walk needs in one buffer (no fill chasing another).
+  mutable const SegmentFile* ra_anchor_file_ = nullptr;
+  mutable std::uint64_t ra_anchor_ = 0;
+  // Asks ra_ for [pos, pos + need) of s, from the anchor on.
+  void want_bytes(const Segment& s, std::uint64_t pos, std::size_t need) const;
+  mutable std::vector<std::byte> batch_buf_;  // batch_at without a ReadAhead
+  struct WithReadAhead {
+    const Impl& impl;
+    WithReadAhead(const Impl& i, ReadAhead* ra, std::size_t span) : impl(i) {
+      impl.ra_ = ra;
+      // The index walk to the first batch (at most index.interval.bytes and a batch) and the
+      // read itself.
+      impl.ra_span_ = span + (256u << 10);
+      impl.ra_anchor_file_ = nullptr;
+    }
+    ~WithReadAhead() { impl.ra_ = nullptr; }
+  };
   Error corrupt(const Segment& s, std::uint64_t pos, const std::string& what) const {
     return fence(Error{Errc::fenced, fmt("corrupt segment %s at byte %" PRIu64 ": %s",
                                          s.file->path.c_str(), pos, what.c_str())});

@@ -279,6 +279,7 @@ Result<void> Log::Impl::load(const OpenOptions& opts) {
     removed = true;
   }
 
+  LogDir::OpenSummary recovery;
   if (bases.empty()) {
     if (auto r = create_segment(std::max<std::int64_t>(0, opts.log_start_offset)); !r) return r;
   } else {
@@ -306,14 +307,17 @@ Result<void> Log::Impl::load(const OpenOptions& opts) {
           auto ok = load_clean_active(*s);
           if (!ok) return std::unexpected(ok.error());
           if (!*ok) {
+            ++recovery.scanned_segments;
             auto rec = recover_segment(*s, true, -1);
             if (!rec) return std::unexpected(rec.error());
           }
         }
       } else {
+        ++recovery.scanned_segments;
         auto rec = recover_segment(*s, last, next_base);
         if (!rec) return std::unexpected(rec.error());
         cut = *rec;
+        recovery.truncated |= cut;
       }
       segs_.push_back(std::move(s));
       if (cut && !last) {
@@ -355,9 +359,16 @@ Result<void> Log::Impl::load(const OpenOptions& opts) {
               if (!r) LOG_WARN("writing %s: %s", f.c_str(), r.error().detail.c_str());
             });
       });
-  if (log_dir_) state_ = log_dir_->attach(*id_, synced_end_, log_start_);
-  LOG_INFO("opened log %s: offsets %" PRId64 "..%" PRId64 ", %zu segments%s", dir_.c_str(),
-           log_start_, leo_, segs_.size(), opts.clean_shutdown ? " (clean)" : "");
+  if (log_dir_) {
+    state_ = log_dir_->attach(*id_, synced_end_, log_start_);
+    recovery.segments = segs_.size();
+    for (const auto& seg : segs_)
+      recovery.bytes += seg->size;
+    log_dir_->note_opened(recovery);
+  }
+  // One line per log dir at info (LogDir::recovery_summary); per partition only at debug.
+  LOG_DEBUG("opened log %s: offsets %" PRId64 "..%" PRId64 ", %zu segments%s", dir_.c_str(),
+            log_start_, leo_, segs_.size(), opts.clean_shutdown ? " (clean)" : "");
   return {};
 }
 

@@ -9,6 +9,24 @@ namespace samsa::io {
 // The header of the batch at pos, through a small read-ahead window (valid for one call of a
 // read/lookup: the file may grow under it).
 Result<const std::byte*> Log::Impl::header_at(const Segment& s, std::uint64_t pos) const {
+  if (ra_) {
+    // A reactor's read: only what the caller's ReadAhead holds; the rest is asked for.
+    const std::byte* h = ra_->find(s.file.get(), pos, batch::kHeaderSize);
+    if (!h) {
+      if (pos + batch::kHeaderSize > s.size) {
+        return std::unexpected(corrupt(s, pos, "the file ends inside a batch header"));
+      }
+      want_bytes(s, pos, batch::kHeaderSize);
+      return fail(Errc::would_block, "batch header not read yet");
+    }
+    auto info = batch::check_header({h, batch::kHeaderSize}, 0);
+    if (!info) return std::unexpected(corrupt(s, pos, info.error().detail));
+    if (pos + static_cast<std::uint64_t>(info->length) > s.size) {
+      return std::unexpected(
+          corrupt(s, pos, fmt("batch of %d bytes runs past the segment's end", info->length)));
+    }
+    return h;
+  }
   if (window_file_ != s.file.get() || pos < window_pos_ ||
       pos + batch::kHeaderSize > window_pos_ + window_len_) {
     // Small batches: read ahead a window of headers; large ones: just the next header.
@@ -34,6 +52,33 @@ Result<const std::byte*> Log::Impl::header_at(const Segment& s, std::uint64_t po
         corrupt(s, pos, fmt("batch of %d bytes runs past the segment's end", info->length)));
   }
   return h;
+}
+
+void Log::Impl::want_bytes(const Segment& s, std::uint64_t pos, std::size_t need) const {
+  if (ra_anchor_file_ != s.file.get() || ra_anchor_ > pos) {
+    ra_anchor_file_ = s.file.get();
+    ra_anchor_ = pos;
+  }
+  const std::uint64_t from = ra_anchor_;
+  const std::uint64_t end = std::min<std::uint64_t>(s.size, std::max(pos + need, from + ra_span_));
+  ra_->want(s.file, from, static_cast<std::size_t>(pos + need - from),
+            static_cast<std::size_t>(end - from));
+}
+
+Result<const std::byte*> Log::Impl::batch_at(const Segment& s, std::uint64_t pos,
+                                             std::size_t len) const {
+  if (ra_) {
+    if (const std::byte* b = ra_->find(s.file.get(), pos, len)) return b;
+    want_bytes(s, pos, len);
+    return fail(Errc::would_block, "batch not read yet");
+  }
+  batch_buf_.resize(len);
+  ssize_t n = detail::pread_full(s.file->fd, batch_buf_.data(), len, pos);
+  if (n < 0) return std::unexpected(sys_error("read", s.file->path, static_cast<int>(-n)));
+  if (static_cast<std::size_t>(n) != len) {
+    return std::unexpected(corrupt(s, pos, "the file ends inside a batch"));
+  }
+  return batch_buf_.data();
 }
 
 // The batch of segment s that holds offset (or the first batch after it, when offset is below
@@ -100,7 +145,12 @@ Result<ReadResult> Log::Impl::read(std::int64_t offset, std::size_t max_bytes,
     if (rr.next_offset >= limit || s.base >= limit) break;
     if (rr.next_offset >= s.next_offset) continue;
     auto loc = locate(s, rr.next_offset);
-    if (!loc) return std::unexpected(loc.error());
+    if (!loc) {
+      // A cold later segment: answer with what is already found rather than ask for bytes
+      // (asking again would start over and need the earlier segment's bytes once more).
+      if (loc.error().code == Errc::would_block && !rr.slices.empty()) break;
+      return std::unexpected(loc.error());
+    }
     const bool first_batch_free = min_one && rr.slices.empty();
     std::uint64_t start = loc->position, end = start;
     std::int64_t first_offset = -1, last_offset = -1;
@@ -129,7 +179,14 @@ Result<ReadResult> Log::Impl::read(std::int64_t offset, std::size_t max_bytes,
           break;
         }
         auto h = header_at(s, pos);
-        if (!h) return std::unexpected(h.error());
+        if (!h) {
+          // Past what the ReadAhead holds: the batches found so far are the answer.
+          if (h.error().code == Errc::would_block && (first_offset >= 0 || !rr.slices.empty())) {
+            stopped = true;
+            break;
+          }
+          return std::unexpected(h.error());
+        }
         BatchInfo bi = batch::parse_header(*h);
         if (bi.base_offset != base) {
           return std::unexpected(corrupt(
@@ -177,7 +234,7 @@ Result<std::optional<OffsetAndTimestamp>> Log::Impl::find_timestamp(const Segmen
       first_last = s.base + ov.at(static_cast<std::size_t>(e)).rel_offset;
     }
   }
-  std::vector<std::byte> bytes, storage;
+  std::vector<std::byte> storage;
   while (pos < s.size && (base < 0 || base < limit)) {
     auto h = header_at(s, pos);
     if (!h) return std::unexpected(h.error());
@@ -188,12 +245,9 @@ Result<std::optional<OffsetAndTimestamp>> Log::Impl::find_timestamp(const Segmen
     }
     if (blast >= limit) break;
     if (bi.max_timestamp >= ts && blast >= log_start_) {
-      bytes.resize(static_cast<std::size_t>(bi.length));
-      ssize_t n = detail::pread_full(s.file->fd, bytes.data(), bytes.size(), pos);
-      if (n < 0) return std::unexpected(sys_error("read", s.file->path, static_cast<int>(-n)));
-      if (static_cast<std::size_t>(n) != bytes.size()) {
-        return std::unexpected(corrupt(s, pos, "the file ends inside a batch"));
-      }
+      auto b = batch_at(s, pos, static_cast<std::size_t>(bi.length));
+      if (!b) return std::unexpected(b.error());
+      std::span<const std::byte> bytes(*b, static_cast<std::size_t>(bi.length));
       auto v = batch::validate(bytes, 0);
       if (!v) return std::unexpected(corrupt(s, pos, v.error().detail));
       if (bi.log_append_time()) {

@@ -197,12 +197,16 @@ void Reactor::run_once(std::int64_t timeout_ns) {
   if (wait == 0) {
     io_uring_submit(&ring_);
     if (defer_taskrun_) io_uring_get_events(&ring_);
-  } else if (wait < 0) {
-    io_uring_submit_and_wait(&ring_, 1);
   } else {
-    __kernel_timespec ts{wait / 1'000'000'000, wait % 1'000'000'000};
-    io_uring_cqe* cqe = nullptr;
-    io_uring_submit_and_wait_timeout(&ring_, &cqe, 1, &ts, nullptr);
+    const std::int64_t before = mono_ns();
+    if (wait < 0) {
+      io_uring_submit_and_wait(&ring_, 1);
+    } else {
+      __kernel_timespec ts{wait / 1'000'000'000, wait % 1'000'000'000};
+      io_uring_cqe* cqe = nullptr;
+      io_uring_submit_and_wait_timeout(&ring_, &cqe, 1, &ts, nullptr);
+    }
+    idle_ns_ += static_cast<std::uint64_t>(mono_ns() - before);
   }
   reap();
 }

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "base/histogram.h"
 #include "base/mpsc_queue.h"
 
 namespace samsa::io {
@@ -135,6 +136,18 @@ class Reactor {
 
   std::uint64_t turns() const { return turns_; }
   std::uint64_t submits() const { return submits_; }
+  // Nanoseconds spent blocked in the kernel waiting for completions; the rest of the thread's
+  // life is loop work (utilisation = 1 - idle / elapsed).
+  std::uint64_t idle_ns() const { return idle_ns_; }
+
+  // Storage metrics of the logs this reactor drives, recorded by them on this thread (plain
+  // integers: metrics are collected by a task posted here).
+  struct IoMetrics {
+    LatencyHistogram fsync;               // linked write+fdatasync submitted -> sync done
+    CountHistogram group_commit_appends;  // appends per group commit
+    std::uint64_t group_commit_bytes = 0;
+  };
+  IoMetrics& io_metrics() { return io_metrics_; }
 
  private:
   Reactor() = default;
@@ -166,6 +179,8 @@ class Reactor {
   class Offload* offload_ = nullptr;
   std::uint64_t turns_ = 0;
   std::uint64_t submits_ = 0;
+  std::uint64_t idle_ns_ = 0;
+  IoMetrics io_metrics_;
   bool defer_taskrun_ = false;
 };
 

@@ -105,6 +105,9 @@ class Transport {
   virtual void stop_accepting() = 0;
   // Close every connection at once.
   virtual void close_all() = 0;
+  // Close every connection gracefully (Connection::close(true)): frames already delivered are
+  // still answered, then the socket shuts down. For a drain before maintenance.
+  virtual void close_all_gracefully() = 0;
   // Connections not yet closed.
   virtual std::size_t connection_count() const = 0;
 };

@@ -222,6 +222,7 @@ class UringTransportImpl final : public UringTransport {
   std::uint16_t port() const override { return port_; }
   void stop_accepting() override;
   void close_all() override;
+  void close_all_gracefully() override;
   std::size_t connection_count() const override { return open_; }
   const UringTransportStats& stats() const override { return stats_; }
 
@@ -932,7 +933,7 @@ bool UringTransportImpl::listen(const ListenerConfig& cfg, std::string* error) {
   lfd_ = fd;
   accepting_ = true;
   arm_accept();
-  LOG_INFO("%s: listening on %s:%u", r_.name().c_str(), cfg.host.c_str(), unsigned(port_));
+  LOG_DEBUG("%s: listening on %s:%u", r_.name().c_str(), cfg.host.c_str(), unsigned(port_));
   return true;
 }
 
@@ -1049,6 +1050,11 @@ void UringTransportImpl::stop_accepting() {
 void UringTransportImpl::close_all() {
   for (UringConnection* c = head_; c; c = c->next)
     c->close(false);
+}
+
+void UringTransportImpl::close_all_gracefully() {
+  for (UringConnection* c = head_; c; c = c->next)
+    c->close(true);
 }
 
 UringTransportImpl::~UringTransportImpl() {

@@ -32,6 +32,7 @@ ErrorCode kafka_error_of(io::Errc e) {
     case io::Errc::io_error:
       return ErrorCode::kafka_storage_error;
     case io::Errc::busy:
+    case io::Errc::would_block:
     case io::Errc::offset_out_of_range:
     case io::Errc::not_found:
       break;

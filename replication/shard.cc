@@ -88,8 +88,9 @@ void Shard::open_partition(const TopicState& t, const PartitionState& p) {
   if (!dir) return;
   auto log = dir->open_log(reactor_, id, make_log_config(t.configs, opts_.defaults));
   if (!log) {
-    LOG_ERROR("cannot open partition %s: %s %s", id.dir_name().c_str(),
-              io::errc_name(log.error().code), log.error().detail.c_str());
+    LOGF_ERROR((log::Fields{.topic = t.name, .partition = p.partition, .error_code = 56}),
+               "cannot open partition %s: %s %s", id.dir_name().c_str(),
+               io::errc_name(log.error().code), log.error().detail.c_str());
     failed_[id.dir_name()] = log.error().detail;
     return;
   }

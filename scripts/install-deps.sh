@@ -12,8 +12,13 @@ DEBS=(
   libzstd-dev liblz4-dev libsnappy-dev zlib1g-dev
   kcat python3-confluent-kafka python3-kafka python3-pytest librdkafka-dev
   python3-lz4 python3-snappy python3-zstandard python3-venv
-  iproute2 procps psmisc curl ca-certificates
-  ethtool dpkg-dev
+  iproute2 procps psmisc curl ca-certificates strace
+  # The DPDK backend's tests turn checksum offload off on the kernel's veth end.
+  ethtool
+  # Packages and the system test (tests/system): build the .deb/.rpm, check them, boot a
+  # Debian root under systemd-nspawn, scrape samsad with a real Prometheus. dpkg-dev also
+  # unpacks lwIP's source package (net/dpdk/fetch-lwip.sh).
+  dpkg-dev debootstrap systemd-container rpm lintian prometheus
 )
 # Node.js, npm, a JDK and Maven usually come with the machine (nodesource's nodejs bundles npm,
 # so Debian's npm package must not be pulled in beside it): install them only when absent.
@@ -33,6 +38,11 @@ if ((${#missing[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq >/dev/null
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # Only Prometheus' binaries are needed (the system test runs its own); not the package's
+  # service listening on :9090 where systemd runs.
+  if [[ " ${missing[*]} " == *" prometheus "* ]] && [ -d /run/systemd/system ]; then
+    systemctl disable --now prometheus.service >/dev/null 2>&1 || true
+  fi
 fi
 
 # lwIP's sources from Debian's source package, for the DPDK backend (net/dpdk/fetch-lwip.sh;

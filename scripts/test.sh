@@ -7,12 +7,14 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 
 jobs=$(nproc)
-cmake -S . -B build-asan -G Ninja -DSAMSA_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
+# Warnings are errors here and in CI; a plain cmake (a packager's) never gets -Werror.
+werror=-DSAMSA_WERROR=ON
+cmake -S . -B build-asan -G Ninja $werror -DSAMSA_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
 cmake --build build-asan -j "$jobs"
-cmake -S . -B build-fuzz -G Ninja -DSAMSA_FUZZ=ON -DCMAKE_C_COMPILER=clang \
+cmake -S . -B build-fuzz -G Ninja $werror -DSAMSA_FUZZ=ON -DCMAKE_C_COMPILER=clang \
   -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build-fuzz -j "$jobs"
-cmake -S . -B build -G Ninja -DSAMSA_ASAN_DIR="$PWD/build-asan" -DSAMSA_FUZZ_DIR="$PWD/build-fuzz" >/dev/null
+cmake -S . -B build -G Ninja $werror -DSAMSA_ASAN_DIR="$PWD/build-asan" -DSAMSA_FUZZ_DIR="$PWD/build-fuzz" >/dev/null
 cmake --build build -j "$jobs"
 
 cd build

@@ -55,4 +55,59 @@ void fan_out_to_shards(std::unique_ptr<Ctx> ctx, std::size_t items, ShardOf shar
   }
 }
 
+// The same for work that may have to wait (a cold read through the shard's ReadAheadPool):
+// work(shard_ctx, ctx, i, item_done) calls item_done() exactly once, at once or later on the
+// same shard.
+template <class Ctx, class ShardOf, class Work, class Finish>
+void fan_out_to_shards_async(std::unique_ptr<Ctx> ctx, std::size_t items, ShardOf shard_of,
+                             Work work, Finish finish) {
+  Broker& b = *ctx->req->rc.broker;
+  const std::size_t origin = ctx->req->rc.index;
+  struct Run {
+    std::unique_ptr<Ctx> ctx;
+    std::vector<std::vector<std::size_t>> by_shard;
+    std::vector<std::size_t> left;  // per shard, touched only on that shard
+    std::size_t pending = 0;        // shards, touched only on the origin
+    Work work;
+    Finish finish;
+  };
+  const std::size_t n = b.reactor_count();
+  auto run = new Run{std::move(ctx),
+                     std::vector<std::vector<std::size_t>>(n),
+                     std::vector<std::size_t>(n),
+                     0,
+                     std::move(work),
+                     std::move(finish)};
+  for (std::size_t i = 0; i < items; ++i) {
+    if (std::optional<std::size_t> s = shard_of(*run->ctx, i)) run->by_shard[*s].push_back(i);
+  }
+  for (const auto& v : run->by_shard)
+    run->pending += !v.empty();
+  if (run->pending == 0) {
+    std::unique_ptr<Run> own(run);
+    own->finish(std::move(own->ctx));
+    return;
+  }
+  for (std::size_t s = 0; s < n; ++s) {
+    if (run->by_shard[s].empty()) continue;
+    b.reactor(s).reactor->post_fn([run, s, origin, &b] {
+      auto shard_done = [run, origin, &b] {
+        b.on_reactor(origin, [run](ReactorContext&) {
+          if (--run->pending != 0) return;
+          std::unique_ptr<Run> own(run);
+          own->finish(std::move(own->ctx));
+        });
+      };
+      // One extra count for this loop (items finishing at once must not end it early).
+      run->left[s] = run->by_shard[s].size() + 1;
+      for (std::size_t i : run->by_shard[s]) {
+        run->work(b.reactor(s), *run->ctx, i, [run, s, shard_done] {
+          if (--run->left[s] == 0) shard_done();
+        });
+      }
+      if (--run->left[s] == 0) shard_done();
+    });
+  }
+}
+
 }  // namespace samsa::daemon::handlers

@@ -26,7 +26,7 @@ using kafka::ErrorCode;
 
 struct FetchCtx;
 
-struct Part final : replication::PartitionWaiter {
+struct Part final : replication::PartitionWaiter, io::ReadAheadPool::Waiter {
   FetchCtx* ctx = nullptr;
   std::size_t group = 0;
   std::string_view topic;  // resolved name (image-owned; the image outlives the request)
@@ -45,14 +45,19 @@ struct Part final : replication::PartitionWaiter {
   std::vector<io::Slice> slices;
   std::size_t bytes = 0;
   replication::Partition* parked_on = nullptr;  // shard thread only
+  // A cold read in progress (shard thread only): the pool buffer its bytes come into.
+  io::ReadAhead* ra = nullptr;
+  ReactorContext* shard_rc = nullptr;
 
   void on_partition_advanced() override;
+  void on_read_ahead(io::ReadAhead* got) override;
 };
 
 struct Group {
   std::size_t shard = 0;
   std::vector<std::size_t> parts;
-  bool wake_sent = false;  // shard thread only
+  bool wake_sent = false;   // shard thread only
+  std::size_t pending = 0;  // parts of this round not finished yet (shard thread only)
 };
 
 enum class Phase : std::uint8_t { reading, parking, parked, unparking };
@@ -92,7 +97,35 @@ Broker& broker_of(FetchCtx* ctx) {
 
 // ---- shard side ----
 
-void read_part(Part& p, ReactorContext& rc) {
+void back_to_origin(FetchCtx* ctx);
+
+// One part of a group is done with this round on its shard.
+void part_done(Part& p) {
+  Group& g = p.ctx->groups[p.group];
+  if (--g.pending == 0) back_to_origin(p.ctx);
+}
+
+// Reads a part. Batches already in memory (the active segment's recent ones) come at once; a
+// cold read gets a buffer from the shard's pool and its bytes through io_uring (Log::fill),
+// never with a read on this thread, and finishes the part later. Returns false then.
+bool read_part(Part& p, ReactorContext& rc);
+
+void finish_cold(Part& p) {
+  p.shard_rc->read_ahead->release(p.ra);
+  p.ra = nullptr;
+  part_done(p);
+}
+
+void continue_cold(Part& p) {
+  if (read_part(p, *p.shard_rc)) finish_cold(p);
+}
+
+void Part::on_read_ahead(io::ReadAhead* got) {
+  ra = got;
+  continue_cold(*this);
+}
+
+bool read_part(Part& p, ReactorContext& rc) {
   p.slices.clear();
   p.bytes = 0;
   p.error = ErrorCode::none;
@@ -107,12 +140,12 @@ void read_part(Part& p, ReactorContext& rc) {
     } else {
       p.error = ErrorCode::not_leader_or_follower;
     }
-    return;
+    return true;
   }
   if (p.leader_epoch >= 0 && p.leader_epoch != part->leader_epoch()) {
     p.error = p.leader_epoch < part->leader_epoch() ? ErrorCode::fenced_leader_epoch
                                                     : ErrorCode::unknown_leader_epoch;
-    return;
+    return true;
   }
   p.high_watermark = part->high_watermark();
   p.last_stable = part->last_stable_offset();
@@ -120,22 +153,50 @@ void read_part(Part& p, ReactorContext& rc) {
   const std::int64_t limit = p.ctx->body.isolation_level == 1 ? p.last_stable : p.high_watermark;
   if (p.fetch_offset < p.log_start || p.fetch_offset > part->log().log_end_offset()) {
     p.error = ErrorCode::offset_out_of_range;
-    return;
+    return true;
   }
-  if (p.fetch_offset >= limit) return;
+  if (p.fetch_offset >= limit) return true;
+  // Without a pool buffer yet, an empty one: what is in memory is read, anything else asked.
+  // (The test-only hook reads the old way, blocking, to prove the no-blocking test can fail.)
+  io::ReadAhead probe(0);
+  io::ReadAhead* ra = rc.settings->testing_blocking_reads ? nullptr : p.ra ? p.ra : &probe;
   auto r = part->log().read(p.fetch_offset, static_cast<std::size_t>(std::max(p.max_bytes, 0)),
-                            limit, true);
+                            limit, true, ra);
+  if (!r && r.error().code == io::Errc::would_block) {
+    p.shard_rc = &rc;
+    if (!p.ra) {
+      p.ra = rc.read_ahead->acquire(&p);
+      if (!p.ra) return false;  // on_read_ahead continues it
+      return read_part(p, rc);  // asks its own buffer this time
+    }
+    Part* self = &p;
+    part->log().fill(*p.ra, [self](std::optional<std::string> err) {
+      if (err) {
+        LOG_ERROR("fetch from %.*s-%d: %s", static_cast<int>(self->topic.size()),
+                  self->topic.data(), self->partition, err->c_str());
+        self->error = ErrorCode::kafka_storage_error;
+        finish_cold(*self);
+        return;
+      }
+      continue_cold(*self);
+    });
+    return false;
+  }
   if (!r) {
     p.error = r.error().code == io::Errc::offset_out_of_range ? ErrorCode::offset_out_of_range
                                                               : ErrorCode::kafka_storage_error;
     if (p.error == ErrorCode::kafka_storage_error)
-      LOG_ERROR("fetch from %.*s-%d: %s", static_cast<int>(p.topic.size()), p.topic.data(),
-                p.partition, r.error().detail.c_str());
-    return;
+      LOGF_ERROR((log::Fields{.topic = p.topic,
+                              .partition = p.partition,
+                              .error_code = kafka::code(p.error)}),
+                 "fetch from %.*s-%d: %s", static_cast<int>(p.topic.size()), p.topic.data(),
+                 p.partition, r.error().detail.c_str());
+    return true;
   }
   p.slices = std::move(r->slices);
   for (const auto& s : p.slices)
     p.bytes += s.length;
+  return true;
 }
 
 void back_to_origin(FetchCtx* ctx) {
@@ -193,9 +254,16 @@ void run_group(FetchCtx* ctx, std::size_t gi, Phase phase, ReactorContext& rc) {
   Group& g = ctx->groups[gi];
   switch (phase) {
     case Phase::reading:
-      for (std::size_t pi : g.parts)
-        read_part(ctx->parts[pi], rc);
-      break;
+      // One extra count for this loop, so cold parts finishing early cannot end the round
+      // while it still runs.
+      g.pending = g.parts.size() + 1;
+      for (std::size_t pi : g.parts) {
+        Part& p = ctx->parts[pi];
+        p.group = gi;
+        if (read_part(p, rc)) --g.pending;
+      }
+      if (--g.pending == 0) back_to_origin(ctx);
+      return;
     case Phase::parking: {
       g.wake_sent = false;
       bool moved = false;
@@ -260,8 +328,8 @@ void FetchCtx::expire() {
 // session remembers as told.
 bool must_answer(SessionPartition& sp, const Part& p) {
   bool changed = !sp.answered || p.error != ErrorCode::none || !p.slices.empty() ||
-                 sp.high_watermark != p.high_watermark ||
-                 sp.last_stable_offset != p.last_stable || sp.broker_log_start != p.log_start;
+                 sp.high_watermark != p.high_watermark || sp.last_stable_offset != p.last_stable ||
+                 sp.broker_log_start != p.log_start;
   sp.answered = true;
   sp.high_watermark = p.high_watermark;
   sp.last_stable_offset = p.last_stable;
@@ -303,7 +371,8 @@ void respond(FetchCtx* raw) {
     std::vector<std::size_t> keep;
     for (std::size_t i : order) {
       Part& p = ctx->parts[i];
-      SessionPartition* sp = session->find(p.asked_topic, p.asked_topic_id, ctx->by_id, p.partition);
+      SessionPartition* sp =
+          session->find(p.asked_topic, p.asked_topic_id, ctx->by_id, p.partition);
       if (!sp || must_answer(*sp, p)) keep.push_back(i);
     }
     order = std::move(keep);
@@ -335,13 +404,18 @@ void respond(FetchCtx* raw) {
       // The response limit: the first partition with data is sent whole (a batch larger
       // than every limit must still get through); later ones only while they fit.
       bool sent = false;
+      std::uint64_t sent_bytes = 0;
       for (const auto& sl : p.slices) {
         if (any && sl.length > budget) break;
         pd.records.add_file(net::FileRange{sl.file, sl.file->fd, sl.position, sl.length});
         budget -= std::min<std::size_t>(budget, sl.length);
+        sent_bytes += sl.length;
         any = sent = true;
       }
-      if (sent) with_data.push_back(order[oi]);
+      if (sent) {
+        with_data.push_back(order[oi]);
+        r.rc.metrics.add_bytes_out(p.topic, sent_bytes);
+      }
     } else {
       pd.high_watermark = -1;
       pd.last_stable_offset = -1;
@@ -398,9 +472,8 @@ void merge_repeated(std::vector<Part>& parts, bool by_id) {
     return std::tuple(by_id ? std::string_view() : std::string_view(p.asked_topic),
                       by_id ? p.asked_topic_id : replication::Uuid{}, p.partition);
   };
-  std::stable_sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) {
-    return key(a) < key(b);
-  });
+  std::stable_sort(idx.begin(), idx.end(),
+                   [&](std::size_t a, std::size_t b) { return key(a) < key(b); });
   std::vector<bool> drop(parts.size(), false);
   bool any = false;
   for (std::size_t k = 1; k < idx.size(); ++k) {

@@ -57,53 +57,60 @@ struct Ctx {
   std::vector<Item> items;
 };
 
-void lookup(Item& it, std::int8_t isolation, ReactorContext& rc) {
+// Answers it, or returns false when a timestamp lookup needs file bytes that `ra` does not
+// hold (with ra's want set: fill it and ask again). Never reads a file itself.
+bool lookup(Item& it, std::int8_t isolation, ReactorContext& rc, io::ReadAhead* ra) {
   replication::Partition* p = rc.shard->find(it.topic, it.partition);
   if (!p) {
     it.error = ErrorCode::not_leader_or_follower;
-    return;
+    return true;
   }
   if (it.leader_epoch >= 0 && it.leader_epoch != p->leader_epoch()) {
     it.error = it.leader_epoch < p->leader_epoch() ? ErrorCode::fenced_leader_epoch
                                                    : ErrorCode::unknown_leader_epoch;
-    return;
+    return true;
   }
   it.out_epoch = p->leader_epoch();
   switch (it.timestamp) {
     case kLatest:
       it.out_offset = isolation == 1 ? p->last_stable_offset() : p->high_watermark();
-      return;
+      return true;
     case kEarliest:
     case kEarliestLocal:
       it.out_offset = p->log_start_offset();
-      return;
+      return true;
     case kLatestTiered:
       it.out_offset = -1;
       it.out_epoch = -1;
-      return;
+      return true;
     case kMaxTimestamp: {
-      auto r = p->log().max_timestamp();
+      auto r = p->log().max_timestamp(ra);
+      if (!r && r.error().code == io::Errc::would_block) return false;
       if (!r) {
         it.error = ErrorCode::kafka_storage_error;
       } else if (*r) {
         it.out_offset = (*r)->offset;
         it.out_timestamp = (*r)->timestamp;
       }
-      return;
+      return true;
     }
     default:
       break;
   }
   if (it.timestamp < 0) {
     it.error = ErrorCode::invalid_request;
-    return;
+    return true;
   }
-  auto r = p->log().offset_for_timestamp(it.timestamp);
+  auto r = p->log().offset_for_timestamp(it.timestamp, ra);
+  if (!r && r.error().code == io::Errc::would_block) return false;
   if (!r) {
     it.error = ErrorCode::kafka_storage_error;
-    LOG_ERROR("ListOffsets by timestamp on %.*s-%d: %s", static_cast<int>(it.topic.size()),
-              it.topic.data(), it.partition, r.error().detail.c_str());
-    return;
+    LOGF_ERROR(
+        (log::Fields{
+            .topic = it.topic, .partition = it.partition, .error_code = kafka::code(it.error)}),
+        "ListOffsets by timestamp on %.*s-%d: %s", static_cast<int>(it.topic.size()),
+        it.topic.data(), it.partition, r.error().detail.c_str());
+    return true;
   }
   const std::int64_t limit = isolation == 1 ? p->last_stable_offset() : p->high_watermark();
   if (*r && (*r)->offset < limit) {
@@ -112,7 +119,51 @@ void lookup(Item& it, std::int8_t isolation, ReactorContext& rc) {
   } else {
     it.out_epoch = -1;  // no record at or after the timestamp: Kafka names no epoch either
   }
+  return true;
 }
+
+// A lookup whose bytes are not in memory: it takes a buffer from the shard's pool, has the
+// log fill it through io_uring and asks again, until answered.
+struct ColdLookup final : io::ReadAheadPool::Waiter {
+  Item* it = nullptr;
+  std::int8_t isolation = 0;
+  ReactorContext* rc = nullptr;
+  std::function<void()> done;
+  io::ReadAhead* ra = nullptr;
+
+  void on_read_ahead(io::ReadAhead* got) override {
+    ra = got;
+    step();
+  }
+  void step() {
+    if (lookup(*it, isolation, *rc, ra)) {
+      finish();
+      return;
+    }
+    replication::Partition* p = rc->shard->find(it->topic, it->partition);
+    if (!p) {
+      it->error = ErrorCode::not_leader_or_follower;
+      finish();
+      return;
+    }
+    p->log().fill(*ra, [this](std::optional<std::string> err) {
+      if (err) {
+        LOG_ERROR("ListOffsets on %.*s-%d: %s", static_cast<int>(it->topic.size()),
+                  it->topic.data(), it->partition, err->c_str());
+        it->error = ErrorCode::kafka_storage_error;
+        finish();
+        return;
+      }
+      step();
+    });
+  }
+  void finish() {
+    rc->read_ahead->release(ra);
+    auto d = std::move(done);
+    delete this;
+    d();
+  }
+};
 
 void respond(std::unique_ptr<Ctx> ctx) {
   kafka::ListOffsetsResponse resp;
@@ -174,15 +225,26 @@ void list_offsets(RequestPtr r) {
   }
   const std::size_t n = ctx->items.size();
   const std::int8_t isolation = ctx->body.isolation_level;
-  fan_out_to_shards(
+  fan_out_to_shards_async(
       std::move(ctx), n,
       [](Ctx& c, std::size_t i) -> std::optional<std::size_t> {
         const Item& it = c.items[i];
         if (it.error != ErrorCode::none) return std::nullopt;
         return c.req->rc.broker->owner(it.topic, it.partition);
       },
-      [isolation](ReactorContext& shard, Ctx& c, std::size_t i) {
-        lookup(c.items[i], isolation, shard);
+      [isolation](ReactorContext& shard, Ctx& c, std::size_t i, auto item_done) {
+        // What is in memory is answered at once; a cold lookup waits for its bytes.
+        io::ReadAhead probe(0);
+        if (lookup(c.items[i], isolation, shard, &probe)) {
+          item_done();
+          return;
+        }
+        auto* cold = new ColdLookup();
+        cold->it = &c.items[i];
+        cold->isolation = isolation;
+        cold->rc = &shard;
+        cold->done = std::move(item_done);
+        if (io::ReadAhead* ra = shard.read_ahead->acquire(cold)) cold->on_read_ahead(ra);
       },
       [](std::unique_ptr<Ctx> c) { respond(std::move(c)); });
 }

@@ -153,6 +153,7 @@ class TransportImpl final : public DpdkTransport {
   std::uint16_t port() const override { return port_; }
   void stop_accepting() override;
   void close_all() override;
+  void close_all_gracefully() override;
   std::size_t connection_count() const override { return open_; }
   const DpdkTransportStats& stats() const override { return stats_; }
 

@@ -36,6 +36,11 @@ void TransportImpl::close_all() {
     c->close(false);
 }
 
+void TransportImpl::close_all_gracefully() {
+  for (Conn* c = head_; c; c = c->next)
+    c->close(true);
+}
+
 void TransportImpl::adopt(Conn* c) {
   c->next = head_;
   if (head_) head_->prev = c;

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """samsad on the DPDK backend, driven by real clients from the kernel's side of a veth pair.
 
-  dpdk_test.py --samsad PATH [--pmd af_packet|af_xdp] [--clients kcat,...] [--no-group]
+  dpdk_test.py --samsad PATH [--samsactl PATH] [--pmd af_packet|af_xdp] [--clients kcat,...]
+               [--no-group]
                [--connections N] [--bulk-mb N] [--crash-rounds N] [--budget S] [--keep]
 
 The test makes a network namespace of its own (samsa-dpdk-<pid>) and, inside it, a veth pair:
@@ -30,7 +31,8 @@ net_af_xdp) PMD as 10.99.0.2 through its userspace TCP/IP stack. Then, in order:
    wire applying the same rule per direction in user space; steps 1-4 run on the direct
    pair, and samsad is restarted on the same data once the wire is in place.
 
-samsad must then use under 5% of a core while idle, stop cleanly on SIGTERM, and its
+samsad must then use under 5% of a core while idle, (with --samsactl) name the backend and
+the device in `samsactl status` and export samsa_dpdk_* metrics, stop cleanly on SIGTERM, and its
 counters (logged at shutdown) must show the traffic and, after the lossy run, retransmits.
 With --crash-rounds N the flows are replaced by tests/integration/crash_restart_test.py over
 the DPDK backend: kill -9 under acks=all producers, N times; no acknowledged record lost.
@@ -878,6 +880,34 @@ def idle_check(broker: Samsad, settle: float = 2.0, span: float = 5.0, limit_pct
                    "loop does not sleep")
 
 
+def samsactl_check(samsactl: str, broker: Samsad):
+    """samsactl status names the backend and the device; the metrics carry the stack's."""
+    sock = os.path.join(broker.work, "admin.sock")
+    r = subprocess.run([samsactl, "--socket", sock, "--json", "status"], capture_output=True,
+                       text=True, timeout=30)
+    if r.returncode != 0:
+        raise Fail(f"samsactl status exited with {r.returncode}: {r.stderr.strip()}")
+    st = json.loads(r.stdout)
+    st = st.get("result", st)
+    d = st.get("dpdk") or {}
+    if st.get("backend") != "dpdk" or d.get("interface") != "d0" or d.get("ip") != DPDK_IP:
+        raise Fail(f"samsactl status: backend {st.get('backend')!r}, dpdk {d}")
+    r = subprocess.run([samsactl, "--socket", sock, "metrics"], capture_output=True, text=True,
+                       timeout=30)
+    if r.returncode != 0:
+        raise Fail(f"samsactl metrics exited with {r.returncode}: {r.stderr.strip()}")
+    got = {l.split()[0]: float(l.split()[1]) for l in r.stdout.splitlines()
+           if l.startswith("samsa_") and len(l.split()) == 2}
+    for name in ("samsa_dpdk_rx_packets_total", "samsa_dpdk_tx_bytes_total",
+                 "samsa_connections_accepted_total", "samsa_network_received_bytes_total"):
+        if got.get(name, 0) <= 0:
+            raise Fail(f"samsactl metrics: {name} is {got.get(name)}")
+    log(f"samsactl: status names {d.get('device')} ({d.get('driver')}) on d0, "
+        f"{d.get('rx_queues')}/{d.get('tx_queues')} queues polled by {d.get('polled_by')}; "
+        f"metrics: {int(got['samsa_dpdk_rx_packets_total'])} rx packets, "
+        f"{int(got['samsa_connections_accepted_total'])} connections accepted")
+
+
 def counters_check(broker: Samsad, impaired: bool) -> bool:
     """The stack's counters, logged at shutdown, saw the traffic (and the losses)."""
     with open(broker.log_file, "rb") as f:
@@ -1019,6 +1049,8 @@ def inner(a) -> int:
             if not broker.alive():
                 raise Fail("samsad died during the bulk run:\n" + broker.tail())
         idle_check(broker)
+        if a.samsactl:
+            samsactl_check(a.samsactl, broker)
         ok = True
     except Fail as e:
         log(f"FAIL: {e}")
@@ -1061,6 +1093,7 @@ def main() -> int:
     ap.add_argument("--crash-rounds", type=int, default=0,
                     help="instead of the flows: crash_restart_test.py with this many kill -9 "
                     "rounds over the DPDK backend")
+    ap.add_argument("--samsactl", help="also check samsactl status and metrics")
     ap.add_argument("--unavailable", help="the DPDK backend was not built: this reason")
     ap.add_argument("--keep", action="store_true", help="keep the work dir")
     ap.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)

@@ -125,12 +125,14 @@ TEST_F(Flush, FlushMsSyncsEveryFileRolledSinceTheLastSync) {
   LogConfig cfg = relaxed(INT64_MAX, 50);
   cfg.segment_bytes = 300;  // about two batches per segment
   auto log = open(cfg);
+  const auto s0 = log->stats().fdatasyncs;
   for (int i = 0; i < 6; ++i)
     ASSERT_TRUE(testing::append_sync(*reactor, *log, testing::make_batch(1, i, 100)).has_value());
   ASSERT_GE(log->segment_count(), 3u);
-  const auto s0 = log->stats().fdatasyncs;
   ASSERT_TRUE(reactor->run_until([&] { return log->recovery_point() == 6; }, 5'000'000'000));
-  EXPECT_EQ(log->stats().fdatasyncs - s0, log->segment_count());
+  // Every segment file was synced at least once (a slow machine may have run a flush.ms sync
+  // in the middle of the appends: then some files are synced by each).
+  EXPECT_GE(log->stats().fdatasyncs - s0, log->segment_count());
 }
 
 TEST_F(Flush, TurningFsyncOffNeverCompletesAStagedAppendWithoutItsSync) {

@@ -1,0 +1,398 @@
+#include "daemon/metrics.h"
+
+#include <cinttypes>
+#include <cstdio>
+#include <set>
+
+#include "base/clock.h"
+#include "daemon/broker.h"
+#include "daemon/dispatch.h"
+#include "net/kafka/api.h"
+#include "net/uring_transport.h"
+
+namespace samsa::daemon {
+
+void ReactorMetrics::add_bytes_out(std::string_view topic, std::uint64_t bytes) {
+  auto it = topics_.find(topic);
+  if (it == topics_.end()) it = topics_.emplace(std::string(topic), Topic{}).first;
+  it->second.bytes_out += bytes;
+}
+
+void ReactorMetrics::on_beat(const io::Reactor& r, std::int64_t now_ns) {
+  const std::uint64_t idle = r.idle_ns();
+  const std::int64_t elapsed = now_ns - last_beat_ns_;
+  if (elapsed > 0) {
+    const double idle_part =
+        static_cast<double>(idle - last_idle_ns_) / static_cast<double>(elapsed);
+    utilisation_ = std::clamp(1.0 - idle_part, 0.0, 1.0);
+  }
+  last_beat_ns_ = now_ns;
+  last_idle_ns_ = idle;
+}
+
+ReactorSample sample_reactor(ReactorContext& ctx, bool with_partitions) {
+  ReactorSample s;
+  s.index = ctx.index;
+  auto& m = ctx.metrics;
+  s.utilisation = m.utilisation();
+  if (ctx.reactor) {
+    s.idle_ns = ctx.reactor->idle_ns();
+    s.turns = ctx.reactor->turns();
+    s.io = ctx.reactor->io_metrics();
+  }
+  s.alive_ns = static_cast<std::uint64_t>(std::max<std::int64_t>(0, mono_ns() - m.started_ns()));
+  for (std::size_t k = 0; k < kMaxApiKey; ++k) {
+    const auto& a = m.apis()[k];
+    if (!a) continue;
+    for (std::size_t v = 0; v < kMaxApiVersion; ++v) {
+      if (a->by_version[v].count() == 0) continue;
+      s.requests.push_back(
+          {{static_cast<std::int16_t>(k), static_cast<std::int16_t>(v)}, a->by_version[v]});
+    }
+  }
+  // Topics deleted since are dropped here, so their series end.
+  for (auto it = m.topics().begin(); it != m.topics().end();) {
+    if (ctx.image && !ctx.image->topic(it->first)) {
+      it = m.topics().erase(it);
+      continue;
+    }
+    s.topic_bytes_out[it->first] = it->second.bytes_out;
+    ++it;
+  }
+  for (auto& t : ctx.transports) {
+    s.connections += t->connection_count();
+    if (auto* u = dynamic_cast<net::UringTransport*>(t.get())) {
+      const auto& st = u->stats();
+      s.accepted += st.accepted;
+      s.closed += st.closed;
+      s.backpressure_pauses += st.recv_pauses;
+      s.net_bytes_in += st.bytes_in;
+      s.net_bytes_out += st.bytes_out;
+    }
+#if SAMSA_HAVE_DPDK
+    if (auto* d = dynamic_cast<net::DpdkTransport*>(t.get())) {
+      const auto& st = d->stats();
+      s.accepted += st.accepted;
+      s.closed += st.closed;
+      s.backpressure_pauses += st.recv_pauses;
+      s.net_bytes_in += st.bytes_in;
+      s.net_bytes_out += st.bytes_out;
+    }
+#endif
+  }
+  for (auto& d : ctx.dispatchers)
+    s.in_flight += d->in_flight();
+  if (ctx.shard) {
+    s.failed_partitions = ctx.shard->failed();
+    if (with_partitions) {
+      ctx.shard->for_each([&](replication::Partition& p) {
+        PartitionSample ps;
+        ps.topic = p.topic();
+        ps.partition = p.index();
+        ps.leader_epoch = p.leader_epoch();
+        const io::Log& log = p.log();
+        ps.log_start = log.log_start_offset();
+        ps.log_end = log.log_end_offset();
+        ps.high_watermark = p.high_watermark();
+        ps.size_bytes = log.size_bytes();
+        ps.segments = log.segment_count();
+        ps.producers = p.producers().size();
+        ps.bytes_in = log.stats().bytes_written;
+        ps.batches_in = log.stats().appends;
+        ps.fenced = log.fenced();
+        ps.dir = log.dir().string();
+        s.partitions.push_back(std::move(ps));
+      });
+    }
+  }
+  return s;
+}
+
+namespace {
+
+void escape_label(std::string& out, std::string_view v) {
+  for (char c : v) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '"') {
+      out += "\\\"";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out.push_back(c);
+    }
+  }
+}
+
+class Writer {
+ public:
+  // Declares a metric family once (HELP and TYPE lines).
+  void family(const char* name, const char* type, const char* help) {
+    out_ += "# HELP ";
+    out_ += name;
+    out_ += ' ';
+    out_ += help;
+    out_ += "\n# TYPE ";
+    out_ += name;
+    out_ += ' ';
+    out_ += type;
+    out_ += '\n';
+  }
+  using Labels = std::initializer_list<std::pair<const char*, std::string_view>>;
+  void sample(std::string_view name, Labels labels, double v, const char* extra_label = nullptr,
+              std::string_view extra_value = {}) {
+    out_ += name;
+    bool any = false;
+    auto put = [&](const char* k, std::string_view val) {
+      out_ += any ? ',' : '{';
+      any = true;
+      out_ += k;
+      out_ += "=\"";
+      escape_label(out_, val);
+      out_ += '"';
+    };
+    for (const auto& [k, val] : labels)
+      put(k, val);
+    if (extra_label) put(extra_label, extra_value);
+    if (any) out_ += '}';
+    out_ += ' ';
+    char buf[40];
+    if (v == static_cast<double>(static_cast<std::int64_t>(v)) && v < 9e15 && v > -9e15) {
+      std::snprintf(buf, sizeof buf, "%" PRId64, static_cast<std::int64_t>(v));
+    } else {
+      std::snprintf(buf, sizeof buf, "%.9g", v);
+    }
+    out_ += buf;
+    out_ += '\n';
+  }
+  // A histogram's _bucket (cumulative), _sum and _count lines; scale turns recorded units into
+  // the exposed base unit (ns -> s).
+  template <class H>
+  void histogram(const std::string& name, Labels labels, const H& h, double scale) {
+    std::uint64_t cum = 0;
+    const auto& b = H::bounds();
+    char le[32];
+    for (std::size_t i = 0; i < b.size(); ++i) {
+      cum += h.counts()[i];
+      std::snprintf(le, sizeof le, "%.9g", static_cast<double>(b[i]) * scale);
+      sample(name + "_bucket", labels, static_cast<double>(cum), "le", le);
+    }
+    cum += h.counts()[b.size()];
+    sample(name + "_bucket", labels, static_cast<double>(cum), "le", "+Inf");
+    sample(name + "_sum", labels, static_cast<double>(h.sum()) * scale);
+    sample(name + "_count", labels, static_cast<double>(h.count()));
+  }
+  std::string take() { return std::move(out_); }
+
+ private:
+  std::string out_;
+};
+
+}  // namespace
+
+std::string render_prometheus(const BrokerSample& s) {
+  Writer w;
+  w.family("samsa_build_info", "gauge", "Always 1; the labels say which samsad this is.");
+  w.sample("samsa_build_info",
+           {{"version", s.version},
+            {"node_id", std::to_string(s.node_id)},
+            {"cluster_id", s.cluster_id}},
+           1);
+  w.family("process_start_time_seconds", "gauge", "Start time of the process since the epoch.");
+  w.sample("process_start_time_seconds", {}, s.start_time_s);
+  w.family("samsa_uptime_seconds", "gauge", "Seconds since samsad started.");
+  w.sample("samsa_uptime_seconds", {}, s.uptime_s);
+
+  // Requests, merged over reactors.
+  std::map<std::pair<std::int16_t, std::int16_t>, LatencyHistogram> req;
+  std::map<std::string, std::uint64_t> bytes_out, bytes_in, batches_in;
+  std::vector<const PartitionSample*> parts;
+  io::Reactor::IoMetrics io;
+  std::uint64_t conns = 0, accepted = 0, closed = 0, pauses = 0, nin = 0, nout = 0, inflight = 0;
+  std::map<std::pair<std::string, std::int32_t>, std::int64_t> hw;
+  for (const auto& r : s.reactors) {
+    if (!r) continue;
+    for (const auto& [k, h] : r->requests)
+      req[k].merge(h);
+    for (const auto& [t, b] : r->topic_bytes_out)
+      bytes_out[t] += b;
+    for (const auto& p : r->partitions) {
+      bytes_in[p.topic] += p.bytes_in;
+      batches_in[p.topic] += p.batches_in;
+      parts.push_back(&p);
+      hw[{p.topic, p.partition}] = p.high_watermark;
+    }
+    io.fsync.merge(r->io.fsync);
+    io.group_commit_appends.merge(r->io.group_commit_appends);
+    io.group_commit_bytes += r->io.group_commit_bytes;
+    conns += r->connections;
+    accepted += r->accepted;
+    closed += r->closed;
+    pauses += r->backpressure_pauses;
+    nin += r->net_bytes_in;
+    nout += r->net_bytes_out;
+    inflight += r->in_flight;
+  }
+
+  w.family("samsa_requests_total", "counter", "Kafka requests answered, by API and version.");
+  for (const auto& [k, h] : req)
+    w.sample("samsa_requests_total",
+             {{"api", kafka::api_name(k.first)}, {"version", std::to_string(k.second)}},
+             static_cast<double>(h.count()));
+  w.family("samsa_request_duration_seconds", "histogram",
+           "Time from a request's decoding to its answer being queued, by API and version.");
+  for (const auto& [k, h] : req)
+    w.histogram("samsa_request_duration_seconds",
+                {{"api", kafka::api_name(k.first)}, {"version", std::to_string(k.second)}}, h,
+                1e-9);
+  w.family("samsa_requests_in_flight", "gauge", "Requests decoded and not yet answered.");
+  w.sample("samsa_requests_in_flight", {}, static_cast<double>(inflight));
+
+  std::set<std::string> topics;
+  for (const auto& [t, b] : bytes_in)
+    topics.insert(t);
+  for (const auto& [t, b] : bytes_out)
+    topics.insert(t);
+  w.family("samsa_topic_bytes_in_total", "counter",
+           "Record batch bytes written to the topic's logs (since each log was opened).");
+  for (const auto& t : topics)
+    w.sample("samsa_topic_bytes_in_total", {{"topic", t}}, static_cast<double>(bytes_in[t]));
+  w.family("samsa_topic_batches_in_total", "counter", "Record batches appended to the topic.");
+  for (const auto& t : topics)
+    w.sample("samsa_topic_batches_in_total", {{"topic", t}}, static_cast<double>(batches_in[t]));
+  w.family("samsa_topic_bytes_out_total", "counter", "Record bytes sent to fetchers.");
+  for (const auto& t : topics)
+    w.sample("samsa_topic_bytes_out_total", {{"topic", t}}, static_cast<double>(bytes_out[t]));
+
+  auto per_partition = [&](const char* name, const char* help, auto get) {
+    w.family(name, "gauge", help);
+    for (const PartitionSample* p : parts)
+      w.sample(name, {{"topic", p->topic}, {"partition", std::to_string(p->partition)}},
+               static_cast<double>(get(*p)));
+  };
+  per_partition("samsa_partition_size_bytes", "Bytes of the partition's segments on disk.",
+                [](const PartitionSample& p) { return p.size_bytes; });
+  per_partition("samsa_partition_log_start_offset", "First offset still in the log.",
+                [](const PartitionSample& p) { return p.log_start; });
+  per_partition("samsa_partition_log_end_offset", "Offset the next record will get.",
+                [](const PartitionSample& p) { return p.log_end; });
+  per_partition("samsa_partition_high_watermark", "Consumers read below this offset.",
+                [](const PartitionSample& p) { return p.high_watermark; });
+  per_partition("samsa_partition_segments", "Segment files of the partition.",
+                [](const PartitionSample& p) { return p.segments; });
+  per_partition("samsa_partition_producers", "Idempotent producers the partition tracks.",
+                [](const PartitionSample& p) { return p.producers; });
+
+  if (s.groups) {
+    w.family("samsa_group_members", "gauge", "Members of a consumer group.");
+    for (const auto& g : *s.groups)
+      w.sample("samsa_group_members", {{"group", g.group}, {"state", g.state}},
+               static_cast<double>(g.members));
+    w.family("samsa_group_lag", "gauge",
+             "Records between a group's committed offset and the partition's high watermark.");
+    for (const auto& g : *s.groups) {
+      for (const auto& o : g.offsets) {
+        auto it = hw.find({o.topic, o.partition});
+        if (it == hw.end() || o.committed < 0) continue;
+        w.sample(
+            "samsa_group_lag",
+            {{"group", g.group}, {"topic", o.topic}, {"partition", std::to_string(o.partition)}},
+            static_cast<double>(lag_of(it->second, o.committed)));
+      }
+    }
+  }
+
+  w.family("samsa_log_fsync_duration_seconds", "histogram",
+           "From submitting a group commit's write with its linked fdatasync to the sync's end.");
+  w.histogram("samsa_log_fsync_duration_seconds", {}, io.fsync, 1e-9);
+  w.family("samsa_log_group_commit_appends", "histogram",
+           "Appends written by one group commit (one write and one fdatasync per log).");
+  w.histogram("samsa_log_group_commit_appends", {}, io.group_commit_appends, 1.0);
+  w.family("samsa_log_group_commit_bytes_total", "counter", "Bytes written by group commits.");
+  w.sample("samsa_log_group_commit_bytes_total", {}, static_cast<double>(io.group_commit_bytes));
+
+  w.family("samsa_reactor_up", "gauge",
+           "1 when the reactor answered the metrics collection in time, else 0.");
+  for (std::size_t i = 0; i < s.reactors.size(); ++i)
+    w.sample("samsa_reactor_up", {{"reactor", std::to_string(i)}}, s.reactors[i] ? 1 : 0);
+  w.family("samsa_reactor_utilization_ratio", "gauge",
+           "Share of the last second the reactor's loop spent working rather than waiting.");
+  for (const auto& r : s.reactors)
+    if (r)
+      w.sample("samsa_reactor_utilization_ratio", {{"reactor", std::to_string(r->index)}},
+               r->utilisation);
+  w.family("samsa_reactor_busy_seconds_total", "counter",
+           "Seconds the reactor's loop spent working rather than waiting for completions.");
+  for (const auto& r : s.reactors)
+    if (r)
+      w.sample("samsa_reactor_busy_seconds_total", {{"reactor", std::to_string(r->index)}},
+               static_cast<double>(r->alive_ns > r->idle_ns ? r->alive_ns - r->idle_ns : 0) * 1e-9);
+
+  w.family("samsa_connections", "gauge", "Open Kafka client connections.");
+  w.sample("samsa_connections", {}, static_cast<double>(conns));
+  w.family("samsa_connections_accepted_total", "counter", "Kafka client connections accepted.");
+  w.sample("samsa_connections_accepted_total", {}, static_cast<double>(accepted));
+  w.family("samsa_connections_closed_total", "counter", "Kafka client connections closed.");
+  w.sample("samsa_connections_closed_total", {}, static_cast<double>(closed));
+  w.family("samsa_backpressure_pauses_total", "counter",
+           "Times a connection stopped being read because its requests in flight reached "
+           "queued.max.requests or queued.max.request.bytes (samsa pauses instead of refusing).");
+  w.sample("samsa_backpressure_pauses_total", {}, static_cast<double>(pauses));
+  w.family("samsa_network_received_bytes_total", "counter", "Bytes received from clients.");
+  w.sample("samsa_network_received_bytes_total", {}, static_cast<double>(nin));
+  w.family("samsa_network_sent_bytes_total", "counter", "Bytes sent to clients.");
+  w.sample("samsa_network_sent_bytes_total", {}, static_cast<double>(nout));
+
+  if (s.dpdk) {  // samsa.net.backend=dpdk: the device and the userspace TCP/IP stack
+    const net::DpdkStats& d = *s.dpdk;
+    auto counter = [&w](const char* name, const char* help, std::uint64_t v) {
+      w.family(name, "counter", help);
+      w.sample(name, {}, static_cast<double>(v));
+    };
+    auto gauge = [&w](const char* name, const char* help, std::uint64_t v) {
+      w.family(name, "gauge", help);
+      w.sample(name, {}, static_cast<double>(v));
+    };
+    counter("samsa_dpdk_rx_packets_total", "Frames the DPDK device received.", d.rx_packets);
+    counter("samsa_dpdk_rx_bytes_total", "Bytes the DPDK device received.", d.rx_bytes);
+    counter("samsa_dpdk_tx_packets_total", "Frames the DPDK device sent.", d.tx_packets);
+    counter("samsa_dpdk_tx_bytes_total", "Bytes the DPDK device sent.", d.tx_bytes);
+    w.family("samsa_dpdk_dropped_packets_total", "counter",
+             "Frames dropped: rx (device ring full, no mbuf, errors), tx (ring full too long, no "
+             "mbuf, errors), ip (not for us, bad header or checksum).");
+    w.sample("samsa_dpdk_dropped_packets_total", {{"where", "rx"}},
+             static_cast<double>(d.rx_dropped));
+    w.sample("samsa_dpdk_dropped_packets_total", {{"where", "tx"}},
+             static_cast<double>(d.tx_dropped));
+    w.sample("samsa_dpdk_dropped_packets_total", {{"where", "ip"}},
+             static_cast<double>(d.ip_dropped));
+    counter("samsa_dpdk_tcp_retransmits_total", "TCP segments the stack sent again.",
+            d.tcp_retransmits);
+    gauge("samsa_dpdk_tcp_connections", "TCP connections of the stack (established or closing).",
+          d.tcp_connections);
+    gauge("samsa_dpdk_tcp_half_open", "TCP connections between SYN and handshake's end.",
+          d.tcp_half_open);
+    counter("samsa_dpdk_tcp_half_open_dropped_total",
+            "Half-open connections dropped because a listener's backlog was nearly full.",
+            d.tcp_syn_dropped);
+    counter("samsa_dpdk_tcp_accepted_total", "TCP connections accepted.", d.tcp_accepted);
+    counter("samsa_dpdk_tcp_resets_received_total", "TCP resets received.", d.tcp_resets_received);
+    w.family("samsa_dpdk_poll_busy_seconds_total", "counter",
+             "Time the poll loop spent in polls that found work (busy ratio: its rate over "
+             "samsa_dpdk_poll_seconds_total's).");
+    w.sample("samsa_dpdk_poll_busy_seconds_total", {}, static_cast<double>(d.poll_busy_ns) * 1e-9);
+    w.family("samsa_dpdk_poll_seconds_total", "counter", "Time since the poll loop started.");
+    w.sample("samsa_dpdk_poll_seconds_total", {}, static_cast<double>(d.poll_total_ns) * 1e-9);
+    counter("samsa_dpdk_poll_sleeps_total", "Times the idle poll loop went to sleep.", d.sleeps);
+    gauge("samsa_dpdk_mbufs_free", "Free packet buffers in the DPDK pool.", d.mbufs_free);
+  }
+
+  w.family("samsa_metadata_offset", "gauge",
+           "Offset of the last applied __cluster_metadata record.");
+  w.sample("samsa_metadata_offset", {}, static_cast<double>(s.metadata_offset));
+  w.family("samsa_topics", "gauge", "Topics in the cluster metadata.");
+  w.sample("samsa_topics", {}, static_cast<double>(s.topics));
+  return w.take();
+}
+
+}  // namespace samsa::daemon

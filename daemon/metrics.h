@@ -1,0 +1,147 @@
+// Broker metrics in Prometheus' text format (samsactl metrics, samsa.metrics.listen).
+//
+// Each reactor owns a ReactorMetrics (plain integers, no atomics: only its thread writes it) and
+// the io::Reactor's IoMetrics (fsync latency, group commit sizes). Collection posts a task to
+// every reactor, which copies its counters and the state of its partitions into a
+// ReactorSample; the coordinator contributes committed offsets for group lag; the admin thread
+// merges the samples and renders the exposition. Nothing on the request path takes a lock.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "base/histogram.h"
+#include "io/reactor.h"
+#include "net/dpdk/dpdk_transport.h"
+
+namespace samsa::daemon {
+
+struct ReactorContext;
+
+inline constexpr std::size_t kMaxApiKey = 128;
+inline constexpr std::size_t kMaxApiVersion = 32;
+
+// Counters of one reactor thread. Written only on that thread.
+class ReactorMetrics {
+ public:
+  struct Api {
+    std::array<LatencyHistogram, kMaxApiVersion> by_version;
+  };
+  struct Topic {
+    std::uint64_t bytes_out = 0;  // record bytes sent to fetchers
+  };
+
+  // A request answered (or dropped) ns after it was decoded.
+  void record_request(std::int16_t api, std::int16_t version, std::uint64_t ns) {
+    if (api < 0 || static_cast<std::size_t>(api) >= kMaxApiKey || version < 0 ||
+        static_cast<std::size_t>(version) >= kMaxApiVersion)
+      return;
+    auto& a = apis_[static_cast<std::size_t>(api)];
+    if (!a) a = std::make_unique<Api>();  // once per api and reactor
+    a->by_version[static_cast<std::size_t>(version)].record(ns);
+  }
+  void add_bytes_out(std::string_view topic, std::uint64_t bytes);
+
+  // The reactor's 1 s beat: loop utilisation over the last beat.
+  void on_beat(const io::Reactor& r, std::int64_t now_ns);
+  double utilisation() const { return utilisation_; }
+  std::int64_t started_ns() const { return started_ns_; }
+  void set_started(std::int64_t ns) { started_ns_ = last_beat_ns_ = ns; }
+
+  const std::array<std::unique_ptr<Api>, kMaxApiKey>& apis() const { return apis_; }
+  struct Hash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  std::unordered_map<std::string, Topic, Hash, std::equal_to<>>& topics() { return topics_; }
+
+ private:
+  std::array<std::unique_ptr<Api>, kMaxApiKey> apis_;
+  std::unordered_map<std::string, Topic, Hash, std::equal_to<>> topics_;
+  double utilisation_ = 0;
+  std::int64_t started_ns_ = 0;
+  std::int64_t last_beat_ns_ = 0;
+  std::uint64_t last_idle_ns_ = 0;
+};
+
+// What a reactor reports at collection time (built on its thread, read on the admin thread).
+struct PartitionSample {
+  std::string topic;
+  std::int32_t partition = 0;
+  std::int32_t leader_epoch = 0;
+  std::int64_t log_start = 0;
+  std::int64_t log_end = 0;
+  std::int64_t high_watermark = 0;
+  std::uint64_t size_bytes = 0;
+  std::size_t segments = 0;
+  std::size_t producers = 0;     // idempotent producers the partition tracks
+  std::uint64_t bytes_in = 0;    // bytes written to the log since it was opened
+  std::uint64_t batches_in = 0;  // appends since it was opened
+  bool fenced = false;
+  std::string dir;
+};
+
+struct ReactorSample {
+  std::size_t index = 0;
+  double utilisation = 0;
+  std::uint64_t idle_ns = 0;
+  std::uint64_t alive_ns = 0;
+  std::uint64_t turns = 0;
+  std::vector<std::pair<std::pair<std::int16_t, std::int16_t>, LatencyHistogram>> requests;
+  std::map<std::string, std::uint64_t> topic_bytes_out;
+  std::vector<PartitionSample> partitions;
+  std::map<std::string, std::string> failed_partitions;
+  io::Reactor::IoMetrics io;
+  std::uint64_t connections = 0;
+  std::uint64_t accepted = 0;
+  std::uint64_t closed = 0;
+  std::uint64_t backpressure_pauses = 0;
+  std::uint64_t net_bytes_in = 0;
+  std::uint64_t net_bytes_out = 0;
+  std::uint64_t in_flight = 0;
+};
+
+// On the reactor's thread.
+ReactorSample sample_reactor(ReactorContext& ctx, bool with_partitions = true);
+
+struct GroupOffsetSample {
+  std::string topic;
+  std::int32_t partition = 0;
+  std::int64_t committed = -1;
+};
+struct GroupSample {
+  std::string group;
+  std::string state;
+  std::size_t members = 0;
+  std::vector<GroupOffsetSample> offsets;
+};
+
+struct BrokerSample {
+  std::string version;
+  std::int32_t node_id = 0;
+  std::string cluster_id;
+  double uptime_s = 0;
+  double start_time_s = 0;                             // unix time
+  std::vector<std::optional<ReactorSample>> reactors;  // nullopt: did not answer in time
+  std::optional<std::vector<GroupSample>> groups;
+  std::int64_t metadata_offset = -1;
+  std::size_t topics = 0;
+  std::optional<net::DpdkStats> dpdk;  // samsa.net.backend=dpdk: the stack's counters
+};
+
+// Prometheus text exposition format 0.0.4.
+std::string render_prometheus(const BrokerSample& s);
+
+// Lag of a committed offset against a partition's high watermark (never negative).
+inline std::int64_t lag_of(std::int64_t high_watermark, std::int64_t committed) {
+  return committed < 0 || high_watermark < committed ? 0 : high_watermark - committed;
+}
+
+}  // namespace samsa::daemon
