@@ -1,0 +1,312 @@
+// __consumer_offsets: replaying its partitions at start, writing records, and the periodic
+// rewrite of the live state.
+
+#include "coordinator/coordinator_impl.h"
+
+#include "base/log.h"
+#include "io/batch_builder.h"
+#include "io/record_batch.h"
+
+namespace samsa::coordinator {
+
+ErrorCode store_error(const io::Error& e) {
+  switch (e.code) {
+    case io::Errc::batch_too_large:
+      return ErrorCode::invalid_commit_offset_size;
+    case io::Errc::not_found:
+      return ErrorCode::not_coordinator;
+    default:
+      return ErrorCode::coordinator_not_available;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Loading
+
+void GroupCoordinator::start(std::int32_t partitions) {
+  if (partitions_ > 0 || partitions <= 0) return;
+  partitions_ = partitions;
+  load_state_.assign(static_cast<std::size_t>(partitions), LoadState::loading);
+  load_failed_before_.assign(static_cast<std::size_t>(partitions), false);
+  loading_ = static_cast<std::size_t>(partitions);
+  LOG_INFO("group coordinator: loading %d partitions of %s", partitions, kOffsetsTopic.data());
+  for (std::int32_t p = 0; p < partitions; ++p)
+    load_partition(p);
+  reactor_.arm(&expiry_timer_, mono_ns() + opts_.offsets_retention_check_interval_ms * 1'000'000);
+  if (opts_.state_rewrite_interval_ms > 0)
+    reactor_.arm(&rewrite_timer_, mono_ns() + opts_.state_rewrite_interval_ms * 1'000'000);
+}
+
+void GroupCoordinator::load_partition(std::int32_t p) {
+  store_->load(
+      p, [this, p](std::span<const std::byte> batch) { replay_batch(p, batch); },
+      [this, p](std::optional<io::Error> err) { on_loaded(p, std::move(err)); });
+}
+
+void GroupCoordinator::replay_batch(std::int32_t p, std::span<const std::byte> batch) {
+  if (batch.size() < io::batch::kHeaderSize) return;
+  const io::BatchInfo info = io::batch::parse_header(batch.data());
+  if (info.is_control()) return;
+  std::vector<std::byte> storage;
+  auto records = io::batch::records_of(batch, storage);
+  if (!records) {
+    LOG_ERROR("%s-%d: skipping an unreadable batch at offset %lld: %s", kOffsetsTopic.data(), p,
+              static_cast<long long>(info.base_offset), records.error().detail.c_str());
+    return;
+  }
+  io::batch::RecordReader reader(*records, info.record_count);
+  for (;;) {
+    auto rec = reader.next();
+    if (!rec) {
+      LOG_ERROR("%s-%d: malformed record in the batch at offset %lld: %s", kOffsetsTopic.data(), p,
+                static_cast<long long>(info.base_offset), rec.error().detail.c_str());
+      return;
+    }
+    if (!*rec) break;
+    const io::batch::Record& r = **rec;
+    ++stats_.records_loaded;
+    if (!r.key) continue;
+    auto key = decode_key(*r.key);
+    if (!key) {
+      LOG_WARN("%s-%d: skipping a record at offset %lld: %s", kOffsetsTopic.data(), p,
+               static_cast<long long>(info.base_offset + r.offset_delta), key.error().c_str());
+      continue;
+    }
+    if (auto* ok = std::get_if<OffsetKey>(&*key)) {
+      Group* g = find_group(ok->group);
+      if (!r.value) {
+        if (g) g->offsets.erase({ok->topic, ok->partition});
+        continue;
+      }
+      auto v = decode_offset_value(*r.value);
+      if (!v) {
+        LOG_WARN("%s-%d: skipping the offset of %s at offset %lld: %s", kOffsetsTopic.data(), p,
+                 ok->group.c_str(), static_cast<long long>(info.base_offset + r.offset_delta),
+                 v.error().c_str());
+        continue;
+      }
+      if (!g) g = create_group(ok->group);
+      g->offsets[{ok->topic, ok->partition}] = std::move(*v);
+    } else if (auto* gk = std::get_if<GroupKey>(&*key)) {
+      if (!r.value) {
+        // The group is gone; offsets written after the tombstone (there are none in what
+        // Kafka writes) would re-create it as a group that only commits.
+        if (Group* g = find_group(gk->group)) erase_group(g);
+        continue;
+      }
+      auto v = decode_group_value(*r.value);
+      if (!v) {
+        LOG_WARN("%s-%d: skipping the metadata of group %s: %s", kOffsetsTopic.data(), p,
+                 gk->group.c_str(), v.error().c_str());
+        continue;
+      }
+      apply_group_value(p, gk->group, std::move(*v));
+    }
+  }
+}
+
+void GroupCoordinator::apply_group_value(std::int32_t p, const std::string& group_id,
+                                         GroupValue v) {
+  Group* g = find_group(group_id);
+  if (!g) g = create_group(group_id);
+  g->partition = p;
+  for (auto& [id, m] : g->members)
+    reactor_.disarm(&m->heartbeat);
+  g->members.clear();
+  g->static_members.clear();
+  g->pending_sync.clear();
+  g->protocol_type = v.protocol_type;
+  g->generation = v.generation;
+  g->protocol = v.protocol;
+  g->leader = v.leader;
+  g->state_timestamp_ms = v.current_state_timestamp;
+  for (auto& mv : v.members) {
+    auto m = std::make_unique<Member>();
+    m->heartbeat.member = m.get();
+    m->heartbeat.fn = &on_heartbeat_expired;
+    m->coordinator = this;
+    m->group = g;
+    m->id = mv.member_id;
+    m->instance_id = mv.group_instance_id;
+    m->client_id = mv.client_id;
+    m->client_host = mv.client_host;
+    m->session_timeout_ms = mv.session_timeout;
+    m->rebalance_timeout_ms = mv.rebalance_timeout;
+    m->protocol_type = v.protocol_type;
+    if (v.protocol) m->protocols.push_back({*v.protocol, std::move(mv.subscription)});
+    m->assignment = std::move(mv.assignment);
+    m->join_seq = g->next_join_seq++;
+    if (m->instance_id) g->static_members[*m->instance_id] = m->id;
+    g->members.emplace(m->id, std::move(m));
+  }
+  // A group with members was Stable when it was written: the members resume heartbeating (or
+  // expire) as if nothing happened.
+  g->state = g->members.empty() ? GroupState::empty : GroupState::stable;
+}
+
+void GroupCoordinator::on_loaded(std::int32_t p, std::optional<io::Error> err) {
+  auto& st = load_state_[static_cast<std::size_t>(p)];
+  if (err) {
+    // Said once per partition; the retries that follow (every load_retry_ms) stay quiet.
+    if (!load_failed_before_[static_cast<std::size_t>(p)]) {
+      LOG_ERROR("group coordinator: loading %s-%d failed (%s); retrying", kOffsetsTopic.data(), p,
+                err->detail.c_str());
+      load_failed_before_[static_cast<std::size_t>(p)] = true;
+    }
+    st = LoadState::failed;
+    // Drop what was replayed so far: the retry starts over.
+    std::vector<Group*> doomed;
+    for (auto& [id, g] : groups_)
+      if (g->partition == p) doomed.push_back(g.get());
+    for (Group* g : doomed)
+      erase_group(g);
+    if (!retry_timer_.armed())
+      reactor_.arm(&retry_timer_, mono_ns() + opts_.load_retry_ms * 1'000'000);
+    return;
+  }
+  st = LoadState::loaded;
+  --loading_;
+  if (load_failed_before_[static_cast<std::size_t>(p)])
+    LOG_INFO("group coordinator: loaded %s-%d after all", kOffsetsTopic.data(), p);
+  std::size_t groups = 0;
+  for (auto& [id, g] : groups_) {
+    if (g->partition != p) continue;
+    ++groups;
+    for (auto& [mid, m] : g->members)
+      touch_member(*m, m->session_timeout_ms);
+  }
+  LOG_DEBUG("group coordinator: loaded %s-%d: %zu groups", kOffsetsTopic.data(), p, groups);
+  if (loading_ == 0)
+    LOG_INFO("group coordinator: loaded %zu groups from %d partitions", groups_.size(),
+             partitions_);
+}
+
+void GroupCoordinator::on_load_retry(io::Timer* t) {
+  auto* self = static_cast<RetryTimer*>(t)->self;
+  if (self->shutting_down_) return;
+  for (std::int32_t p = 0; p < self->partitions_; ++p) {
+    auto& st = self->load_state_[static_cast<std::size_t>(p)];
+    if (st != LoadState::failed) continue;
+    st = LoadState::loading;
+    self->load_partition(p);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Storage
+
+GroupValue GroupCoordinator::group_value(const Group& g) const {
+  GroupValue v;
+  v.protocol_type = g.protocol_type;
+  v.generation = g.generation;
+  v.protocol = g.protocol;
+  v.leader = g.leader;
+  v.current_state_timestamp = g.state_timestamp_ms;
+  if (g.state == GroupState::empty || g.state == GroupState::dead) return v;
+  for (const Member* m : g.ordered()) {
+    MemberValue mv;
+    mv.member_id = m->id;
+    mv.group_instance_id = m->instance_id;
+    mv.client_id = m->client_id;
+    mv.client_host = m->client_host;
+    mv.rebalance_timeout = m->rebalance_timeout_ms;
+    mv.session_timeout = m->session_timeout_ms;
+    if (g.protocol)
+      if (const Bytes* md = m->metadata(*g.protocol)) mv.subscription = *md;
+    mv.assignment = m->assignment;
+    v.members.push_back(std::move(mv));
+  }
+  return v;
+}
+
+void GroupCoordinator::store_records(
+    std::int32_t partition, const std::vector<std::pair<Bytes, std::optional<Bytes>>>& records,
+    OffsetsStore::AppendDone done) {
+  std::size_t size = io::batch::kHeaderSize;
+  for (const auto& [k, v] : records)
+    size += io::BatchBuilder::max_record_size(k.size(), v ? v->size() : 0);
+  std::vector<std::byte> buf(size);
+  io::BatchBuilder b(buf);
+  const std::int64_t now = wall_ms();
+  for (const auto& [k, v] : records) {
+    io::BatchBuilder::Bytes value = std::nullopt;
+    if (v) value = std::span<const std::byte>(*v);
+    b.add(now, std::span<const std::byte>(k), value);
+  }
+  buf.resize(b.finish().size());
+  ++stats_.batches_written;
+  std::vector<std::string> keys;
+  keys.reserve(records.size());
+  for (const auto& [k, v] : records) {
+    keys.emplace_back(reinterpret_cast<const char*>(k.data()), k.size());
+    ++in_flight_keys_[keys.back()];
+  }
+  store_->append(
+      partition, std::move(buf),
+      [this, keys = std::move(keys), done = std::move(done)](std::optional<io::Error> err) mutable {
+        for (const auto& k : keys) {
+          auto it = in_flight_keys_.find(k);
+          if (it != in_flight_keys_.end() && --it->second == 0) in_flight_keys_.erase(it);
+        }
+        done(std::move(err));
+      });
+}
+
+void GroupCoordinator::on_rewrite_timer(io::Timer* t) {
+  auto* self = static_cast<RewriteTimer*>(t)->self;
+  if (self->shutting_down_) return;
+  self->rewrite_state();
+  if (self->opts_.state_rewrite_interval_ms > 0)
+    self->reactor_.arm(t, mono_ns() + self->opts_.state_rewrite_interval_ms * 1'000'000);
+}
+
+void GroupCoordinator::rewrite_state() {
+  if (shutting_down_ || partitions_ <= 0) return;
+  // Batches stay well below the topic's max.message.bytes (1 MiB by default).
+  constexpr std::size_t kChunkBytes = 512u << 10;
+  std::vector<std::vector<const Group*>> by_partition(static_cast<std::size_t>(partitions_));
+  for (const auto& [id, g] : groups_)
+    if (g->state != GroupState::dead)
+      by_partition[static_cast<std::size_t>(g->partition)].push_back(g.get());
+  std::size_t total = 0;
+  for (std::int32_t p = 0; p < partitions_; ++p) {
+    if (load_state_[static_cast<std::size_t>(p)] != LoadState::loaded) continue;
+    std::vector<std::pair<Bytes, std::optional<Bytes>>> chunk;
+    std::size_t chunk_bytes = 0;
+    auto add = [&](Bytes key, Bytes value) {
+      if (in_flight_keys_.count(std::string(reinterpret_cast<const char*>(key.data()), key.size())))
+        return;
+      chunk_bytes += key.size() + value.size() + 32;
+      chunk.emplace_back(std::move(key), std::move(value));
+      if (chunk_bytes >= kChunkBytes) {
+        total += chunk.size();
+        store_records(p, chunk, [p](std::optional<io::Error> err) {
+          if (err)
+            LOG_WARN("rewriting the state of %s-%d failed: %s", kOffsetsTopic.data(), p,
+                     err->detail.c_str());
+        });
+        chunk.clear();
+        chunk_bytes = 0;
+      }
+    };
+    for (const Group* g : by_partition[static_cast<std::size_t>(p)]) {
+      const bool settled = g->state == GroupState::stable || g->state == GroupState::empty;
+      if (settled && (!g->protocol_type.empty() || g->generation > 0))
+        add(encode_key(GroupKey{g->id}), encode_value(group_value(*g)));
+      for (const auto& [tp, v] : g->offsets)
+        add(encode_key(OffsetKey{g->id, tp.first, tp.second}), encode_value(v));
+    }
+    if (!chunk.empty()) {
+      total += chunk.size();
+      store_records(p, chunk, [p](std::optional<io::Error> err) {
+        if (err)
+          LOG_WARN("rewriting the state of %s-%d failed: %s", kOffsetsTopic.data(), p,
+                   err->detail.c_str());
+      });
+    }
+  }
+  stats_.records_rewritten += total;
+  LOG_INFO("group coordinator: rewrote %zu records of live state", total);
+}
+
+}  // namespace samsa::coordinator
