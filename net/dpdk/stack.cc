@@ -431,6 +431,7 @@ bool StackImpl::poll() {
   for (int round = 0; round < kBurstsPerPoll; ++round) {
     const std::uint16_t n = port_->rx(frames, kBurst);
     if (n == 0) break;
+    if (!work) shed_half_open();
     work = true;
     for (std::uint16_t i = 0; i < n; ++i) {
       auto* pc = static_cast<pbuf_custom*>(Port::priv(frames[i].mbuf));
@@ -441,7 +442,6 @@ bool StackImpl::poll() {
     }
     if (n < kBurst) break;
   }
-  if (work) shed_half_open();
   if (t0 >= next_timer_ns_) {
     sys_check_timeouts();
     const u32_t ms = sys_timeouts_sleeptime();
@@ -510,23 +510,26 @@ void StackImpl::housekeeping(std::int64_t now) {
 }
 
 // lwIP counts a connection against its listener's backlog (at most 255) from the SYN on, and
-// has no SYN cookies: a few hundred SYNs that never complete (a flood from spoofed sources)
+// has no SYN cookies: a few hundred SYNs that never complete (a flood from forged sources)
 // would lock every new client out until they time out (TCP_SYN_RCVD_TIMEOUT, 20 s). When a
-// listener's backlog is nearly full, its older half-open connections are dropped without a
-// word, as a kernel drops from its SYN queue; a client that completes its handshake within
-// the next ~100 SYNs still gets in.
+// listener's backlog is nearly full, its half-open connections older than kShedAfterMs are
+// dropped without a word: a real client's handshake is done long before (a burst of
+// legitimate SYNs must not be cut short: their SYN-ACKs are out, and a dropped one would meet
+// its peer's ACK with a reset), a forged one never ends. Runs before a burst of received
+// frames goes to lwIP, so a new client's SYN finds the room.
 void StackImpl::shed_half_open() {
   constexpr int kSlack = 16;
+  constexpr u32_t kShedAfterMs = 200;
+  constexpr u32_t kShedAfterTicks = std::max<u32_t>(1, kShedAfterMs / TCP_SLOW_INTERVAL);
   for (auto& [port, g] : groups_) {
     auto* l = reinterpret_cast<tcp_pcb_listen*>(g.lpcb);
     if (int(l->accepts_pending) + kSlack < int(l->backlog)) continue;
-    // tcp_active_pcbs is newest first (tcp_reg prepends).
-    std::vector<tcp_pcb*> half;
+    std::vector<tcp_pcb*> old;
     for (tcp_pcb* p = tcp_active_pcbs; p; p = p->next)
-      if (p->state == SYN_RCVD && p->listener == l) half.push_back(p);
-    const std::size_t keep = std::min<std::size_t>(half.size(), l->backlog / 2);
-    for (std::size_t i = half.size(); i > keep; --i) {
-      tcp_abandon(half[i - 1], 0);  // no RST: the source is most likely forged
+      if (p->state == SYN_RCVD && p->listener == l && u32_t(tcp_ticks - p->tmr) >= kShedAfterTicks)
+        old.push_back(p);
+    for (tcp_pcb* p : old) {
+      tcp_abandon(p, 0);  // no RST: the source is most likely forged
       syn_shed_.fetch_add(1, std::memory_order_relaxed);
     }
   }
