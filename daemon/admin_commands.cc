@@ -146,6 +146,24 @@ void status(Broker& b, AdminServer& admin, const json::Value&, Reply reply) {
                    std::to_string(e.port));
   out["listeners"] = std::move(listeners);
   out["backend"] = cfg.get_string("samsa.net.backend");
+  if (const auto d = b.dpdk_info()) {
+    const auto st = b.dpdk_stats();
+    json::Value v;
+    v["device"] = d->device;
+    v["driver"] = d->driver;
+    v["interface"] = d->interface;
+    v["ip"] = d->ip;
+    v["mac"] = d->mac;
+    v["mtu"] = static_cast<long long>(d->mtu);
+    v["rx_queues"] = static_cast<long long>(d->rx_queues);
+    v["tx_queues"] = static_cast<long long>(d->tx_queues);
+    v["polled_by"] = d->polled_by;
+    v["tcp_connections"] = static_cast<long long>(st->tcp_connections);
+    v["poll_busy_ratio"] = st->poll_total_ns ? static_cast<double>(st->poll_busy_ns) /
+                                                   static_cast<double>(st->poll_total_ns)
+                                             : 0.0;
+    out["dpdk"] = std::move(v);
+  }
   out["config_file"] = cfg.file();
   out["admin_socket"] = cfg.get_string("samsa.admin.socket");
   out["metrics_listen"] = cfg.get_string("samsa.metrics.listen");
@@ -401,6 +419,7 @@ void metrics(Broker& b, AdminServer& admin, const json::Value&, Reply reply) {
   base->cluster_id = settings->cluster_id;
   base->uptime_s = static_cast<double>(mono_ns() - b.start_mono_ns()) / 1e9;
   base->start_time_s = static_cast<double>(b.start_wall_ms()) / 1e3;
+  base->dpdk = b.dpdk_stats();
   const std::size_t n = b.reactor_count();
   using Part =
       std::variant<ReactorSample, std::vector<GroupSample>, std::pair<std::int64_t, std::size_t>>;

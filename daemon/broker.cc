@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 
@@ -13,9 +14,40 @@
 #include "daemon/admin.h"
 #include "daemon/dispatch.h"
 #include "io/checkpoint.h"
+#include "net/dpdk/dpdk_transport.h"
 #include "net/uring_transport.h"
 
 namespace samsa::daemon {
+
+namespace {
+
+// The DPDK backend's counters in one line (the log every minute, at shutdown, and the status).
+std::string dpdk_stats_text(const net::DpdkStats& s) {
+  char b[512];
+  const double busy = s.poll_total_ns ? 100.0 * static_cast<double>(s.poll_busy_ns) /
+                                            static_cast<double>(s.poll_total_ns)
+                                      : 0.0;
+  std::snprintf(
+      b, sizeof b,
+      "rx %llu packets %llu bytes, tx %llu packets %llu bytes, dropped rx %llu tx %llu "
+      "ip %llu, tcp retransmits %llu, connections %llu (half-open %llu, accepted %llu, "
+      "resets received %llu, half-open dropped %llu), poll busy %.1f%%, sleeps %llu, mbufs "
+      "free %u/%u",
+      static_cast<unsigned long long>(s.rx_packets), static_cast<unsigned long long>(s.rx_bytes),
+      static_cast<unsigned long long>(s.tx_packets), static_cast<unsigned long long>(s.tx_bytes),
+      static_cast<unsigned long long>(s.rx_dropped), static_cast<unsigned long long>(s.tx_dropped),
+      static_cast<unsigned long long>(s.ip_dropped),
+      static_cast<unsigned long long>(s.tcp_retransmits),
+      static_cast<unsigned long long>(s.tcp_connections),
+      static_cast<unsigned long long>(s.tcp_half_open),
+      static_cast<unsigned long long>(s.tcp_accepted),
+      static_cast<unsigned long long>(s.tcp_resets_received),
+      static_cast<unsigned long long>(s.tcp_syn_dropped), busy,
+      static_cast<unsigned long long>(s.sleeps), s.mbufs_free, s.mbufs_total);
+  return b;
+}
+
+}  // namespace
 namespace {
 
 constexpr const char* kMetaFile = "meta.properties";
@@ -107,8 +139,26 @@ std::expected<void, std::string> Broker::init(Config cfg,
   start_wall_ms_ = wall_ms();
   start_mono_ns_ = mono_ns();
   testing_hooks_ = config_.get_bool("samsa.testing.hooks");
-  // Before touching any data: another broker may hold the port (or the log dirs, below).
-  if (auto listeners = parse_listeners(config_.get_list("listeners")); listeners) {
+  // Before touching any data: the DPDK device and address must be ours (the stack's own
+  // listeners need no kernel port) ...
+  const bool dpdk = config_.get_string("samsa.net.backend") == "dpdk";
+  if (dpdk) {
+    auto s = make_settings(config_, "");
+    if (!s) return std::unexpected(s.error());
+#if SAMSA_HAVE_DPDK
+    const DpdkSettings& d = (*s)->dpdk;
+    net::DpdkOptions o{d.eal_args, d.ip, d.netmask, d.gateway, d.mtu, d.idle_poll_us, d.mbufs};
+    auto stack = net::DpdkStack::create(o);
+    if (!stack) return std::unexpected("samsa.net.backend=dpdk: " + stack.error());
+    dpdk_ = std::move(*stack);
+#else
+    return std::unexpected(
+        "samsa.net.backend=dpdk: this samsad was built without the DPDK backend (libdpdk-dev "
+        "and lwIP's sources were missing at build time; see net/dpdk/README.md)");
+#endif
+  }
+  // ... and another broker may hold the port (or the log dirs, below).
+  if (auto listeners = parse_listeners(config_.get_list("listeners")); listeners && !dpdk) {
     const auto controller_names = config_.get_list("controller.listener.names");
     for (const auto& e : *listeners) {
       if (std::find(controller_names.begin(), controller_names.end(), e.name) !=
@@ -270,8 +320,11 @@ void Broker::run_reactor(ReactorThread* t) {
 
   struct Beat : io::Timer {
     ReactorContext* ctx;
+    net::DpdkStack* dpdk;  // reactor 0 only: its counters go to the log every minute
+    std::uint64_t beats = 0, last_packets = 0;
   } beat;
   beat.ctx = &ctx;
+  beat.dpdk = ctx.index == 0 ? dpdk_.get() : nullptr;
   ctx.metrics.set_started(mono_ns());
   // The watchdog counts loop turns; an idle loop must still show it is alive.
   beat.fn = [](io::Timer* tm) {
@@ -279,15 +332,25 @@ void Broker::run_reactor(ReactorThread* t) {
     b->ctx->turns.fetch_add(1, std::memory_order_relaxed);
     const std::int64_t now = mono_ns();
     b->ctx->metrics.on_beat(*b->ctx->reactor, now);
+    if (b->dpdk && ++b->beats % 60 == 0) {
+      const net::DpdkStats st = b->dpdk->stats();
+      if (st.rx_packets + st.tx_packets != b->last_packets)
+        LOG_INFO("dpdk: %s", dpdk_stats_text(st).c_str());
+      b->last_packets = st.rx_packets + st.tx_packets;
+    }
     b->ctx->reactor->arm(tm, now + 1'000'000'000);
   };
   ctx.reactor->arm(&beat, mono_ns() + 1'000'000'000);
+  // One reactor polls the DPDK device (one queue pair) and hands the others their
+  // connections' bytes through their queues.
+  if (dpdk_ && ctx.index == 0) dpdk_->attach(*ctx.reactor);
 
   ctx.reactor->run();
 
   ctx.reactor->disarm(&beat);
   // Transports must be destroyed on their reactor (they drain kernel-held buffers).
   ctx.transports.clear();
+  if (dpdk_ && ctx.index == 0) dpdk_->detach();
   ctx.dispatchers.clear();
   ctx.shard.reset();
 }
@@ -467,7 +530,11 @@ void Broker::publish(replication::ImagePtr image) {
         for (std::size_t l = 0; l < ctx.settings->listeners.size() && error.empty(); ++l) {
           const Endpoint& e = ctx.settings->listeners[l];
           ctx.dispatchers.push_back(std::make_unique<KafkaDispatcher>(ctx, l));
-          auto tr = net::UringTransport::create(*ctx.reactor, *ctx.dispatchers.back());
+          std::unique_ptr<net::Transport> tr;
+#if SAMSA_HAVE_DPDK
+          if (dpdk_) tr = net::DpdkTransport::create(*ctx.reactor, *ctx.dispatchers.back(), *dpdk_);
+#endif
+          if (!tr) tr = net::UringTransport::create(*ctx.reactor, *ctx.dispatchers.back());
           net::ListenerConfig lc;
           lc.host = e.host;
           lc.port = e.port;
@@ -629,6 +696,15 @@ bool Broker::healthy() {
 }
 
 std::string Broker::status_line() const {
+  // The network backend: which device, address and queues (samsa.net.backend=dpdk).
+  std::string net;
+  if (dpdk_) {
+    const net::DpdkInfo i = dpdk_->info();
+    net = "; dpdk " + i.device + " (" + i.driver + ")" +
+          (i.interface.empty() ? "" : " on " + i.interface) + " as " + i.ip + ", " +
+          std::to_string(i.rx_queues) + "/" + std::to_string(i.tx_queues) +
+          " rx/tx queues polled by " + i.polled_by;
+  }
   // systemd's STATUS once serving: where, how much, and what start-up had to do.
   std::string where;
   {
@@ -652,7 +728,7 @@ std::string Broker::status_line() const {
                               std::to_string(recovery_ms_) + " ms";
   return std::string(state_name(state())) + " on " + where + "; " + std::to_string(partitions) +
          " partitions in " + std::to_string(log_dirs_.size()) + " log dir" +
-         (log_dirs_.size() == 1 ? "" : "s") + "; " + how;
+         (log_dirs_.size() == 1 ? "" : "s") + "; " + how + net;
 }
 
 void Broker::shutdown() {
@@ -771,6 +847,8 @@ void Broker::shutdown() {
     auto r = clean ? d->shutdown_clean() : d->write_checkpoints();
     if (!r) LOG_WARN("log dir %s: %s", d->root().c_str(), r.error().detail.c_str());
   }
+  if (dpdk_) LOG_INFO("dpdk: %s", dpdk_stats_text(dpdk_->stats()).c_str());
+  dpdk_.reset();  // every reactor thread that used it has ended
   reactors_.clear();
   contexts_.clear();
   log_dirs_.clear();

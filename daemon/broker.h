@@ -28,6 +28,7 @@
 #include "io/offload.h"
 #include "io/reactor.h"
 #include "io/retention.h"
+#include "net/dpdk/dpdk_transport.h"
 #include "net/memory_budget.h"
 #include "net/transport.h"
 #include "replication/controller.h"
@@ -113,6 +114,13 @@ class Broker {
   // (the systemd watchdog asks).
   bool healthy();
   std::string status_line() const;
+  // samsa.net.backend=dpdk: the stack's device and counters (nullopt with uring).
+  std::optional<net::DpdkInfo> dpdk_info() const {
+    return dpdk_ ? std::optional(dpdk_->info()) : std::nullopt;
+  }
+  std::optional<net::DpdkStats> dpdk_stats() const {
+    return dpdk_ ? std::optional(dpdk_->stats()) : std::nullopt;
+  }
 
   // ---- for the admin socket (daemon/admin_ops.cc, daemon/admin_commands.cc) ----
   enum class State : std::uint8_t { starting, serving, draining, drained, stopping };
@@ -210,6 +218,8 @@ class Broker {
   std::unique_ptr<io::RetentionDeleter> retention_;
   std::unique_ptr<io::Offload> offload_;  // "offload-N" threads
 
+  // samsa.net.backend=dpdk: the device and TCP/IP stack, polled by reactor 0.
+  std::unique_ptr<net::DpdkStack> dpdk_;
   std::vector<std::unique_ptr<ReactorThread>> reactors_;
   std::vector<std::unique_ptr<ReactorContext>> contexts_;
   std::thread controller_thread_;

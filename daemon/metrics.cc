@@ -69,6 +69,16 @@ ReactorSample sample_reactor(ReactorContext& ctx, bool with_partitions) {
       s.net_bytes_in += st.bytes_in;
       s.net_bytes_out += st.bytes_out;
     }
+#if SAMSA_HAVE_DPDK
+    if (auto* d = dynamic_cast<net::DpdkTransport*>(t.get())) {
+      const auto& st = d->stats();
+      s.accepted += st.accepted;
+      s.closed += st.closed;
+      s.backpressure_pauses += st.recv_pauses;
+      s.net_bytes_in += st.bytes_in;
+      s.net_bytes_out += st.bytes_out;
+    }
+#endif
   }
   for (auto& d : ctx.dispatchers)
     s.in_flight += d->in_flight();
@@ -332,6 +342,50 @@ std::string render_prometheus(const BrokerSample& s) {
   w.sample("samsa_network_received_bytes_total", {}, static_cast<double>(nin));
   w.family("samsa_network_sent_bytes_total", "counter", "Bytes sent to clients.");
   w.sample("samsa_network_sent_bytes_total", {}, static_cast<double>(nout));
+
+  if (s.dpdk) {  // samsa.net.backend=dpdk: the device and the userspace TCP/IP stack
+    const net::DpdkStats& d = *s.dpdk;
+    auto counter = [&w](const char* name, const char* help, std::uint64_t v) {
+      w.family(name, "counter", help);
+      w.sample(name, {}, static_cast<double>(v));
+    };
+    auto gauge = [&w](const char* name, const char* help, std::uint64_t v) {
+      w.family(name, "gauge", help);
+      w.sample(name, {}, static_cast<double>(v));
+    };
+    counter("samsa_dpdk_rx_packets_total", "Frames the DPDK device received.", d.rx_packets);
+    counter("samsa_dpdk_rx_bytes_total", "Bytes the DPDK device received.", d.rx_bytes);
+    counter("samsa_dpdk_tx_packets_total", "Frames the DPDK device sent.", d.tx_packets);
+    counter("samsa_dpdk_tx_bytes_total", "Bytes the DPDK device sent.", d.tx_bytes);
+    w.family("samsa_dpdk_dropped_packets_total", "counter",
+             "Frames dropped: rx (device ring full, no mbuf, errors), tx (ring full too long, no "
+             "mbuf, errors), ip (not for us, bad header or checksum).");
+    w.sample("samsa_dpdk_dropped_packets_total", {{"where", "rx"}},
+             static_cast<double>(d.rx_dropped));
+    w.sample("samsa_dpdk_dropped_packets_total", {{"where", "tx"}},
+             static_cast<double>(d.tx_dropped));
+    w.sample("samsa_dpdk_dropped_packets_total", {{"where", "ip"}},
+             static_cast<double>(d.ip_dropped));
+    counter("samsa_dpdk_tcp_retransmits_total", "TCP segments the stack sent again.",
+            d.tcp_retransmits);
+    gauge("samsa_dpdk_tcp_connections", "TCP connections of the stack (established or closing).",
+          d.tcp_connections);
+    gauge("samsa_dpdk_tcp_half_open", "TCP connections between SYN and handshake's end.",
+          d.tcp_half_open);
+    counter("samsa_dpdk_tcp_half_open_dropped_total",
+            "Half-open connections dropped because a listener's backlog was nearly full.",
+            d.tcp_syn_dropped);
+    counter("samsa_dpdk_tcp_accepted_total", "TCP connections accepted.", d.tcp_accepted);
+    counter("samsa_dpdk_tcp_resets_received_total", "TCP resets received.", d.tcp_resets_received);
+    w.family("samsa_dpdk_poll_busy_seconds_total", "counter",
+             "Time the poll loop spent in polls that found work (busy ratio: its rate over "
+             "samsa_dpdk_poll_seconds_total's).");
+    w.sample("samsa_dpdk_poll_busy_seconds_total", {}, static_cast<double>(d.poll_busy_ns) * 1e-9);
+    w.family("samsa_dpdk_poll_seconds_total", "counter", "Time since the poll loop started.");
+    w.sample("samsa_dpdk_poll_seconds_total", {}, static_cast<double>(d.poll_total_ns) * 1e-9);
+    counter("samsa_dpdk_poll_sleeps_total", "Times the idle poll loop went to sleep.", d.sleeps);
+    gauge("samsa_dpdk_mbufs_free", "Free packet buffers in the DPDK pool.", d.mbufs_free);
+  }
 
   w.family("samsa_metadata_offset", "gauge",
            "Offset of the last applied __cluster_metadata record.");

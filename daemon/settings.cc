@@ -1,5 +1,6 @@
 #include "daemon/settings.h"
 
+#include <arpa/inet.h>
 #include <unistd.h>
 
 #include <charconv>
@@ -60,6 +61,38 @@ std::expected<std::shared_ptr<const BrokerSettings>, std::string> make_settings(
     return false;
   });
   if (s->listeners.empty()) return std::unexpected("listeners: no client listener left");
+  s->net_backend = c.get_string("samsa.net.backend");
+  if (s->net_backend == "dpdk") {
+    auto& d = s->dpdk;
+    d.eal_args = c.get_string("samsa.dpdk.eal.args");
+    d.ip = c.get_string("samsa.dpdk.ip");
+    d.netmask = c.get_string("samsa.dpdk.netmask");
+    d.gateway = c.get_string("samsa.dpdk.gateway");
+    d.mtu = static_cast<std::uint32_t>(c.get_int("samsa.dpdk.mtu"));
+    d.idle_poll_us = static_cast<std::uint32_t>(c.get_int("samsa.dpdk.idle.poll.us"));
+    d.mbufs = static_cast<std::uint32_t>(c.get_int("samsa.dpdk.mbufs"));
+    in_addr a{};
+    if (d.eal_args.empty())
+      return std::unexpected(
+          "samsa.dpdk.eal.args: empty; samsa.net.backend=dpdk needs the device and memory, e.g. "
+          "--no-huge -m 512 --vdev=net_af_xdp0,iface=eth1,start_queue=0,queue_count=1");
+    if (inet_pton(AF_INET, d.ip.c_str(), &a) != 1)
+      return std::unexpected("samsa.dpdk.ip: \"" + d.ip +
+                             "\" is not an IPv4 address (samsa.net.backend=dpdk needs one)");
+    if (inet_pton(AF_INET, d.netmask.c_str(), &a) != 1)
+      return std::unexpected("samsa.dpdk.netmask: \"" + d.netmask + "\" is not a netmask");
+    if (!d.gateway.empty() && inet_pton(AF_INET, d.gateway.c_str(), &a) != 1)
+      return std::unexpected("samsa.dpdk.gateway: \"" + d.gateway + "\" is not an IPv4 address");
+    // The userspace stack has one address; a listener names it or every address.
+    for (auto& e : s->listeners) {
+      if (e.host.empty() || e.host == "0.0.0.0") continue;
+      if (e.host != d.ip)
+        return std::unexpected("listeners: " + e.name + " listens on " + e.host +
+                               ", but with samsa.net.backend=dpdk the broker's only address "
+                               "is samsa.dpdk.ip " +
+                               d.ip);
+    }
+  }
   if (c.is_set("advertised.listeners")) {
     auto a = parse_listeners(c.get_list("advertised.listeners"));
     if (!a) return std::unexpected("advertised.listeners: " + a.error());
@@ -68,7 +101,9 @@ std::expected<std::shared_ptr<const BrokerSettings>, std::string> make_settings(
     s->advertised = s->listeners;
   }
   for (auto& e : s->advertised) {
-    if (e.host.empty() || e.host == "0.0.0.0" || e.host == "::") {
+    if ((e.host.empty() || e.host == "0.0.0.0") && s->net_backend == "dpdk") {
+      e.host = s->dpdk.ip;  // the kernel's host name would point clients past the stack
+    } else if (e.host.empty() || e.host == "0.0.0.0" || e.host == "::") {
       char host[256] = "localhost";
       gethostname(host, sizeof host - 1);
       e.host = host;

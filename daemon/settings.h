@@ -25,11 +25,21 @@ struct Endpoint {
 std::expected<std::vector<Endpoint>, std::string> parse_listeners(
     const std::vector<std::string>& items);
 
+// samsa.dpdk.* (used with samsa.net.backend=dpdk).
+struct DpdkSettings {
+  std::string eal_args, ip, netmask, gateway;
+  std::uint32_t mtu = 1500;
+  std::uint32_t idle_poll_us = 50;
+  std::uint32_t mbufs = 32767;
+};
+
 struct BrokerSettings {
   std::int32_t node_id = 1;
   std::string cluster_id;
   std::vector<Endpoint> listeners;
-  std::vector<Endpoint> advertised;  // what Metadata tells clients
+  std::vector<Endpoint> advertised;   // what Metadata tells clients
+  std::string net_backend = "uring";  // samsa.net.backend
+  DpdkSettings dpdk;
   bool auto_create_topics = true;
   bool delete_topic_enable = true;
   std::int32_t num_partitions = 1;

@@ -179,13 +179,19 @@ void Reactor::run_once(std::int64_t timeout_ns) {
   run_tasks();
   fire_timers();
   run_hooks();
+  const bool busy = poller_ && poller_->poll();
 
   std::int64_t wait = timeout_ns;
-  if (local_head_ || stopping()) wait = 0;
+  // Work the poller queued (tasks, hooks) runs in the next turn without waiting.
+  if (local_head_ || hooks_ || busy || stopping()) wait = 0;
   if (!heap_.empty()) {
     std::int64_t until = heap_[0]->deadline_ns - mono_ns();
     if (until < 0) until = 0;
     if (wait < 0 || until < wait) wait = until;
+  }
+  if (poller_ && wait != 0) {
+    const std::int64_t p = poller_->idle_wait_ns();
+    if (p >= 0 && (wait < 0 || p < wait)) wait = p;
   }
   ++submits_;
   if (wait == 0) {

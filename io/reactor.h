@@ -2,7 +2,8 @@
 // is touched only by its thread; other threads hand it work through post().
 //
 // A loop turn: reap completions → run deferred tasks and remote tasks → fire due timers →
-// run turn-end hooks (group commit queues its write+fdatasync SQEs here) → submit and wait.
+// run turn-end hooks (group commit queues its write+fdatasync SQEs here) → poll the device, if
+// a poller is set → submit and wait.
 // So every append that arrives within one turn shares one submission.
 #pragma once
 
@@ -46,6 +47,19 @@ struct TurnHook {
 
  protected:
   ~TurnHook() = default;
+};
+
+// A device polled once per loop turn, after the turn-end hooks (the DPDK backend's poll-mode
+// driver). poll() returns true when it found work: the reactor then does not block. When it
+// found none the reactor sleeps at most idle_wait_ns() (0: poll again at once; -1: until a
+// completion, a task or a timer), so the poller decides how it sleeps, e.g. by arming a poll
+// on the device's descriptor first.
+struct Poller {
+  virtual bool poll() = 0;
+  virtual std::int64_t idle_wait_ns() = 0;
+
+ protected:
+  ~Poller() = default;
 };
 
 // A one-shot timer on the reactor's monotonic clock (base/clock.h mono_ns()).
@@ -106,6 +120,10 @@ class Reactor {
   // This thread: run h at the end of this turn.
   void at_turn_end(TurnHook* h);
 
+  // This thread: p is polled every turn from now on (nullptr: no poller). One at a time.
+  void set_poller(Poller* p) { poller_ = p; }
+  Poller* poller() const { return poller_; }
+
   // This thread: arm (or re-arm) t to fire at deadline_ns (mono_ns()).
   void arm(Timer* t, std::int64_t deadline_ns);
   void disarm(Timer* t);
@@ -156,6 +174,7 @@ class Reactor {
   Task* local_head_ = nullptr;
   Task* local_tail_ = nullptr;
   TurnHook* hooks_ = nullptr;
+  Poller* poller_ = nullptr;
   std::vector<Timer*> heap_;
   class Offload* offload_ = nullptr;
   std::uint64_t turns_ = 0;

@@ -13,8 +13,11 @@ DEBS=(
   kcat python3-confluent-kafka python3-kafka python3-pytest librdkafka-dev
   python3-lz4 python3-snappy python3-zstandard python3-venv
   iproute2 procps psmisc curl ca-certificates strace
+  # The DPDK backend's tests turn checksum offload off on the kernel's veth end.
+  ethtool
   # Packages and the system test (tests/system): build the .deb/.rpm, check them, boot a
-  # Debian root under systemd-nspawn, scrape samsad with a real Prometheus.
+  # Debian root under systemd-nspawn, scrape samsad with a real Prometheus. dpkg-dev also
+  # unpacks lwIP's source package (net/dpdk/fetch-lwip.sh).
   dpkg-dev debootstrap systemd-container rpm lintian prometheus
   # perf/: plots (matplotlib), rdkafka_performance from Debian's source package (dpkg-dev,
   # above), profiles (linux-perf), pinning broker and client to cores (taskset, util-linux)
@@ -44,6 +47,10 @@ if ((${#missing[@]})); then
     systemctl disable --now prometheus.service >/dev/null 2>&1 || true
   fi
 fi
+
+# lwIP's sources from Debian's source package, for the DPDK backend (net/dpdk/fetch-lwip.sh;
+# cached in ~/.cache/samsa/lwip).
+bash net/dpdk/fetch-lwip.sh >/dev/null
 
 # Client libraries from npm, PyPI, the Go proxy and Maven Central for the integration tests
 # (kept inside the tree and ignored by git, or in ~/.cache/samsa).

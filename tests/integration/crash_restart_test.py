@@ -2,7 +2,11 @@
 """kill -9 samsad while acks=all producers run; after each restart every acknowledged record
 must be there, at the offset its acknowledgement named, byte-identical.
 
-  crash_restart_test.py --samsad PATH [--rounds N] [--seed S]
+  crash_restart_test.py --samsad PATH [--rounds N] [--seed S] [--host IP] [--override K=V ...]
+
+--host is the address samsad listens on and the clients use (default 127.0.0.1; the DPDK
+backend's test runs this inside its namespace with samsa.dpdk.ip and --override's for the
+backend).
 
 Producers are separate processes (confluent-kafka / librdkafka 2.0, acks=all, no idempotence,
 retries on) that append one JSON line per delivery report to a file; a line is written only for
@@ -33,9 +37,9 @@ PARTITIONS = 3
 PRODUCER = r"""
 import json, os, sys, time
 from confluent_kafka import Producer
-port, out_path, tag = sys.argv[1], sys.argv[2], sys.argv[3]
+bootstrap, out_path, tag = sys.argv[1], sys.argv[2], sys.argv[3]
 out = os.open(out_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-p = Producer({"bootstrap.servers": f"127.0.0.1:{port}", "acks": "all", "linger.ms": 2,
+p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 2,
               "enable.idempotence": False, "message.send.max.retries": 1000000,
               "retry.backoff.ms": 50, "socket.timeout.ms": 5000,
               "message.timeout.ms": 600000, "compression.type": "lz4"})
@@ -69,26 +73,29 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_port(port: int, proc: subprocess.Popen, timeout: float = 60):
+def wait_port(host: str, port: int, proc: subprocess.Popen, timeout: float = 60):
     end = time.time() + timeout
     while time.time() < end:
         if proc.poll() is not None:
             raise RuntimeError(f"samsad exited with {proc.returncode} during start-up")
         try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            with socket.create_connection((host, port), timeout=0.5):
                 return
         except OSError:
             time.sleep(0.05)
     raise RuntimeError("samsad did not open its port")
 
 
-def start(samsad: str, port: int, data: str, logf) -> subprocess.Popen:
-    cmd = [samsad, "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
+def start(samsad: str, host: str, port: int, data: str, logf,
+          overrides: list[str]) -> subprocess.Popen:
+    cmd = [samsad, "--override", f"listeners=PLAINTEXT://{host}:{port}",
            "--override", f"log.dirs={data}", "--override", "num.partitions=3",
            "--override", "log.segment.bytes=262144",
            "--override", f"samsa.admin.socket={data}/../admin.sock"]
+    for kv in overrides:
+        cmd += ["--override", kv]
     proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT)
-    wait_port(port, proc)
+    wait_port(host, port, proc)
     return proc
 
 
@@ -97,6 +104,8 @@ def main() -> int:
     ap.add_argument("--samsad", required=True)
     ap.add_argument("--rounds", type=int, default=8)
     ap.add_argument("--seed", type=int, default=int(time.time()))
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")
     a = ap.parse_args()
     rng = random.Random(a.seed)
     log(f"seed {a.seed}, {a.rounds} rounds")
@@ -114,8 +123,9 @@ def main() -> int:
     acks = os.path.join(work, "acks.jsonl")
     port = free_port()
     logf = open(os.path.join(work, "broker.log"), "ab")
-    broker = start(a.samsad, port, data, logf)
-    admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"})
+    bootstrap = f"{a.host}:{port}"
+    broker = start(a.samsad, a.host, port, data, logf, a.override)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
     for f in admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)]).values():
         f.result(timeout=30)
 
@@ -123,7 +133,7 @@ def main() -> int:
     try:
         for rnd in range(a.rounds):
             before = sum(1 for _ in open(acks)) if os.path.exists(acks) else 0
-            producers = [subprocess.Popen([DEBIAN_PY, "-c", PRODUCER, str(port), acks,
+            producers = [subprocess.Popen([DEBIAN_PY, "-c", PRODUCER, bootstrap, acks,
                                            f"r{rnd}p{i}"]) for i in range(2)]
             time.sleep(rng.uniform(0.8, 2.5))
             broker.send_signal(signal.SIGKILL)
@@ -137,7 +147,7 @@ def main() -> int:
                 f"({after - before} this round)")
             if after == before:
                 failures.append(f"round {rnd}: no record was acknowledged (producers stuck?)")
-            broker = start(a.samsad, port, data, logf)
+            broker = start(a.samsad, a.host, port, data, logf, a.override)
 
         # Every acknowledged record must be where its acknowledgement said.
         expected: dict[tuple[int, int], str] = {}
@@ -148,7 +158,7 @@ def main() -> int:
                 failures.append(f"offset {key} acknowledged twice with different values")
             expected[key] = r["v"]
         ends = {p: max([o for (pp, o) in expected if pp == p], default=-1) for p in range(PARTITIONS)}
-        c = Consumer({"bootstrap.servers": f"127.0.0.1:{port}", "group.id": "crash-check",
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": "crash-check",
                       "enable.auto.commit": False, "enable.partition.eof": True})
         c.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
         got: dict[tuple[int, int], str] = {}

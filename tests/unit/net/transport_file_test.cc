@@ -126,9 +126,11 @@ TEST_P(TransportFile, RangesAreSentByteIdentical) {
   ASSERT_TRUE(srv.wait_for([&] { return released.load() == static_cast<int>(reqs.size()); }));
   auto st = srv.stats();
   EXPECT_GT(st.file_reads, 0u);
+#ifndef SAMSA_TRANSPORT_DPDK  // SEND_ZC is the uring transport's
   if (GetParam() > 0) {
     EXPECT_GT(st.zerocopy_sends, 0u);
   }
+#endif
 }
 
 INSTANTIATE_TEST_SUITE_P(ZeroCopyThreshold, TransportFile, ::testing::Values(0u, 1u, 65536u));

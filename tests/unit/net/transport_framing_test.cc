@@ -37,10 +37,11 @@ TEST(TransportFraming, PeerIsTheClientsAddress) {
   socklen_t len = sizeof me;
   ::getsockname(c.fd(), reinterpret_cast<sockaddr*>(&me), &len);
   EXPECT_EQ(srv.call([&] { return h.open_conns.at(0)->peer(); }),
-            "127.0.0.1:" + std::to_string(ntohs(me.sin_port)));
+            std::string(kClientIp) + ":" + std::to_string(ntohs(me.sin_port)));
 }
 
 TEST(TransportFraming, ListensOnIpv6) {
+  if (kDpdk) GTEST_SKIP() << "the DPDK backend speaks IPv4 only";
   TestHandler h;
   ListenerConfig cfg = test_config();
   cfg.host = "::1";
@@ -140,7 +141,9 @@ TEST(TransportFraming, LargeFramesAcrossTinyBufferRing) {
     ASSERT_EQ(c.read_frame(), p);
   sender.join();
   auto st = srv.stats();
+#ifndef SAMSA_TRANSPORT_DPDK  // a provided-buffer ring is the uring transport's
   EXPECT_GT(st.recv_enobufs, 0u);
+#endif
   EXPECT_EQ(st.frames_in, 4u);
 }
 

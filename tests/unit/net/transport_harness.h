@@ -1,5 +1,11 @@
-// Test support for the uring transport tests: a reactor thread running a UringTransport, a
-// scriptable FrameHandler living on that thread, and plain blocking client sockets.
+// Test support for the transport tests: a reactor thread running a transport, a scriptable
+// FrameHandler living on that thread, and plain blocking client sockets.
+//
+// The same tests run against both backends. Built plainly they drive the uring transport over
+// loopback. Built with SAMSA_TRANSPORT_DPDK they drive the DPDK transport: the test process
+// moves into a network namespace of its own with a veth pair, the kernel end (10.77.0.1, its
+// checksum offload off) holds the clients, and DPDK drives the other end as 10.77.0.2 with the
+// PMD named by SAMSA_TEST_DPDK_PMD (af_packet by default, af_xdp, or tap).
 #pragma once
 
 #include <arpa/inet.h>
@@ -25,8 +31,114 @@
 #include "base/thread.h"
 #include "io/reactor.h"
 #include "net/uring_transport.h"
+#ifdef SAMSA_TRANSPORT_DPDK
+#include <sched.h>
+
+#include <cstdlib>
+
+#include "net/dpdk/dpdk_transport.h"
+#endif
 
 namespace samsa::net::test {
+
+#ifdef SAMSA_TRANSPORT_DPDK
+using TransportType = DpdkTransport;
+using TransportStats = DpdkTransportStats;
+constexpr bool kDpdk = true;
+constexpr const char* kServerIp = "10.77.0.2";
+constexpr const char* kClientIp = "10.77.0.1";
+
+// The process-wide DPDK stack and the namespace it runs in (set up on first use).
+class DpdkEnv {
+ public:
+  static DpdkEnv& get() {
+    static DpdkEnv env;
+    return env;
+  }
+  DpdkStack* stack() { return stack_.get(); }
+  const std::string& error() const { return error_; }
+  io::Reactor* attached = nullptr;
+
+ private:
+  DpdkEnv() {
+    if (::unshare(CLONE_NEWNET) != 0) {
+      error_ = std::string("unshare(CLONE_NEWNET): ") + std::strerror(errno) + " (needs root)";
+      return;
+    }
+    const char* pmd_env = std::getenv("SAMSA_TEST_DPDK_PMD");
+    const std::string pmd = pmd_env && *pmd_env ? pmd_env : "af_packet";
+    std::string vdev;
+    std::string kernel_if = "sk0";
+    std::vector<std::string> cmds = {"ip link set lo up"};
+    if (pmd == "tap") {
+      vdev = "--vdev=net_tap0,iface=dtap0";
+      kernel_if = "dtap0";  // created by the PMD; configured below
+    } else {
+      cmds.push_back("ip link add sk0 type veth peer name sd0");
+      cmds.push_back("sysctl -qw net.ipv6.conf.sd0.disable_ipv6=1");
+      cmds.push_back("ip link set sd0 up");
+      vdev = pmd == "af_xdp" ? "--vdev=net_af_xdp0,iface=sd0,start_queue=0,queue_count=1"
+                             : "--vdev=net_af_packet0,iface=sd0";
+    }
+    auto run = [&](const std::string& c) {
+      if (std::system((c + " >/dev/null 2>&1").c_str()) != 0) {
+        error_ = "setting up the namespace failed: " + c;
+        return false;
+      }
+      return true;
+    };
+    auto kernel_side = [&] {
+      return run("sysctl -qw net.ipv6.conf." + kernel_if + ".disable_ipv6=1") &&
+             run("ip addr add " + std::string(kClientIp) + "/24 dev " + kernel_if) &&
+             run("ip link set " + kernel_if + " up") &&
+             // A partial checksum (left for an offload) would reach DPDK as a bad one.
+             run("ethtool -K " + kernel_if + " tx off");
+    };
+    for (const auto& c : cmds)
+      if (!run(c)) return;
+    if (pmd != "tap" && !kernel_side()) return;
+    DpdkOptions o;
+    o.eal_args = "--no-huge -m 256 --no-pci " + vdev;
+    o.ip = kServerIp;
+    o.netmask = "255.255.255.0";
+    o.mbufs = 8191;
+    auto s = DpdkStack::create(o);
+    if (!s) {
+      error_ = "DpdkStack::create: " + s.error();
+      return;
+    }
+    stack_ = std::move(*s);
+    if (pmd == "tap" && !kernel_side()) return;
+  }
+  std::unique_ptr<DpdkStack> stack_;
+  std::string error_;
+};
+#else
+using TransportType = UringTransport;
+using TransportStats = UringTransportStats;
+constexpr bool kDpdk = false;
+constexpr const char* kServerIp = "127.0.0.1";
+constexpr const char* kClientIp = "127.0.0.1";
+#endif
+
+// What a transport reads past its in-flight bounds before the peer's sends block: the uring
+// transport's shared buffer ring (ring_bytes); the DPDK transport's TCP receive window, plus
+// the chunks it credited back in the turn the bound was reached (at most a few 16 KiB).
+inline std::size_t kReadAheadOfBound(std::size_t ring_bytes) {
+#ifdef SAMSA_TRANSPORT_DPDK
+  (void)ring_bytes;
+  return kDpdkReceiveWindow + (64u << 10);
+#else
+  return ring_bytes;
+#endif
+}
+
+// The address clients connect to.
+inline in_addr server_addr() {
+  in_addr a{};
+  ::inet_pton(AF_INET, kServerIp, &a);
+  return a;
+}
 
 inline std::string be32(std::int32_t v) {
   std::string s(4, '\0');
@@ -94,17 +206,21 @@ struct TestHandler : FrameHandler {
 
 inline ListenerConfig test_config() {
   ListenerConfig cfg;
-  cfg.host = "127.0.0.1";
+  cfg.host = kDpdk ? "" : "127.0.0.1";
   cfg.port = 0;
   return cfg;
 }
 
-// A reactor on its own thread with a transport listening on 127.0.0.1.
+// A reactor on its own thread with a transport listening (on 127.0.0.1, or on the DPDK
+// address; the first DPDK server's reactor also polls the device).
 class Server {
  public:
   explicit Server(FrameHandler& h, ListenerConfig cfg = test_config(),
                   std::string name = "test-reactor")
       : h_(h) {
+#ifdef SAMSA_TRANSPORT_DPDK
+    DpdkEnv::get();  // on the test's thread: it moves into the namespace, clients with it
+#endif
     // Shared: set_value may still be touching the promise when get() returns.
     auto ready = std::make_shared<std::promise<std::string>>();
     auto started = ready->get_future();
@@ -116,10 +232,33 @@ class Server {
         return;
       }
       reactor_ = std::move(*r);
+#ifdef SAMSA_TRANSPORT_DPDK
+      DpdkEnv& env = DpdkEnv::get();
+      if (!env.stack()) {
+        reactor_.reset();
+        ready->set_value(env.error());
+        return;
+      }
+      const bool polls = env.attached == nullptr;
+      if (polls) {
+        env.stack()->attach(*reactor_);
+        env.attached = reactor_.get();
+      }
+      auto detach = [&] {
+        if (polls) {
+          env.stack()->detach();
+          env.attached = nullptr;
+        }
+      };
+      transport_ = DpdkTransport::create(*reactor_, h_, *env.stack());
+#else
+      auto detach = [] {};
       transport_ = UringTransport::create(*reactor_, h_);
+#endif
       std::string err;
       if (!transport_->listen(cfg, &err)) {
         transport_.reset();
+        detach();
         reactor_.reset();
         ready->set_value("listen: " + err);
         return;
@@ -128,14 +267,21 @@ class Server {
       ready->set_value("");
       reactor_->run();
       transport_.reset();
+      detach();
       reactor_.reset();
     });
     error_ = started.get();
   }
-  ~Server() { stop(); }
+  ~Server() {
+    stop();
+  }
 
-  const std::string& error() const { return error_; }
-  std::uint16_t port() const { return port_; }
+  const std::string& error() const {
+    return error_;
+  }
+  std::uint16_t port() const {
+    return port_;
+  }
 
   void stop() {
     if (!thread_.joinable()) return;
@@ -160,10 +306,12 @@ class Server {
     return fut.get();
   }
 
-  UringTransportStats stats() {
+  TransportStats stats() {
     return call([this] { return transport_->stats(); });
   }
-  UringTransport& transport() { return *transport_; }
+  TransportType& transport() {
+    return *transport_;
+  }
 
   // Polls cond (evaluated on the reactor thread) until it holds or ~20 s pass.
   template <class F>
@@ -179,7 +327,7 @@ class Server {
   FrameHandler& h_;
   std::thread thread_;
   std::unique_ptr<io::Reactor> reactor_;
-  std::unique_ptr<UringTransport> transport_;
+  std::unique_ptr<TransportType> transport_;
   std::uint16_t port_ = 0;
   std::string error_;
 };
@@ -193,7 +341,7 @@ class Client {
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_port = htons(port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_addr = server_addr();
     if (::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) < 0) {
       ADD_FAILURE() << "connect: " << std::strerror(errno);
       ::close(fd_);

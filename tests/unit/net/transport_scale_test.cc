@@ -106,7 +106,7 @@ TEST(TransportScale, StopAcceptingKeepsExistingConnections) {
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_port = htons(srv.port());
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_addr = server_addr();
     refused =
         ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) < 0 && errno == ECONNREFUSED;
     ::close(fd);
