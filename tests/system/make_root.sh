@@ -10,6 +10,8 @@ ROOT=${1:-${SAMSA_NSPAWN_ROOT:-$HOME/.cache/samsa/debootstrap-bookworm}}
 MIRROR=${SAMSA_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 PKGS=systemd,systemd-sysv,dbus,kcat,man-db,procps,iproute2,util-linux,passwd
 PKGS+=,liburing2,libsnappy1v5,liblz4-1,libzstd1,zlib1g,libstdc++6,libsystemd0
+# samsad links DPDK's libraries (the dpdk network backend).
+PKGS+=,librte-eal23,librte-ethdev23,librte-mbuf23,librte-mempool23
 STAMP=".samsa-root:$PKGS"
 
 mkdir -p "$(dirname "$ROOT")"
