@@ -109,7 +109,6 @@ void Broker::log_recovery_summary() {
   }
 }
 
-
 std::string Broker::flush_logs() {
   std::string error;
   for (const auto& d : log_dirs_) {

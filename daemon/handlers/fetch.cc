@@ -186,11 +186,11 @@ bool read_part(Part& p, ReactorContext& rc) {
     p.error = r.error().code == io::Errc::offset_out_of_range ? ErrorCode::offset_out_of_range
                                                               : ErrorCode::kafka_storage_error;
     if (p.error == ErrorCode::kafka_storage_error)
-      LOGF_ERROR((log::Fields{.topic = p.topic,
-                              .partition = p.partition,
-                              .error_code = kafka::code(p.error)}),
-                 "fetch from %.*s-%d: %s", static_cast<int>(p.topic.size()), p.topic.data(),
-                 p.partition, r.error().detail.c_str());
+      LOGF_ERROR(
+          (log::Fields{
+              .topic = p.topic, .partition = p.partition, .error_code = kafka::code(p.error)}),
+          "fetch from %.*s-%d: %s", static_cast<int>(p.topic.size()), p.topic.data(), p.partition,
+          r.error().detail.c_str());
     return true;
   }
   p.slices = std::move(r->slices);
