@@ -65,8 +65,7 @@ bool FetchSessionCache::make_room(std::size_t want, bool privileged, std::int64_
         it->second->partitions.size() < smallest->second->partitions.size())
       smallest = it;
   }
-  if (smallest != sessions_.end() &&
-      (privileged || smallest->second->partitions.size() < want)) {
+  if (smallest != sessions_.end() && (privileged || smallest->second->partitions.size() < want)) {
     sessions_.erase(smallest);
     ++stats_.evicted;
     return true;
@@ -74,8 +73,8 @@ bool FetchSessionCache::make_room(std::size_t want, bool privileged, std::int64_
   return false;
 }
 
-FetchSession* FetchSessionCache::create(std::vector<SessionPartition> partitions,
-                                        bool privileged, std::int64_t now_ms) {
+FetchSession* FetchSessionCache::create(std::vector<SessionPartition> partitions, bool privileged,
+                                        std::int64_t now_ms) {
   if (!make_room(partitions.size(), privileged, now_ms)) {
     ++stats_.no_slot;
     return nullptr;

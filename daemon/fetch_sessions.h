@@ -28,7 +28,7 @@
 namespace samsa::daemon {
 
 struct SessionPartition {
-  std::string topic;           // name (the key before Fetch v13)
+  std::string topic;             // name (the key before Fetch v13)
   replication::Uuid topic_id{};  // the key from v13 on
   std::int32_t partition = 0;
   // What the client asked last.
