@@ -48,6 +48,22 @@ struct ConnectionLimits {
   std::int64_t idle_timeout_ms = 600000;          // connections.max.idle.ms
 };
 
+// Counters of one transport's connections, since the transport was created; read on the
+// reactor thread. Each backend extends them (UringTransportStats, DpdkTransportStats).
+struct ConnectionStats {
+  std::uint64_t accepted = 0;
+  std::uint64_t closed = 0;
+  std::uint64_t frames_in = 0;
+  std::uint64_t bytes_in = 0;
+  std::uint64_t bytes_out = 0;    // answer bytes handed to the kernel (dpdk: that the stack took)
+  std::uint64_t sends = 0;        // sends (dpdk: batches handed to the stack), each of many answers
+  std::uint64_t short_sends = 0;  // sends the kernel (or the stack) took only part of
+  std::uint64_t file_reads = 0;   // FileRange pieces read
+  std::uint64_t recv_pauses = 0;  // reading stopped for back-pressure
+  std::uint64_t bad_frames = 0;   // connections closed for a size outside 1..max_frame_bytes
+  std::uint64_t budget_waits = 0;  // frames that waited for room in the request memory budget
+};
+
 class Connection {
  public:
   virtual ~Connection() = default;

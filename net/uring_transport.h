@@ -12,22 +12,11 @@
 
 namespace samsa::net {
 
-// Counters since the transport was created; read on the reactor thread.
-struct UringTransportStats {
-  std::uint64_t accepted = 0;
-  std::uint64_t closed = 0;
-  std::uint64_t frames_in = 0;
-  std::uint64_t bytes_in = 0;
-  std::uint64_t bytes_out = 0;
-  std::uint64_t sends = 0;  // sendmsg operations (each may carry many answers)
+// The shared counters (net/transport.h) and the uring transport's own.
+struct UringTransportStats : ConnectionStats {
   std::uint64_t zerocopy_sends = 0;
-  std::uint64_t short_sends = 0;   // sends the kernel took only part of
-  std::uint64_t file_reads = 0;    // FileRange pieces read
   std::uint64_t recv_arms = 0;     // multishot recvs armed (first arm included)
-  std::uint64_t recv_pauses = 0;   // recvs cancelled for back-pressure
   std::uint64_t recv_enobufs = 0;  // recvs ended because the buffer ring ran dry
-  std::uint64_t bad_frames = 0;    // connections closed for a size outside 1..max_frame_bytes
-  std::uint64_t budget_waits = 0;  // frames that waited for room in the request memory budget
 };
 
 // Every reactor's listening socket sets SO_REUSEPORT, which would also let a second broker
