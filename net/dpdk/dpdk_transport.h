@@ -75,20 +75,8 @@ class DpdkStack {
   virtual DpdkInfo info() const = 0;    // any thread
 };
 
-// Per reactor, like the uring transport's counters; read on the reactor thread.
-struct DpdkTransportStats {
-  std::uint64_t accepted = 0;
-  std::uint64_t closed = 0;
-  std::uint64_t frames_in = 0;
-  std::uint64_t bytes_in = 0;
-  std::uint64_t bytes_out = 0;    // answer bytes the stack took
-  std::uint64_t sends = 0;        // batches of answers handed to the stack
-  std::uint64_t short_sends = 0;  // times the stack had taken only part of what it was given
-  std::uint64_t file_reads = 0;
-  std::uint64_t recv_pauses = 0;  // times reading stopped for back-pressure
-  std::uint64_t bad_frames = 0;
-  std::uint64_t budget_waits = 0;
-};
+// Per reactor, the counters both backends share (net/transport.h); read on the reactor thread.
+struct DpdkTransportStats : ConnectionStats {};
 
 class DpdkTransport : public Transport {
  public:

@@ -4,7 +4,9 @@
 namespace samsa::net::dpdk {
 
 TransportImpl::TransportImpl(io::Reactor& r, FrameHandler& h, StackPort& s)
-    : r_(r), h_(h), stack_(s) {}
+    : TransportCore(r, h), stack_(s) {
+  conn_stats_ = &stats_;
+}
 
 bool TransportImpl::listen(const ListenerConfig& cfg, std::string* error) {
   if (link_) {
@@ -31,32 +33,11 @@ void TransportImpl::stop_accepting() {
   stack_.stop_accepting(link_);
 }
 
-void TransportImpl::close_all() {
-  for (Conn* c = head_; c; c = c->next)
-    c->close(false);
-}
-
-void TransportImpl::close_all_gracefully() {
-  for (Conn* c = head_; c; c = c->next)
-    c->close(true);
-}
-
 void TransportImpl::adopt(Conn* c) {
-  c->next = head_;
-  if (head_) head_->prev = c;
-  head_ = c;
-  ++open_;
-  ++stats_.accepted;
+  add(c);
   c->adopt(this);
   // Accepted by the stack before it heard that we stopped (as a kernel's accept queue).
   if (!accepting_ || dying_) c->close(false);
-}
-
-void TransportImpl::destroy(Conn* c) {
-  if (c->prev) c->prev->next = c->next;
-  if (c->next) c->next->prev = c->prev;
-  if (head_ == c) head_ = c->next;
-  delete c;
 }
 
 TransportImpl::~TransportImpl() {
@@ -69,10 +50,9 @@ TransportImpl::~TransportImpl() {
     link_->transport = nullptr;
   }
   close_all();
-  for (Conn* c = head_; c; c = c->next)
-    c->wake();
+  wake_each();
   // File reads still in the kernel write into connection buffers: run until they are back.
-  if (!r_.run_until([&] { return head_ == nullptr; }))
+  if (!r_.run_until([&] { return no_connections(); }))
     LOG_ERROR("%s: dpdk transport destroyed with reads still in the kernel; leaking them",
               r_.name().c_str());
 }
