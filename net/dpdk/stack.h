@@ -1,0 +1,173 @@
+// The stack's internals, shared by its translation units: stack.cc (the device, the poll loop,
+// counters), stack_listen.cc (listeners, accepting, SYN-flood shedding), stack_conn.cc (the
+// stack half of each connection) and lwip_hooks.cc (the C functions lwipopts.h names).
+// Includes lwIP's headers and never DPDK's (port.h hides them).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <expected>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "net/dpdk/dpdk_transport.h"
+#include "net/dpdk/pipe.h"
+#include "net/dpdk/port.h"
+#include "net/ring_queue.h"
+
+extern "C" {
+#include "lwip/etharp.h"
+#include "lwip/init.h"
+#include "lwip/ip4_addr.h"
+#include "lwip/netif.h"
+#include "lwip/pbuf.h"
+#include "lwip/priv/tcp_priv.h"
+#include "lwip/prot/tcp.h"
+#include "lwip/stats.h"
+#include "lwip/tcp.h"
+#include "lwip/timeouts.h"
+#include "netif/ethernet.h"
+}
+
+namespace samsa::net::dpdk {
+
+// lwip_hooks.cc: retransmitted segments (lwIP's TCP output hook counts them) and the key of
+// the initial sequence numbers (set from getrandom at init).
+extern std::atomic<std::uint64_t> g_retransmits;
+extern std::uint64_t g_isn_key[2];
+
+class StackImpl;
+
+class StackConn {
+ public:
+  StackConn(StackImpl& s, LinkPtr l, tcp_pcb* p) : stack(s), link(std::move(l)), pcb(p) {}
+
+  StackImpl& stack;
+  LinkPtr link;
+  Conn* conn = nullptr;
+  tcp_pcb* pcb = nullptr;  // null once lwIP let go of it (closed, reset, aborted)
+
+  // Received bytes not yet handed over (the chunk being filled) and the pending event.
+  Buffer chunk;
+  std::size_t chunk_used = 0;
+  StackEvent ev;
+  bool got_data = false;  // this poll: acknowledge at once rather than after the timer
+  bool closed_sent = false;
+  bool released = false;
+
+  // Answers: every byte handed over stays here until the peer acknowledged it (lwIP's
+  // segments point into these buffers, TCP_WRITE without copy). [0, wpiece/woff) is written
+  // into lwIP; `front_start` is the stream offset of txq.front().
+  RingQueue<Buffer> txq;
+  std::size_t wpiece = 0;
+  std::size_t woff = 0;
+  std::uint64_t queued = 0, written = 0, acked = 0, front_start = 0;
+  bool shutdown_wanted = false, shutdown_done = false, close_wanted = false;
+
+  bool dirty = false;
+  StackConn* dirty_next = nullptr;
+  StackConn* prev = nullptr;
+  StackConn* next = nullptr;
+};
+
+// A port with its listening pcb and the transports that take its connections in turn.
+struct Group {
+  StackImpl* stack = nullptr;
+  tcp_pcb* lpcb = nullptr;
+  std::uint16_t port = 0;
+  std::vector<LinkPtr> links;
+  std::size_t next = 0;
+};
+
+class StackImpl final : public DpdkStack, public StackPort, public io::Poller {
+ public:
+  ~StackImpl() override;
+
+  std::expected<void, std::string> init(const DpdkOptions& o);
+
+  // DpdkStack
+  void attach(io::Reactor& r) override;
+  void detach() override;
+  DpdkStats stats() const override;
+  DpdkInfo info() const override;
+
+  // StackPort
+  io::Reactor* reactor() override { return reactor_.load(std::memory_order_acquire); }
+  void update(StackConn* sc, ConnUpdate u) override;
+  bool listen(const LinkPtr& link, const ListenerConfig& cfg, std::uint16_t* port,
+              std::string* error) override;
+  void stop_accepting(const LinkPtr& link) override;
+  void detach(const LinkPtr& link) override;
+
+  // io::Poller
+  bool poll() override;
+  std::int64_t idle_wait_ns() override;
+
+  // lwIP callbacks
+  static err_t on_accept(void* arg, tcp_pcb* pcb, err_t err);
+  static err_t on_recv(void* arg, tcp_pcb* pcb, pbuf* p, err_t err);
+  static err_t on_sent(void* arg, tcp_pcb* pcb, u16_t len);
+  static void on_err(void* arg, err_t err);
+  static err_t on_poll(void* arg, tcp_pcb* pcb);
+  static err_t netif_init(netif* n);
+  static err_t link_output(netif* n, pbuf* p);
+  static void free_rx(pbuf* p);
+
+ private:
+  struct WaitOp : io::Completion {
+    StackImpl* self = nullptr;
+    int fd = -1;
+    bool armed = false;
+  };
+  static void on_wait(io::Completion* c, int res, std::uint32_t flags);
+
+  bool do_listen(const LinkPtr& link, const ListenerConfig& cfg, std::uint16_t* port,
+                 std::string* error);
+  void do_stop_accepting(Link* link);
+  void do_detach(const LinkPtr& link);
+  void close_group(Group& g);
+  void mark(StackConn* sc);
+  void flush_events();
+  void deliver_event(StackConn* sc);
+  void try_write(StackConn* sc);
+  void release_acked(StackConn* sc);
+  void maybe_shutdown(StackConn* sc);
+  void do_close(StackConn* sc);
+  void drop_pcb(StackConn* sc, StackEvent::Closed why);
+  void clear_callbacks(tcp_pcb* pcb);
+  void free_conn(StackConn* sc);
+  void housekeeping(std::int64_t now);
+  void shed_half_open();
+  void append_rx(StackConn* sc, pbuf* p);
+
+  DpdkOptions opts_;
+  std::unique_ptr<Port> port_;
+  netif netif_{};
+  bool netif_up_ = false;
+  std::uint32_t ip_ = 0, mask_ = 0, gw_ = 0;
+  std::atomic<io::Reactor*> reactor_{nullptr};
+  std::map<std::uint16_t, Group> groups_;
+  StackConn* conns_ = nullptr;
+  StackConn* dirty_ = nullptr;
+  std::vector<WaitOp> waits_;
+  std::int64_t idle_poll_ns_ = 50'000;
+  std::int64_t last_work_ns_ = 0;
+  std::int64_t attached_ns_ = 0;
+  std::int64_t next_stats_ns_ = 0;
+  std::int64_t next_timer_ns_ = 0;
+
+  // Counters (the poll thread writes, any thread reads).
+  std::atomic<std::uint64_t> busy_ns_{0}, sleeps_{0}, accepted_{0}, resets_{0}, open_{0};
+  std::atomic<std::uint64_t> half_open_{0}, ip_dropped_{0}, syn_shed_{0};
+  std::atomic<std::uint64_t> rx_packets_{0}, rx_bytes_{0}, tx_packets_{0}, tx_bytes_{0};
+  std::atomic<std::uint64_t> rx_dropped_{0}, tx_dropped_{0};
+  std::atomic<std::uint32_t> mbufs_free_{0};
+  std::uint64_t busy_before_attach_ns_ = 0;
+  mutable std::mutex info_mu_;
+  DpdkInfo info_;
+};
+
+}  // namespace samsa::net::dpdk
