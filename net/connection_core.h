@@ -63,6 +63,16 @@ class TransportCore {
   ConnectionCore* head_ = nullptr;
 };
 
+// The Transport calls every backend answers the same way; Iface is the backend's interface.
+template <class Iface>
+class TransportBase : public Iface, public TransportCore {
+ public:
+  TransportBase(io::Reactor& r, FrameHandler& h) : TransportCore(r, h) {}
+  void close_all() override { close_each(false); }
+  void close_all_gracefully() override { close_each(true); }
+  std::size_t connection_count() const override { return open_; }
+};
+
 class ConnectionCore : public Connection, protected io::TurnHook, protected MemoryBudget::Waiter {
  public:
   ~ConnectionCore() override;

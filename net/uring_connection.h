@@ -78,7 +78,7 @@ class UringConnection final : public ConnectionCore {
   msghdr msg_{};
 };
 
-class TransportImpl final : public UringTransport, public TransportCore {
+class TransportImpl final : public TransportBase<UringTransport> {
  public:
   TransportImpl(io::Reactor& r, FrameHandler& h);
   ~TransportImpl() override;
@@ -86,9 +86,6 @@ class TransportImpl final : public UringTransport, public TransportCore {
   bool listen(const ListenerConfig& cfg, std::string* error) override;
   std::uint16_t port() const override { return port_; }
   void stop_accepting() override;
-  void close_all() override { close_each(false); }
-  void close_all_gracefully() override { close_each(true); }
-  std::size_t connection_count() const override { return open_; }
   const UringTransportStats& stats() const override { return stats_; }
 
   // Shared with the connections.

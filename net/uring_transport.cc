@@ -45,7 +45,7 @@ std::string format_peer(const sockaddr_storage& ss) {
 
 }  // namespace
 
-TransportImpl::TransportImpl(io::Reactor& r, FrameHandler& h) : TransportCore(r, h) {
+TransportImpl::TransportImpl(io::Reactor& r, FrameHandler& h) : TransportBase(r, h) {
   conn_stats_ = &stats_;
   accept_op_.fn = &TransportImpl::on_accept;
   accept_op_.self = this;

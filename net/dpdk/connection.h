@@ -64,7 +64,7 @@ class Conn final : public ConnectionCore {
   bool shutdown_sent_ = false;
 };
 
-class TransportImpl final : public DpdkTransport, public TransportCore {
+class TransportImpl final : public TransportBase<DpdkTransport> {
  public:
   TransportImpl(io::Reactor& r, FrameHandler& h, StackPort& s);
   ~TransportImpl() override;
@@ -72,9 +72,6 @@ class TransportImpl final : public DpdkTransport, public TransportCore {
   bool listen(const ListenerConfig& cfg, std::string* error) override;
   std::uint16_t port() const override { return port_; }
   void stop_accepting() override;
-  void close_all() override { close_each(false); }
-  void close_all_gracefully() override { close_each(true); }
-  std::size_t connection_count() const override { return open_; }
   const DpdkTransportStats& stats() const override { return stats_; }
 
   void adopt(Conn* c);

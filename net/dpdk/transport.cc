@@ -4,7 +4,7 @@
 namespace samsa::net::dpdk {
 
 TransportImpl::TransportImpl(io::Reactor& r, FrameHandler& h, StackPort& s)
-    : TransportCore(r, h), stack_(s) {
+    : TransportBase(r, h), stack_(s) {
   conn_stats_ = &stats_;
 }
 
