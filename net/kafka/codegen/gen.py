@@ -16,7 +16,8 @@ import os
 import sys
 
 # The build runs this from the source tree, which need not be writable: no __pycache__ there.
-sys.dont_write_bytecode = True
+if __name__ == '__main__':
+    sys.dont_write_bytecode = True
 
 from kafkagen.header import gen_header  # noqa: E402
 from kafkagen.model import Field, Message, Range, SchemaError, StructDef, Type  # noqa: E402,F401

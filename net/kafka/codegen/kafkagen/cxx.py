@@ -161,6 +161,22 @@ class Out:
     def dedent(self):
         self.level -= 1
 
+    def open(self, text):
+        """Writes the line that opens a block and indents what follows."""
+        self(text)
+        self.indent()
+
+    def close(self, text='}'):
+        """Ends a block with its closing line."""
+        self.dedent()
+        self(text)
+
+    def reopen(self, text='} else {'):
+        """Ends a block and opens the next one with the same line."""
+        self.dedent()
+        self(text)
+        self.indent()
+
     def text(self):
         return '\n'.join(self.lines) + '\n'
 
@@ -177,7 +193,7 @@ def struct_order(msg):
             raise SchemaError(f'{s.where}: struct {s.name} contains itself')
         state[s.name] = 'active'
         for f in s.fields:
-            base = f.type.elem if f.type.kind == 'array' else f.type
+            base = f.type.base()
             if base.kind == 'struct':
                 visit(base.struct)
         state[s.name] = 'done'
@@ -188,7 +204,7 @@ def struct_order(msg):
             visit(s)
     top = StructDef(msg.name, msg.fields, False, msg.path)
     for f in msg.fields:
-        base = f.type.elem if f.type.kind == 'array' else f.type
+        base = f.type.base()
         if base.kind == 'struct':
             visit(base.struct)
     for s in msg.structs.values():

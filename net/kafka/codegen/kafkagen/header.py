@@ -18,8 +18,7 @@ def emit_members(o, fields):
 
 
 def emit_struct_decl(o, s, is_top, msg):
-    o(f'struct {s.name} {{')
-    o.indent()
+    o.open(f'struct {s.name} {{')
     if is_top:
         if msg.kind != 'header':
             o(f'static constexpr std::int16_t kApiKey = {msg.api_key};')
@@ -47,8 +46,7 @@ def emit_struct_decl(o, s, is_top, msg):
     o('void encode(Writer& w, std::int16_t version) const;')
     o('std::size_t encoded_size(std::int16_t version) const;')
     o(f'bool operator==(const {s.name}&) const = default;')
-    o.dedent()
-    o('};')
+    o.close('};')
 
 
 def gen_header(msg, rel):

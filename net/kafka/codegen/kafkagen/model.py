@@ -123,6 +123,10 @@ class Type:
     def is_fixed(self):
         return self.kind == 'fixed'
 
+    def base(self):
+        """The element type of an array, the type itself otherwise."""
+        return self.elem if self.kind == 'array' else self
+
 
 class Field:
     def __init__(self, name, type_text, versions, attrs, where):

@@ -149,7 +149,7 @@ def resolve(msg):
                 raise SchemaError(f'{f.where}: field {f.name} repeated in {owner}')
             names.add(f.name)
             f.type = make_type(f.type_text, f)
-            base = f.type.elem if f.type.kind == 'array' else f.type
+            base = f.type.base()
             if base.kind == 'struct':
                 if f.children:
                     if base.name in msg.structs:
@@ -225,7 +225,7 @@ def resolve(msg):
 
     def bind(fields):
         for f in fields:
-            base = f.type.elem if f.type.kind == 'array' else f.type
+            base = f.type.base()
             if base.kind == 'struct':
                 if base.name not in msg.structs:
                     raise SchemaError(f'{f.where}: unknown struct {base.name}')

@@ -15,102 +15,92 @@ def emit_read_value(o, ctx, f, t, x, reader, compact, nullable, opt, version_var
             o(f'{reader}.uuid({x});')
         else:
             o(f'{x} = {reader}.{FIXED[t.name][2]}();')
-    elif t.kind == 'string':
+    elif t.kind in ('string', 'bytes'):
         if opt:
-            o(f'{reader}.nullable_string({x}, {compact}, {nullable});')
+            o(f'{reader}.nullable_{t.kind}({x}, {compact}, {nullable});')
         else:
-            o(f'{reader}.string({x}, {compact});')
-    elif t.kind == 'bytes':
-        if opt:
-            o(f'{reader}.nullable_bytes({x}, {compact}, {nullable});')
-        else:
-            o(f'{reader}.bytes({x}, {compact});')
+            o(f'{reader}.{t.kind}({x}, {compact});')
     elif t.kind == 'records':
         o(f'{reader}.records({x}, {compact}, {nullable});')
     elif t.kind == 'array':
         e = t.elem
         minsize = elem_min(ctx.msg, f)
-        o('{')
-        o.indent()
+        o.open('{')
         o(f'const std::int32_t count = {reader}.array_length({compact}, {nullable}, {minsize});')
         if opt:
-            o('if (count < 0) {')
-            o.indent()
+            o.open('if (count < 0) {')
             o(f'{x}.reset();')
-            o.dedent()
-            o('} else {')
-            o.indent()
+            o.reopen()
             o(f'auto& items = {x}.emplace();')
         else:
             o(f'auto& items = {x};')
         o('items.clear();')
         o(f'if ({reader}.charge_items(items, count)) items.reserve(static_cast<std::size_t>(count < 0 ? 0 : count));')
-        o(f'for (std::int32_t i = 0; i < count && {reader}.ok(); ++i) {{')
-        o.indent()
+        o.open(f'for (std::int32_t i = 0; i < count && {reader}.ok(); ++i) {{')
         if e.kind == 'fixed' and e.name != 'uuid':
             o(f'items.push_back({reader}.{FIXED[e.name][2]}());')
         elif e.kind == 'struct':
             o(f'items.emplace_back().decode({reader}, {version_var});')
         else:
             emit_read_value(o, ctx, f, e, 'items.emplace_back()', reader, compact, 'false', False)
-        o.dedent()
-        o('}')
+        o.close()
         if opt:
-            o.dedent()
-            o('}')
-        o.dedent()
-        o('}')
+            o.close()
+        o.close()
     else:  # struct
         if opt:
             if nullable == 'false':
                 o(f'{x}.emplace().decode({reader}, {version_var});')
             else:
                 cond = '' if nullable == 'true' else f'!({nullable}) || '
-                o(f'if ({cond}{reader}.i8() >= 0) {{')
-                o.indent()
+                o.open(f'if ({cond}{reader}.i8() >= 0) {{')
                 o(f'{x}.emplace().decode({reader}, {version_var});')
-                o.dedent()
-                o('} else {')
-                o.indent()
+                o.reopen()
                 o(f'{x}.reset();')
-                o.dedent()
-                o('}')
+                o.close()
         else:
             o(f'{x}.decode({reader}, {version_var});')
 
 
-def emit_decode_body(o, ctx, fields):
-    o(f'[[maybe_unused]] const bool flex = {ctx.msg.flexible.cond(ctx.valid)};')
+def emit_regular_fields(o, ctx, fields, emit):
+    """Calls emit(f) for each positional field, under the test of the versions that have it."""
     for f in fields:
-        reg = f.regular()
-        cond = reg.cond(ctx.valid)
+        cond = f.regular().cond(ctx.valid)
         if cond == 'false':
             continue
         if cond != 'true':
-            o(f'if ({cond}) {{')
-            o.indent()
-        emit_read_value(o, ctx, f, f.type, 'this->' + f.member(), 'r', ctx.flex_expr(f),
-                        ctx.nullable_expr(f), is_optional(f))
+            o.open(f'if ({cond}) {{')
+        emit(f)
         if cond != 'true':
-            o.dedent()
-            o('}')
-    tagged = [f for f in fields if f.tag is not None and f.tagged_range().cond(ctx.valid) != 'false']
+            o.close()
+
+
+def tagged_fields(ctx, fields):
+    """The fields tagged in some version of this message, by tag."""
+    return sorted([f for f in fields
+                   if f.tag is not None and f.tagged_range().cond(ctx.valid) != 'false'],
+                  key=lambda f: f.tag)
+
+
+def emit_decode_body(o, ctx, fields):
+    o(f'[[maybe_unused]] const bool flex = {ctx.msg.flexible.cond(ctx.valid)};')
+    emit_regular_fields(
+        o, ctx, fields,
+        lambda f: emit_read_value(o, ctx, f, f.type, 'this->' + f.member(), 'r', ctx.flex_expr(f),
+                                  ctx.nullable_expr(f), is_optional(f)))
     if ctx.msg.flexible.cond(ctx.valid) == 'false':
         return
-    o('if (flex) {')
-    o.indent()
+    tagged = tagged_fields(ctx, fields)
+    o.open('if (flex) {')
     o('const std::uint32_t tags = r.uvarint32();')
-    o('for (std::uint32_t t = 0; t < tags && r.ok(); ++t) {')
-    o.indent()
+    o.open('for (std::uint32_t t = 0; t < tags && r.ok(); ++t) {')
     o('const std::uint32_t tag = r.uvarint32();')
     o('Reader field = r.sub(r.uvarint32());')
     if tagged:
-        o('switch (tag) {')
-        o.indent()
-        for f in sorted(tagged, key=lambda f: f.tag):
+        o.open('switch (tag) {')
+        for f in tagged:
             cond = f.tagged_range().cond(ctx.valid)
-            o(f'case {f.tag}:')
-            o.indent()
+            o.open(f'case {f.tag}:')
             if cond != 'true':
                 o(f'if (!({cond})) break;  // not this field in this version: skipped')
             emit_read_value(o, ctx, f, f.type, 'this->' + f.member(), 'field', 'true',
@@ -118,19 +108,15 @@ def emit_decode_body(o, ctx, fields):
             o('r.end_sub(field);')
             o('break;')
             o.dedent()
-        o('default:')
-        o.indent()
+        o.open('default:')
         o('break;  // unknown tagged fields are skipped')
         o.dedent()
-        o.dedent()
-        o('}')
+        o.close()
     else:
         o('(void)tag;  // no known tagged fields: all are skipped')
         o('(void)field;')
-    o.dedent()
-    o('}')
-    o.dedent()
-    o('}')
+    o.close()
+    o.close()
 
 
 # ---- encode ----
@@ -139,42 +125,31 @@ def emit_decode_body(o, ctx, fields):
 def emit_write_value(o, ctx, f, t, x, compact, nullable, opt):
     if t.kind == 'fixed':
         o(f'w.{FIXED[t.name][2]}({x});')
-    elif t.kind == 'string':
+    elif t.kind in ('string', 'bytes'):
         if opt:
-            o(f'w.nullable_string({x}, {compact}, {nullable});')
+            o(f'w.nullable_{t.kind}({x}, {compact}, {nullable});')
         else:
-            o(f'w.string({x}, {compact});')
-    elif t.kind == 'bytes':
-        if opt:
-            o(f'w.nullable_bytes({x}, {compact}, {nullable});')
-        else:
-            o(f'w.bytes({x}, {compact});')
+            o(f'w.{t.kind}({x}, {compact});')
     elif t.kind == 'records':
         o(f'w.records({x}, {compact}, {nullable});')
     elif t.kind == 'array':
         e = t.elem
         if opt:
-            o(f'if (!{x}) {{')
-            o.indent()
+            o.open(f'if (!{x}) {{')
             o(f'w.null_length({compact}, {nullable});')
-            o.dedent()
-            o('} else {')
-            o.indent()
+            o.reopen()
             items = f'(*{x})'
         else:
             items = x
         o(f'w.array_length({items}.size(), {compact});')
-        o(f'for (const auto& item : {items}) {{')
-        o.indent()
+        o.open(f'for (const auto& item : {items}) {{')
         if e.kind == 'struct':
             o('item.encode(w, version);')
         else:
             emit_write_value(o, ctx, f, e, 'item', compact, 'false', False)
-        o.dedent()
-        o('}')
+        o.close()
         if opt:
-            o.dedent()
-            o('}')
+            o.close()
     else:  # struct
         if opt:
             if nullable == 'false':
@@ -182,19 +157,15 @@ def emit_write_value(o, ctx, f, t, x, compact, nullable, opt):
             else:
                 body_null = f'w.i8(-1);' if nullable == 'true' else \
                     f'if ({nullable}) {{ w.i8(-1); }} else {{ {t.name}{{}}.encode(w, version); }}'
-                o(f'if (!{x}) {{')
-                o.indent()
+                o.open(f'if (!{x}) {{')
                 o(body_null)
-                o.dedent()
-                o('} else {')
-                o.indent()
+                o.reopen()
                 if nullable != 'true':
                     o(f'if ({nullable}) w.i8(1);')
                 else:
                     o('w.i8(1);')
                 o(f'{x}->encode(w, version);')
-                o.dedent()
-                o('}')
+                o.close()
         else:
             o(f'{x}.encode(w, version);')
 
@@ -203,23 +174,17 @@ def size_expr(ctx, f, t, x, compact, nullable, opt, acc, o):
     """Emits statements adding the encoded size of x to acc."""
     if t.kind == 'fixed':
         o(f'{acc} += {FIXED[t.name][1]};')
-    elif t.kind == 'string':
+    elif t.kind in ('string', 'bytes'):
         if opt:
-            o(f'{acc} += Writer::string_size({x} ? {x}->size() : 0, {compact});')
+            o(f'{acc} += Writer::{t.kind}_size({x} ? {x}->size() : 0, {compact});')
         else:
-            o(f'{acc} += Writer::string_size({x}.size(), {compact});')
-    elif t.kind == 'bytes':
-        if opt:
-            o(f'{acc} += Writer::bytes_size({x} ? {x}->size() : 0, {compact});')
-        else:
-            o(f'{acc} += Writer::bytes_size({x}.size(), {compact});')
+            o(f'{acc} += Writer::{t.kind}_size({x}.size(), {compact});')
     elif t.kind == 'records':
         o(f'{acc} += Writer::bytes_size({x}.size(), {compact});')
     elif t.kind == 'array':
         e = t.elem
         if opt:
-            o(f'if ({x}) {{')
-            o.indent()
+            o.open(f'if ({x}) {{')
             items = f'(*{x})'
         else:
             items = x
@@ -229,18 +194,13 @@ def size_expr(ctx, f, t, x, compact, nullable, opt, acc, o):
         elif e.kind == 'struct':
             o(f'for (const auto& item : {items}) {acc} += item.encoded_size(version);')
         else:
-            o(f'for (const auto& item : {items}) {{')
-            o.indent()
+            o.open(f'for (const auto& item : {items}) {{')
             size_expr(ctx, f, e, 'item', compact, 'false', False, acc, o)
-            o.dedent()
-            o('}')
+            o.close()
         if opt:
-            o.dedent()
-            o('} else {')
-            o.indent()
+            o.reopen()
             o(f'{acc} += Writer::length_size(0, {compact});')
-            o.dedent()
-            o('}')
+            o.close()
     else:
         if opt:
             if nullable != 'false':
@@ -248,15 +208,11 @@ def size_expr(ctx, f, t, x, compact, nullable, opt, acc, o):
             if nullable == 'true':
                 o(f'if ({x}) {acc} += {x}->encoded_size(version);')
             else:
-                o(f'if ({x}) {{')
-                o.indent()
+                o.open(f'if ({x}) {{')
                 o(f'{acc} += {x}->encoded_size(version);')
-                o.dedent()
-                o(f'}} else if (!({nullable})) {{')
-                o.indent()
+                o.reopen(f'}} else if (!({nullable})) {{')
                 o(f'{acc} += {t.name}{{}}.encoded_size(version);')
-                o.dedent()
-                o('}')
+                o.close()
         else:
             o(f'{acc} += {x}.encoded_size(version);')
 
@@ -267,27 +223,23 @@ def tagged_present(ctx, f):
     return diff if cond == 'true' else f'({cond}) && {diff}'
 
 
+def emit_tagged_size(o, ctx, f):
+    """Declares `size`: the bytes tagged field f takes after its tag and length."""
+    o('std::size_t size = 0;')
+    size_expr(ctx, f, f.type, 'this->' + f.member(), 'true', ctx.nullable_expr(f),
+              is_optional(f), 'size', o)
+
+
 def emit_encode_body(o, ctx, fields):
     o(f'[[maybe_unused]] const bool flex = {ctx.msg.flexible.cond(ctx.valid)};')
-    for f in fields:
-        cond = f.regular().cond(ctx.valid)
-        if cond == 'false':
-            continue
-        if cond != 'true':
-            o(f'if ({cond}) {{')
-            o.indent()
-        emit_write_value(o, ctx, f, f.type, 'this->' + f.member(), ctx.flex_expr(f),
-                         ctx.nullable_expr(f), is_optional(f))
-        if cond != 'true':
-            o.dedent()
-            o('}')
+    emit_regular_fields(
+        o, ctx, fields,
+        lambda f: emit_write_value(o, ctx, f, f.type, 'this->' + f.member(), ctx.flex_expr(f),
+                                   ctx.nullable_expr(f), is_optional(f)))
     if ctx.msg.flexible.cond(ctx.valid) == 'false':
         return
-    tagged = sorted([f for f in fields
-                     if f.tag is not None and f.tagged_range().cond(ctx.valid) != 'false'],
-                    key=lambda f: f.tag)
-    o('if (flex) {')
-    o.indent()
+    tagged = tagged_fields(ctx, fields)
+    o.open('if (flex) {')
     if not tagged:
         o('w.uvarint(0);  // no tagged fields')
     else:
@@ -297,59 +249,38 @@ def emit_encode_body(o, ctx, fields):
             o(f'tags += has{i};')
         o('w.uvarint(tags);')
         for i, f in enumerate(tagged):
-            o(f'if (has{i}) {{')
-            o.indent()
+            o.open(f'if (has{i}) {{')
             o(f'w.uvarint({f.tag});')
-            o('std::size_t size = 0;')
-            size_expr(ctx, f, f.type, 'this->' + f.member(), 'true', ctx.nullable_expr(f),
-                      is_optional(f), 'size', o)
+            emit_tagged_size(o, ctx, f)
             o('w.uvarint(static_cast<std::uint32_t>(size));')
             emit_write_value(o, ctx, f, f.type, 'this->' + f.member(), 'true', ctx.nullable_expr(f),
                              is_optional(f))
-            o.dedent()
-            o('}')
-    o.dedent()
-    o('}')
+            o.close()
+    o.close()
 
 
 def emit_size_body(o, ctx, fields):
     o(f'[[maybe_unused]] const bool flex = {ctx.msg.flexible.cond(ctx.valid)};')
     o('std::size_t n = 0;')
-    for f in fields:
-        cond = f.regular().cond(ctx.valid)
-        if cond == 'false':
-            continue
-        if cond != 'true':
-            o(f'if ({cond}) {{')
-            o.indent()
-        size_expr(ctx, f, f.type, 'this->' + f.member(), ctx.flex_expr(f), ctx.nullable_expr(f),
-                  is_optional(f), 'n', o)
-        if cond != 'true':
-            o.dedent()
-            o('}')
+    emit_regular_fields(
+        o, ctx, fields,
+        lambda f: size_expr(ctx, f, f.type, 'this->' + f.member(), ctx.flex_expr(f),
+                            ctx.nullable_expr(f), is_optional(f), 'n', o))
     if ctx.msg.flexible.cond(ctx.valid) != 'false':
-        tagged = sorted([f for f in fields
-                         if f.tag is not None and f.tagged_range().cond(ctx.valid) != 'false'],
-                        key=lambda f: f.tag)
-        o('if (flex) {')
-        o.indent()
+        tagged = tagged_fields(ctx, fields)
+        o.open('if (flex) {')
         if not tagged:
             o('n += 1;')
         else:
             o('std::uint32_t tags = 0;')
             for f in tagged:
-                o(f'if ({tagged_present(ctx, f)}) {{')
-                o.indent()
+                o.open(f'if ({tagged_present(ctx, f)}) {{')
                 o('++tags;')
-                o('std::size_t size = 0;')
-                size_expr(ctx, f, f.type, 'this->' + f.member(), 'true', ctx.nullable_expr(f),
-                          is_optional(f), 'size', o)
+                emit_tagged_size(o, ctx, f)
                 o(f'n += uvarint_size({f.tag}) + uvarint_size(size) + size;')
-                o.dedent()
-                o('}')
+                o.close()
             o('n += uvarint_size(tags);')
-        o.dedent()
-        o('}')
+        o.close()
     o('return n;')
 
 
@@ -357,35 +288,26 @@ def emit_size_body(o, ctx, fields):
 def emit_struct_defs(o, s, qual, is_top, msg):
     ctx = Ctx(msg)
     if is_top:
-        o(f'bool {qual}::decode(Reader& r, std::int16_t version) {{')
-        o.indent()
-        o('if (version < kMinVersion || version > kMaxVersion) {')
-        o.indent()
+        o.open(f'bool {qual}::decode(Reader& r, std::int16_t version) {{')
+        o.open('if (version < kMinVersion || version > kMaxVersion) {')
         o('r.fail(DecodeError::unsupported_version);')
         o('return false;')
-        o.dedent()
-        o('}')
+        o.close()
         o(f'*this = {s.name}{{}};')
     else:
-        o(f'void {qual}::decode(Reader& r, [[maybe_unused]] std::int16_t version) {{')
-        o.indent()
+        o.open(f'void {qual}::decode(Reader& r, [[maybe_unused]] std::int16_t version) {{')
     emit_decode_body(o, ctx, s.fields)
     if is_top:
         o('return r.ok();')
-    o.dedent()
-    o('}')
+    o.close()
     o()
-    o(f'void {qual}::encode(Writer& w, [[maybe_unused]] std::int16_t version) const {{')
-    o.indent()
+    o.open(f'void {qual}::encode(Writer& w, [[maybe_unused]] std::int16_t version) const {{')
     emit_encode_body(o, ctx, s.fields)
-    o.dedent()
-    o('}')
+    o.close()
     o()
-    o(f'std::size_t {qual}::encoded_size([[maybe_unused]] std::int16_t version) const {{')
-    o.indent()
+    o.open(f'std::size_t {qual}::encoded_size([[maybe_unused]] std::int16_t version) const {{')
     emit_size_body(o, ctx, s.fields)
-    o.dedent()
-    o('}')
+    o.close()
     o()
 
 

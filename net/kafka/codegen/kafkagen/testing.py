@@ -106,21 +106,17 @@ def gen_testing(msgs):
         cond = f.versions.cond(valid)
         if cond == 'false':
             return
-        o(f'if ({cond}) {{')
-        o.indent()
+        o.open(f'if ({cond}) {{')
         x = 'm.' + f.member()
         t = f.type
         null_cond = f.nullable.intersect(f.versions).cond(valid)
         if null_cond != 'false':
-            o(f'if (f.nulls() && ({null_cond})) {{')
-            o.indent()
+            o.open(f'if (f.nulls() && ({null_cond})) {{')
             if t.kind == 'records':
                 o(f'{x}.set_null();')
             else:
                 o(f'{x}.reset();')
-            o.dedent()
-            o('} else {')
-            o.indent()
+            o.reopen()
         dflt = f.default
         if t.kind == 'fixed' and t.name in INT_RANGES and dflt is not None:
             dflt = int_literal(t.name, int(dflt, 0))
@@ -129,24 +125,20 @@ def gen_testing(msgs):
             target = f'{x}.emplace()' if is_optional(f) else x
             o(f'auto& items = {target};')
             o('items.clear();')
-            o('for (std::size_t i = 0, n = f.count(); i < n; ++i) {')
-            o.indent()
+            o.open('for (std::size_t i = 0, n = f.count(); i < n; ++i) {')
             if e.kind == 'struct':
                 o('fill(items.emplace_back(), version, f);')
             else:
                 o(f'items.push_back({value_expr(f, e, None)});')
-            o.dedent()
-            o('}')
+            o.close()
         elif t.kind == 'struct':
             target = f'{x}.emplace()' if is_optional(f) else x
             o(f'fill({target}, version, f);')
         else:
             o(f'{x} = {value_expr(f, t, dflt)};')
         if null_cond != 'false':
-            o.dedent()
-            o('}')
-        o.dedent()
-        o('}')
+            o.close()
+        o.close()
 
     for m in sorted(msgs, key=lambda m: m.name):
         order, _ = struct_order(m)
@@ -162,8 +154,7 @@ def gen_testing(msgs):
             o.indent()
             for f in s.fields:
                 emit_fill_field(f, m.versions)
-            o.dedent()
-            o('}')
+            o.close()
             o()
     o('// Calls f(std::type_identity<M>{}) for every generated message, headers included.')
     o('template <class F>')
