@@ -16,6 +16,7 @@
 #include "base/log.h"
 #include "daemon/admin.h"
 #include "daemon/broker_internal.h"
+#include "daemon/dispatch.h"
 #include "io/checkpoint.h"
 #include "net/dpdk/dpdk_transport.h"
 #include "net/uring_transport.h"
