@@ -9,6 +9,7 @@
 // carries only changed partitions, and is answered with only the partitions that have records,
 // errors or moved offsets. The request then reads every partition of the session.
 #include <algorithm>
+#include <deque>
 #include <tuple>
 
 #include "base/clock.h"
@@ -34,8 +35,9 @@ struct Part final : replication::PartitionWaiter, io::ReadAheadPool::Waiter {
   std::int64_t fetch_offset = 0;
   std::int32_t max_bytes = 0;
   std::int32_t leader_epoch = -1;
-  // How the client named the topic (the answer repeats it).
-  std::string asked_topic;
+  // How the client named the topic (the answer repeats it): a view into the request body, or
+  // into the context's copy of a session's names (a session can change while the fetch waits).
+  std::string_view asked_topic;
   replication::Uuid asked_topic_id{};
   // Results of the last read, written on the shard thread.
   ErrorCode error = ErrorCode::none;
@@ -66,6 +68,8 @@ struct FetchCtx final : ParkedRequest {
   RequestPtr req;
   replication::ImagePtr image;  // pins the topic names parts point at
   kafka::FetchRequest body;
+  // One copy per topic of the names a session's partitions carry (deque: views stay valid).
+  std::deque<std::string> session_topics;
   std::vector<Part> parts;
   std::vector<Group> groups;
   std::size_t origin = 0;
@@ -588,7 +592,7 @@ void fetch(RequestPtr r) {
   ctx->parts.resize(n);
   std::vector<std::size_t> group_of_shard(req.rc.broker->reactor_count(), SIZE_MAX);
   std::size_t pi = 0;
-  auto add = [&](const std::string& name, const replication::Uuid& id, std::int32_t partition,
+  auto add = [&](std::string_view name, const replication::Uuid& id, std::int32_t partition,
                  std::int64_t fetch_offset, std::int32_t partition_max_bytes,
                  std::int32_t leader_epoch) {
     const replication::TopicState* topic = ctx->by_id ? image.topic(id) : image.topic(name);
@@ -612,9 +616,12 @@ void fetch(RequestPtr r) {
     ++pi;
   };
   if (session) {
-    for (const auto& sp : session->partitions)
-      add(sp.topic, sp.topic_id, sp.partition, sp.fetch_offset, sp.max_bytes,
+    for (const auto& sp : session->partitions) {
+      if (ctx->session_topics.empty() || ctx->session_topics.back() != sp.topic)
+        ctx->session_topics.emplace_back(sp.topic);
+      add(ctx->session_topics.back(), sp.topic_id, sp.partition, sp.fetch_offset, sp.max_bytes,
           sp.current_leader_epoch);
+    }
   } else {
     for (const auto& t : body.topics)
       for (const auto& fp : t.partitions)
