@@ -232,7 +232,8 @@ class Samsad(SamsadProcess):
     """The admin tests' samsad, started at once in a temporary work dir of its own, with
     settings as a dict; stop() returns the exit code; restart() keeps its data and port."""
 
-    def __init__(self, binary: str, overrides: dict[str, str] | None = None, work: str | None = None):
+    def __init__(self, binary: str, overrides: dict[str, str] | None = None,
+                 work: str | None = None):
         settings = {
             "group.initial.rebalance.delay.ms": "0",
             "offsets.topic.num.partitions": "4",
