@@ -1,5 +1,5 @@
 // The Broker's operations behind the admin socket: start-up progress and summary, drain and
-// flush. Kept apart from broker.cc, which owns the threads' lifecycle and settings.
+// flush. Kept apart from broker*.cc, which own the threads' lifecycle and settings.
 #include <fcntl.h>
 #include <unistd.h>
 

@@ -283,6 +283,8 @@ class Log::Impl final : public TurnHook {
     std::ptrdiff_t ring_index;  // >= 0 when the batch is in the ring
   };
   Result<Located> locate(const Segment& s, std::int64_t offset) const;
+  Result<std::uint32_t> checked_header(const Segment& s, std::uint64_t pos,
+                                       const std::byte* h) const;
   Result<const std::byte*> header_at(const Segment& s, std::uint64_t pos) const;
   // The whole batch at pos (len bytes), for lookups that decode records.
   Result<const std::byte*> batch_at(const Segment& s, std::uint64_t pos, std::size_t len) const;

@@ -19,12 +19,7 @@ Result<const std::byte*> Log::Impl::header_at(const Segment& s, std::uint64_t po
       want_bytes(s, pos, batch::kHeaderSize);
       return fail(Errc::would_block, "batch header not read yet");
     }
-    auto info = batch::check_header({h, batch::kHeaderSize}, 0);
-    if (!info) return std::unexpected(corrupt(s, pos, info.error().detail));
-    if (pos + static_cast<std::uint64_t>(info->length) > s.size) {
-      return std::unexpected(
-          corrupt(s, pos, fmt("batch of %d bytes runs past the segment's end", info->length)));
-    }
+    if (auto ok = checked_header(s, pos, h); !ok) return std::unexpected(ok.error());
     return h;
   }
   if (window_file_ != s.file.get() || pos < window_pos_ ||
@@ -44,14 +39,23 @@ Result<const std::byte*> Log::Impl::header_at(const Segment& s, std::uint64_t po
     }
   }
   const std::byte* h = window_.data() + (pos - window_pos_);
+  auto len = checked_header(s, pos, h);
+  if (!len) return std::unexpected(len.error());
+  window_batch_len_ = *len;
+  return h;
+}
+
+// The length of the batch whose header is h (at pos of s), if the header is sound and the
+// batch ends inside the segment.
+Result<std::uint32_t> Log::Impl::checked_header(const Segment& s, std::uint64_t pos,
+                                                const std::byte* h) const {
   auto info = batch::check_header({h, batch::kHeaderSize}, 0);
   if (!info) return std::unexpected(corrupt(s, pos, info.error().detail));
-  window_batch_len_ = static_cast<std::uint32_t>(info->length);
   if (pos + static_cast<std::uint64_t>(info->length) > s.size) {
     return std::unexpected(
         corrupt(s, pos, fmt("batch of %d bytes runs past the segment's end", info->length)));
   }
-  return h;
+  return static_cast<std::uint32_t>(info->length);
 }
 
 void Log::Impl::want_bytes(const Segment& s, std::uint64_t pos, std::size_t need) const {

@@ -34,11 +34,18 @@ class ReadAhead {
 
   std::size_t capacity() const { return capacity_; }
   bool filling() const { return filling_; }
-  // Drops what it holds (its memory too), keeping the capacity.
+  // Forgets what it holds and the files it pins. The memory stays for the next reader (a
+  // pool's buffers cost at most buffers x capacity per reactor; allocating 1.25 MiB anew for
+  // every cold read meant an mmap, page faults and an munmap each time), unless one oversized
+  // batch grew it past the capacity.
   void clear() {
-    buf_.reset();
-    size_ = len_ = 0;
+    if (size_ > capacity_) {
+      buf_.reset();
+      size_ = 0;
+    }
+    len_ = 0;
     file_.reset();
+    want_file_.reset();
   }
 
   // The bytes [pos, pos + n) of file f, if held.
@@ -116,8 +123,11 @@ class ReadAheadPool {
     if (tail_ == w) tail_ = prev;
     w->pool_queued = false;
   }
-  // Returns a buffer: handed to the first waiter at once, else kept (its bytes freed).
+  // Returns a buffer: handed to the first waiter at once, else kept for the next reader.
   void release(ReadAhead* ra) {
+    // Never hand over bytes a previous reader read: a truncated and rewritten segment could
+    // hold other bytes at the same position by now.
+    ra->clear();
     if (Waiter* w = head_) {
       head_ = w->pool_next;
       if (!head_) tail_ = nullptr;
@@ -125,7 +135,6 @@ class ReadAheadPool {
       w->on_read_ahead(ra);
       return;
     }
-    ra->clear();
     free_.emplace_back(ra);
   }
 

@@ -1,0 +1,140 @@
+// The Broker's stop: stop accepting, answer what is in flight (within
+// samsa.shutdown.timeout.ms), close connections, then the controller, the coordinator and the
+// shards' logs, and mark the log dirs clean.
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "base/clock.h"
+#include "base/log.h"
+#include "daemon/admin.h"
+#include "daemon/broker.h"
+#include "daemon/broker_internal.h"
+#include "daemon/dispatch.h"
+
+namespace samsa::daemon {
+
+void Broker::shutdown() {
+  if (stopping_.exchange(true)) return;
+  state_.store(State::stopping, std::memory_order_release);
+  // The admin thread first: it reaches into every other thread.
+  admin_.reset();
+  const std::int64_t timeout_ms = config().get_int("samsa.shutdown.timeout.ms");
+  std::vector<ReactorThread*> running;
+  for (auto& t : reactors_)
+    if (t->ctx->reactor && t->thread.joinable()) running.push_back(t.get());
+
+  // 1. Stop accepting and expire long polls; 2. wait for in-flight requests to be answered.
+  std::atomic<std::size_t> busy{0};
+  auto count_busy = [&](bool first) {
+    busy.store(0);
+    std::atomic<std::size_t> left{running.size()};
+    for (ReactorThread* t : running) {
+      t->ctx->reactor->post_fn([t, &busy, &left, first] {
+        ReactorContext& ctx = *t->ctx;
+        if (first) {
+          ctx.shutting_down = true;
+          for (auto& tr : ctx.transports)
+            tr->stop_accepting();
+        }
+        while (ctx.parked) {
+          ParkedRequest* p = ctx.parked;
+          ctx.unpark(p);
+          p->expire();
+        }
+        std::size_t n = 0;
+        for (auto& d : ctx.dispatchers)
+          n += d->in_flight();
+        busy.fetch_add(n);
+        left.fetch_sub(1);
+      });
+    }
+    while (left.load() != 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return busy.load();
+  };
+  // Group requests parked in the coordinator (a JoinGroup waits up to its rebalance timeout)
+  // are answered now, so the wait below is for real work only.
+  if (coordinator_reactor_) on_coordinator([](coordinator::GroupCoordinator& g) { g.shutdown(); });
+  const std::int64_t end = mono_ms() + timeout_ms;
+  bool first = true;
+  while (!running.empty() && count_busy(first) != 0 && mono_ms() < end) {
+    first = false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (!running.empty() && busy.load() != 0)
+    LOG_WARN("shutdown: %zu requests still in flight after %lld ms; closing anyway", busy.load(),
+             static_cast<long long>(timeout_ms));
+
+  // 3. No more requests: close every connection on every reactor.
+  {
+    std::atomic<std::size_t> left{running.size()};
+    for (ReactorThread* t : running) {
+      t->ctx->reactor->post_fn([t, &left] {
+        for (auto& tr : t->ctx->transports)
+          tr->close_all();
+        left.fetch_sub(1);
+      });
+    }
+    while (left.load() != 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  // 4. The controller (it may still be finishing a change), the coordinator (its writes in
+  // flight complete on the shards, which are still running), then the shards' logs.
+  if (controller_thread_.joinable()) {
+    if (controller_reactor_) controller_reactor_->stop();
+    controller_thread_.join();
+  }
+  if (coordinator_thread_.joinable()) {
+    if (coordinator_reactor_) coordinator_reactor_->stop();
+    coordinator_thread_.join();
+  }
+  for (ReactorThread* t : running) {
+    t->ctx->reactor->post_fn([t] {
+      ReactorContext& ctx = *t->ctx;
+      ctx.shard->close_all();
+      struct Poll : io::Timer {
+        ReactorContext* ctx;
+      };
+      auto* poll = new Poll();
+      poll->ctx = &ctx;
+      poll->fn = [](io::Timer* tm) {
+        auto* p = static_cast<Poll*>(tm);
+        if (p->ctx->shard->closed()) {
+          p->ctx->reactor->stop();
+          delete p;
+          return;
+        }
+        p->ctx->reactor->arm(tm, mono_ns() + 2'000'000);
+      };
+      ctx.reactor->arm(poll, mono_ns());
+    });
+  }
+  for (auto& t : reactors_)
+    if (t->thread.joinable()) t->thread.join();
+  if (controller_thread_.joinable()) {
+    if (controller_reactor_) controller_reactor_->stop();
+    controller_thread_.join();
+  }
+  if (coordinator_thread_.joinable()) {
+    if (coordinator_reactor_) coordinator_reactor_->stop();
+    coordinator_thread_.join();
+  }
+  if (retention_) retention_->stop();
+  // The reactors are done; what they handed the offload is finished before the clean marker.
+  offload_.reset();
+  bool clean = true;
+  for (auto& t : reactors_)
+    clean &= t->ctx->reactor != nullptr;
+  for (auto& d : log_dirs_) {
+    auto r = clean ? d->shutdown_clean() : d->write_checkpoints();
+    if (!r) LOG_WARN("log dir %s: %s", d->root().c_str(), r.error().detail.c_str());
+  }
+  if (dpdk_) LOG_INFO("dpdk: %s", dpdk_stats_text(dpdk_->stats()).c_str());
+  dpdk_.reset();  // every reactor thread that used it has ended
+  reactors_.clear();
+  contexts_.clear();
+  log_dirs_.clear();
+}
+
+}  // namespace samsa::daemon
