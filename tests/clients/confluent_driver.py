@@ -56,14 +56,8 @@ def body(args, step):
     flow.run("1", "create topic", create, fatal=True)
 
     def produce():
-        t0 = dl.now_ms() - 600_000
-        count = 3 if args.small else 30
-        produced = []
-        for codec in args.codecs:
-            recs = dl.make_records(codec, args.topic_prefix, count, t0, len(produced))
-            _produce(base, topic, codec, recs)
-            produced += recs
-            step(f"produced {len(recs)} records with compression.type={codec}, acks=all")
+        produced = dl.produce_every_codec(
+            args, step, lambda codec, recs: _produce(base, topic, codec, recs), "compression.type")
         st["produced"] = produced
         st["per_part"] = dl.by_partition(produced)
         dl.check_segments(step, args.log_dir, topic, produced)
@@ -426,6 +420,16 @@ def _headers(msg):
     return [(k, v) for k, v in (msg.headers() or [])]
 
 
+def _poll(c):
+    """The next record, or None after 0.5 s or an end-of-partition event; an error fails."""
+    m = c.poll(0.5)
+    if m is not None and m.error():
+        if m.error().code() == EOF_CODE:
+            return None
+        dl.fail(f"consume error: {m.error()}")
+    return m
+
+
 def _consume(c, want_counts, timeout):
     got = {p: [] for p in want_counts}
     deadline = time.monotonic() + timeout
@@ -433,13 +437,9 @@ def _consume(c, want_counts, timeout):
         if time.monotonic() > deadline:
             dl.fail(f"consume timed out: have {[len(got[p]) for p in got]}, want "
                     f"{list(want_counts.values())}")
-        m = c.poll(0.5)
+        m = _poll(c)
         if m is None:
             continue
-        if m.error():
-            if m.error().code() == EOF_CODE:
-                continue
-            dl.fail(f"consume error: {m.error()}")
         if len(got.setdefault(m.partition(), [])) < want_counts.get(m.partition(), 0):
             got[m.partition()].append((m.offset(), m.key(), m.value(), _headers(m)))
     return got
@@ -448,13 +448,9 @@ def _consume(c, want_counts, timeout):
 def _first_record(c, partition):
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
-        m = c.poll(0.5)
+        m = _poll(c)
         if m is None:
             continue
-        if m.error():
-            if m.error().code() == EOF_CODE:
-                continue
-            dl.fail(f"consume error: {m.error()}")
         dl.check(m.partition() == partition, f"record from partition {m.partition()}")
         return (m.offset(), m.key(), m.value(), _headers(m))
     dl.fail("no record within 15s after seek")

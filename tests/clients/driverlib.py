@@ -193,6 +193,21 @@ def make_records(codec: str, prefix: str, count: int, t0: int, start_index: int,
     return out
 
 
+def produce_every_codec(args: argparse.Namespace, steps: Steps, produce, setting: str) -> list[Rec]:
+    """The records of every --codecs producer (3 each with --small, else 30), handed to
+    produce(codec, records) in turn; timestamps from 10 minutes ago. `setting`: the client's
+    name for the compression setting, for the step lines."""
+    t0 = now_ms() - 600_000
+    count = 3 if args.small else 30
+    produced: list[Rec] = []
+    for codec in args.codecs:
+        recs = make_records(codec, args.topic_prefix, count, t0, len(produced))
+        produce(codec, recs)
+        produced += recs
+        steps(f"produced {len(recs)} records with {setting}={codec}, acks=all")
+    return produced
+
+
 def by_partition(recs: list[Rec], partitions: int = PARTITIONS) -> dict[int, list[Rec]]:
     out: dict[int, list[Rec]] = {p: [] for p in range(partitions)}
     for r in recs:

@@ -43,14 +43,8 @@ def body(args, step):
         dl.check(code == 0, f"CreateTopics {t}: error code {code}")
     step(f"created {topic} with {dl.PARTITIONS} partitions")
 
-    t0 = dl.now_ms() - 600_000
-    count = 3 if args.small else 30
-    produced = []
-    for codec in args.codecs:
-        recs = dl.make_records(codec, args.topic_prefix, count, t0, len(produced))
-        _produce(common, topic, codec, recs)
-        produced += recs
-        step(f"produced {len(recs)} records with compression_type={codec}, acks=all")
+    produced = dl.produce_every_codec(
+        args, step, lambda codec, recs: _produce(common, topic, codec, recs), "compression_type")
     per_part = dl.by_partition(produced)
     tps = [TopicPartition(topic, p) for p in range(dl.PARTITIONS)]
 

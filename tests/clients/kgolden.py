@@ -29,18 +29,19 @@ import json
 import re
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
 
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+import admin_harness as h  # noqa: E402  (starting and stopping samsad)
 import golden_scenario  # noqa: E402
 import kproto  # noqa: E402
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 KAFKA_SH = os.path.join(ROOT, "perf", "vs-kafka", "kafka.sh")
 GOLDEN_DIR = os.path.join(ROOT, "tests", "integration", "golden")
 CAPTURE_DIR = os.path.join(GOLDEN_DIR, "kafka-4.1.1")
@@ -63,14 +64,7 @@ def glob(text: str, pattern: str) -> bool:
     return rx.match(text) is not None
 
 
-def log(msg: str):
-    print(f"[golden] {msg}", flush=True)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+log = h.logger("golden")
 
 
 # ------------------------------------------------------------------------------------------
@@ -308,65 +302,20 @@ def kafka_settings() -> dict:
     return s
 
 
-class Samsad:
+class Samsad(h.SamsadProcess):
     def __init__(self, binary: str, work: str):
-        self.binary, self.work = binary, work
-        self.port = free_port()
-        self.proc = None
-        self.log_path = os.path.join(work, "samsad.log")
+        super().__init__(binary, work, [f"{k}={v}" for k, v in samsad_settings().items()],
+                         new_session=True)
 
     def start(self, timeout=20.0):
-        cmd = [self.binary,
-               "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
-               "--override", f"log.dirs={os.path.join(self.work, 'data')}",
-               "--override", f"samsa.admin.socket={os.path.join(self.work, 'admin.sock')}"]
-        for k, v in samsad_settings().items():
-            cmd += ["--override", f"{k}={v}"]
-        self.logf = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(cmd, stdout=self.logf, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, start_new_session=True)
-        deadline = time.monotonic() + timeout
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"samsad exited with {self.proc.returncode}: {self.tail()}")
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("samsad did not open its port")
-            time.sleep(0.05)
+        super().start(timeout)
         log(f"samsad pid {self.proc.pid} on 127.0.0.1:{self.port}")
-
-    def stop(self) -> str | None:
-        if self.proc is None:
-            return None
-        if self.proc.poll() is not None:
-            return f"samsad had exited with {self.proc.returncode}"
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            rc = self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            return "samsad ignored SIGTERM for 30 s"
-        finally:
-            self.logf.close()
-        return None if rc == 0 else f"samsad exited with {rc} after SIGTERM"
-
-    def tail(self, n=30) -> str:
-        try:
-            with open(self.log_path, "rb") as f:
-                return "\n".join(f.read().decode(errors="replace").splitlines()[-n:])
-        except OSError:
-            return ""
 
 
 class ApacheKafka:
     def __init__(self, work: str):
         self.work = work
-        self.port = free_port()
+        self.port = h.free_port()
 
     def start(self):
         args = [f"{k}={v}" for k, v in kafka_settings().items()]

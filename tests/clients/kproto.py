@@ -641,3 +641,28 @@ class Conn:
             self.sock.close()
         except OSError:
             pass
+
+
+class Client:
+    """One connection that sends requests as `client_id` and decodes each answer, checking
+    its correlation id; `timeout` for connecting and for each answer."""
+
+    def __init__(self, host: str, port: int, client_id: str, timeout: float = 30.0):
+        self.k = Kafka()
+        self.c = Conn(host, port, timeout=timeout)
+        self.client_id, self.timeout = client_id, timeout
+        self.corr = 0
+
+    def call(self, key: int, v: int, body: dict) -> dict:
+        self.corr += 1
+        self.c.send(self.k.encode_request(key, v, self.corr, self.client_id, body))
+        corr, resp = self.k.decode_response(key, v, self.c.recv(timeout=self.timeout))
+        assert corr == self.corr
+        return resp
+
+    def create_topic(self, name: str, partitions: int) -> int:
+        """CreateTopics v5 (replication factor 1); the topic's error code."""
+        r = self.call(19, 5, {"Topics": [
+            {"Name": name, "NumPartitions": partitions, "ReplicationFactor": 1,
+             "Assignments": [], "Configs": []}], "timeoutMs": 10000, "validateOnly": False})
+        return r["Topics"][0]["ErrorCode"]

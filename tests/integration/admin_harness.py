@@ -1,8 +1,12 @@
-"""What the admin integration tests share: a samsad they start (free loopback port, temporary
-data), Apache Kafka 4.1.1's CLI tools through perf/vs-kafka/kafka.sh, a hand encoder for the
-requests no installed tool sends, and a check() that counts failures.
+"""What the integration tests share: samsad started from the build tree on a free loopback
+port with its work dir (data/, admin.sock, a log file), waiting for its port, stopping it; topic
+creation through confluent-kafka; free ports, log lines and skip-or-fail under CI; and, for the
+admin tests, Apache Kafka 4.1.1's CLI tools through perf/vs-kafka/kafka.sh, a hand encoder for
+the requests no installed tool sends, and a check() that counts failures.
 
-Not a test itself; imported by admin_tools_test.py and admin_limits_test.py.
+Not a test itself; imported by the tests in this folder and by tests/clients/kgolden.py. Only
+the standard library (confluent-kafka is imported where it is used), so that any Python the
+tests run under can import it.
 """
 
 from __future__ import annotations
@@ -63,6 +67,38 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def port_open(port: int, host: str = "127.0.0.1", timeout: float = 0.5) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def logger(tag: str, since: float | None = None, clock: bool = False):
+    """A log function printing `[tag] msg` (with `since`: seconds since then after the tag;
+    with `clock`: the wall-clock time), flushed at once so it interleaves with child output."""
+
+    def log(msg: str):
+        if since is not None:
+            print(f"[{tag} {time.monotonic() - since:6.1f}s] {msg}", flush=True)
+        elif clock:
+            print(f"[{tag} {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+        else:
+            print(f"[{tag}] {msg}", flush=True)
+
+    return log
+
+
+def skip_or_fail(log, why: str, what: str = "a client") -> int:
+    """Something the test needs is missing: skip (77), or fail under CI=true."""
+    if os.environ.get("CI") == "true":
+        log(f"FAIL: {what} cannot run and CI=true: {why}")
+        return 1
+    log(f"SKIP: {why}")
+    return SKIP
+
+
 def rss_kib(pid: int) -> int:
     with open(f"/proc/{pid}/status") as f:
         for line in f:
@@ -71,58 +107,149 @@ def rss_kib(pid: int) -> int:
     return 0
 
 
-class Samsad:
-    """One samsad from the build tree; restart() keeps its data and port."""
+def create_topics(conf: dict | str, topics: dict[str, int], timeout: float = 30,
+                  request_timeout: float | None = None):
+    """Creates topics (name -> partitions, replication factor 1) with confluent-kafka's
+    AdminClient; raises what the broker answered otherwise."""
+    from confluent_kafka.admin import AdminClient, NewTopic
 
-    def __init__(self, binary: str, overrides: dict[str, str] | None = None, work: str | None = None):
-        self.binary = binary
-        self.work = work or tempfile.mkdtemp(prefix="samsa-admin-")
-        self.data = os.path.join(self.work, "data")
-        self.port = free_port()
-        self.overrides = {
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
-            "log.dirs": self.data,
-            "samsa.admin.socket": os.path.join(self.work, "admin.sock"),
+    admin = AdminClient({"bootstrap.servers": conf} if isinstance(conf, str) else conf)
+    kw = {} if request_timeout is None else {"request_timeout": request_timeout}
+    futures = admin.create_topics([NewTopic(n, p, 1) for n, p in topics.items()], **kw)
+    for f in futures.values():
+        f.result(timeout=timeout)
+
+
+class SamsadProcess:
+    """samsad from the build tree on `host:port` with its work dir: the log dirs in work/data,
+    the admin socket work/admin.sock, stdout and stderr appended to work/<log_name>. start()
+    waits for the port; start() again after stop() or a kill keeps the port and the data.
+
+    `overrides` (KEY=VALUE, after the ones above, last one wins) and `advertised_port` (an
+    advertised listener on the same host, last of all) complete the command line.
+    `new_session`: samsad in a session of its own, so that a signal to the test's process group
+    does not reach it before the test stops it."""
+
+    def __init__(self, binary: str, work: str, overrides: list[str] | None = None,
+                 port: int | None = None, host: str = "127.0.0.1",
+                 advertised_port: int | None = None, log_name: str = "samsad.log",
+                 new_session: bool = False):
+        self.binary, self.work, self.host = binary, work, host
+        self.port = port or free_port()
+        self.data = os.path.join(work, "data")
+        self.log_path = os.path.join(work, log_name)
+        self.cmd = [binary,
+                    "--override", f"listeners=PLAINTEXT://{host}:{self.port}",
+                    "--override", f"log.dirs={self.data}",
+                    "--override", f"samsa.admin.socket={os.path.join(work, 'admin.sock')}"]
+        for kv in overrides or []:
+            self.cmd += ["--override", kv]
+        if advertised_port:
+            self.cmd += ["--override",
+                         f"advertised.listeners=PLAINTEXT://{host}:{advertised_port}"]
+        self.new_session = new_session
+        self.proc: subprocess.Popen | None = None
+        self.logf = None
+        self.stopped = False  # by stop(), exit code 0
+        self.killed = False  # by stop(), after SIGTERM's timeout
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def start(self, timeout: float = 60, interval: float = 0.05, wait: bool = True) -> float:
+        """Starts samsad and (with `wait`) waits until it accepts on its port; the seconds that
+        took. Raises RuntimeError (with the log's tail) if it exits or does not open the port in
+        time."""
+        t = time.monotonic()
+        self.logf = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(self.cmd, stdout=self.logf, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, start_new_session=self.new_session)
+        self.stopped = self.killed = False
+        while wait and not port_open(self.port, self.host):
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"samsad exited with {self.proc.returncode} during start-up; "
+                                   f"{self.log_path}:\n{self.tail()}")
+            if time.monotonic() - t > timeout:
+                raise RuntimeError(f"samsad did not open {self.bootstrap} within {timeout:.0f}s; "
+                                   f"{self.log_path}:\n{self.tail()}")
+            time.sleep(interval)
+        return time.monotonic() - t
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self):
+        """SIGKILL, and reaped (the data and the port stay for the next start())."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+        self._close_log()
+
+    def stop(self, timeout: float = 30) -> str | None:
+        """SIGTERM; None when samsad exits 0 in time (or was stopped so before), else what went
+        wrong (after `timeout` it is killed)."""
+        if self.proc is None or self.stopped:
+            return None
+        if self.proc.poll() is not None:
+            self._close_log()
+            return f"samsad had already exited with {self.proc.returncode}"
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            self.killed = True
+            return f"samsad did not exit within {timeout:.0f}s of SIGTERM (killed)"
+        finally:
+            self._close_log()
+        if rc != 0:
+            return f"samsad exited with {rc} after SIGTERM"
+        self.stopped = True
+        return None
+
+    def _close_log(self):
+        if self.logf:
+            self.logf.close()
+            self.logf = None
+
+    def log(self) -> str:
+        with open(self.log_path, errors="replace") as f:
+            return f.read()
+
+    def tail(self, n: int = 30, prefix: str = "", skip: str | None = None) -> str:
+        """The log's last n lines (each after `prefix`; lines containing `skip` left out)."""
+        try:
+            with open(self.log_path, "rb") as f:
+                lines = f.read().decode(errors="replace").splitlines()[-n:]
+        except OSError:
+            return "(no samsad log)"
+        return "\n".join(prefix + l for l in lines if not (skip and skip in l))
+
+
+class Samsad(SamsadProcess):
+    """The admin tests' samsad, started at once in a temporary work dir of its own, with
+    settings as a dict; stop() returns the exit code; restart() keeps its data and port."""
+
+    def __init__(self, binary: str, overrides: dict[str, str] | None = None,
+                 work: str | None = None):
+        settings = {
             "group.initial.rebalance.delay.ms": "0",
             "offsets.topic.num.partitions": "4",
             "samsa.reactors": "2",
         }
-        self.overrides.update(overrides or {})
-        self.proc: subprocess.Popen | None = None
-        self.log_path = os.path.join(self.work, "samsad.log")
+        settings.update(overrides or {})
+        super().__init__(binary, work or tempfile.mkdtemp(prefix="samsa-admin-"),
+                         [f"{k}={v}" for k, v in settings.items()])
         self.start()
 
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def start(self):
-        args = [self.binary]
-        for k, v in self.overrides.items():
-            args += ["--override", f"{k}={v}"]
-        self.logf = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(args, stdout=self.logf, stderr=subprocess.STDOUT)
-        end = time.time() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
-                break
-            except OSError:
-                if time.time() > end or self.proc.poll() is not None:
-                    raise RuntimeError(f"samsad did not start; log in {self.log_path}")
-                time.sleep(0.05)
+    def start(self, timeout: float = 30, interval: float = 0.05) -> float:
+        return super().start(timeout, interval)
 
     def stop(self) -> int:
-        if not self.proc or self.proc.poll() is not None:
-            return self.proc.returncode if self.proc else 0
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            rc = self.proc.wait(timeout=40)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            rc = -9
-        self.logf.close()
-        return rc
+        super().stop(timeout=40)
+        return self.proc.returncode if self.proc else 0
 
     def restart(self):
         self.stop()
@@ -131,13 +258,30 @@ class Samsad:
     def rss_kib(self) -> int:
         return rss_kib(self.proc.pid)
 
-    def log(self) -> str:
-        with open(self.log_path, errors="replace") as f:
-            return f.read()
-
     def cleanup(self):
         self.stop()
         shutil.rmtree(self.work, ignore_errors=True)
+
+
+def run_checked(checks: Checks, broker: Samsad, body) -> int:
+    """Runs body(broker); then samsad must still run and exit 0 on SIGTERM. An exception in
+    body is a failure, counted and raised on. The work dir goes on success, stays otherwise."""
+    try:
+        try:
+            body(broker)
+        except Exception as e:  # a broken answer is a failure, reported with the rest
+            checks(False, f"unexpected {type(e).__name__}: {e}")
+            raise
+        checks(broker.proc.poll() is None, "samsad is still running")
+        checks(broker.stop() == 0, "samsad exits 0 on SIGTERM")
+    finally:
+        rc = checks.finish()
+        if rc == 0:
+            broker.cleanup()
+        else:
+            broker.stop()
+            print(f"[{checks.name}] work dir kept: {broker.work}", flush=True)
+    return rc
 
 
 # --- Apache Kafka's CLI tools ---------------------------------------------------------------
@@ -259,29 +403,39 @@ class Reader:
 
 
 class Conn:
-    def __init__(self, port: int, timeout: float = 60):
+    """One connection for hand-encoded requests, checking correlation ids."""
+
+    def __init__(self, port: int, timeout: float = 60, client_id: str = "admin-test"):
         self.s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
         self.corr = 0
+        self.client_id = client_id
+
+    def send_raw(self, frame: bytes):
+        self.s.sendall(struct.pack(">i", len(frame)) + frame)
+
+    def recv_frame(self) -> bytes | None:
+        """One size-prefixed frame, or None when the broker closed the connection."""
+        hdr = self._recv(4)
+        if hdr is None:
+            return None
+        return self._recv(struct.unpack(">i", hdr)[0])
 
     def request(self, key: int, ver: int, body: bytes, flexible: bool = False) -> bytes | None:
         """The response body (after correlation id and, for flexible versions, the header's
         tagged fields), or None when the broker closed the connection."""
         self.corr += 1
-        h = struct.pack(">hhi", key, ver, self.corr) + s16("admin-test")
+        h = struct.pack(">hhi", key, ver, self.corr) + s16(self.client_id)
         if flexible:
             h += TAGS
-        frame = h + body
         try:
-            self.s.sendall(struct.pack(">i", len(frame)) + frame)
-            hdr = self._recv(4)
-            if hdr is None:
-                return None
-            resp = self._recv(struct.unpack(">i", hdr)[0])
+            self.send_raw(h + body)
+            resp = self.recv_frame()
         except (ConnectionResetError, BrokenPipeError):
             return None
         if resp is None:
             return None
-        assert struct.unpack(">i", resp[:4])[0] == self.corr
+        corr = struct.unpack(">i", resp[:4])[0]
+        assert corr == self.corr, f"correlation id {corr} != {self.corr}"
         return resp[5:] if flexible and key != 18 else resp[4:]
 
     def _recv(self, n: int) -> bytes | None:
@@ -295,6 +449,14 @@ class Conn:
                 return None
             out += c
         return out
+
+    def closed(self) -> bool:
+        """Whether the broker closes the connection (within 5 s) without answering."""
+        try:
+            self.s.settimeout(5)
+            return self.s.recv(1) == b""
+        except OSError:  # reset, timeout
+            return True
 
     def close(self):
         self.s.close()

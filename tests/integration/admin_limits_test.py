@@ -22,7 +22,8 @@ import struct
 import threading
 import time
 
-from admin_harness import TAGS, Checks, Conn, Reader, Samsad, carr, cstr, main_guard, s16, uvarint
+from admin_harness import (TAGS, Checks, Conn, Reader, Samsad, carr, cstr, main_guard, run_checked,
+                           s16, uvarint)
 
 checks = Checks("admin-limits")
 POLICY_VIOLATION, INVALID_PARTITIONS, UNKNOWN_TOPIC = 44, 37, 3
@@ -264,22 +265,7 @@ def main() -> int:
     broker = Samsad(a.samsad, {"samsa.max.partitions": str(MAX_PARTITIONS),
                                "num.partitions": str(PARTITIONS_PER_TOPIC),
                                "auto.create.topics.enable": "true"})
-    try:
-        try:
-            run(broker)
-        except Exception as e:  # a broken answer is a failure, reported with the rest
-            checks(False, f"unexpected {type(e).__name__}: {e}")
-            raise
-        checks(broker.proc.poll() is None, "samsad is still running")
-        checks(broker.stop() == 0, "samsad exits 0 on SIGTERM")
-    finally:
-        rc = checks.finish()
-        if rc == 0:
-            broker.cleanup()
-        else:
-            broker.stop()
-            print(f"[admin-limits] work dir kept: {broker.work}", flush=True)
-    return rc
+    return run_checked(checks, broker, run)
 
 
 if __name__ == "__main__":

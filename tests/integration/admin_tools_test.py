@@ -29,7 +29,7 @@ import tempfile
 import time
 
 from admin_harness import (TAGS, Checks, Conn, Reader, Samsad, carr, cstr, kafka_tools_available,
-                           main_guard, missing, s16, tool)
+                           main_guard, missing, run_checked, s16, tool)
 
 checks = Checks("admin-tools")
 
@@ -428,22 +428,7 @@ def main() -> int:
         "log.flush.offset.checkpoint.interval.ms": "300",
         "num.partitions": "1",
     })
-    try:
-        try:
-            run(broker)
-        except Exception as e:
-            checks(False, f"unexpected {type(e).__name__}: {e}")
-            raise
-        checks(broker.proc.poll() is None, "samsad is still running")
-        checks(broker.stop() == 0, "samsad exits 0 on SIGTERM")
-    finally:
-        rc = checks.finish()
-        if rc == 0:
-            broker.cleanup()
-        else:
-            broker.stop()
-            print(f"[admin-tools] work dir kept: {broker.work}", flush=True)
-    return rc
+    return run_checked(checks, broker, run)
 
 
 if __name__ == "__main__":

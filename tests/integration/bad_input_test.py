@@ -11,33 +11,18 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import signal
-import socket
 import struct
 import subprocess
 import sys
 import tempfile
-import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import admin_harness as h  # noqa: E402
 
 DEBIAN_PY = "/usr/bin/python3"
-failures: list[str] = []
-
-
-def check(cond: bool, what: str):
-    print(f"[bad-input] {'ok  ' if cond else 'FAIL'} {what}", flush=True)
-    if not cond:
-        failures.append(what)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def s16(s: str) -> bytes:
-    b = s.encode()
-    return struct.pack(">h", len(b)) + b
+check = h.Checks("bad-input")
+failures = check.failures
+s16 = h.s16
 
 
 def header_v1(key: int, ver: int, corr: int, client: str = "bad-input") -> bytes:
@@ -48,52 +33,9 @@ def header_v2(key: int, ver: int, corr: int, client: str = "bad-input") -> bytes
     return header_v1(key, ver, corr, client) + b"\x00"  # empty tagged fields
 
 
-class Conn:
+class Conn(h.Conn):
     def __init__(self, port: int):
-        self.s = socket.create_connection(("127.0.0.1", port), timeout=10)
-        self.corr = 0
-
-    def send_raw(self, frame: bytes):
-        self.s.sendall(struct.pack(">i", len(frame)) + frame)
-
-    def recv_frame(self) -> bytes | None:
-        hdr = self._recv(4)
-        if hdr is None:
-            return None
-        (n,) = struct.unpack(">i", hdr)
-        return self._recv(n)
-
-    def _recv(self, n: int) -> bytes | None:
-        out = b""
-        while len(out) < n:
-            try:
-                chunk = self.s.recv(n - len(out))
-            except (ConnectionResetError, socket.timeout):
-                return None
-            if not chunk:
-                return None
-            out += chunk
-        return out
-
-    def request(self, key: int, ver: int, body: bytes, flexible: bool = False) -> bytes | None:
-        self.corr += 1
-        h = header_v2(key, ver, self.corr) if flexible else header_v1(key, ver, self.corr)
-        self.send_raw(h + body)
-        resp = self.recv_frame()
-        if resp is None:
-            return None
-        (corr,) = struct.unpack(">i", resp[:4])
-        assert corr == self.corr, f"correlation id {corr} != {self.corr}"
-        return resp[4:]
-
-    def closed(self) -> bool:
-        try:
-            self.s.settimeout(5)
-            return self.s.recv(1) == b""
-        except (ConnectionResetError, socket.timeout):
-            return True
-        except OSError:
-            return True
+        super().__init__(port, timeout=10, client_id="bad-input")
 
 
 def build_batch(values: list[bytes], ts: int = 1_700_000_000_000) -> bytearray:
@@ -141,26 +83,18 @@ def main() -> int:
     ap.add_argument("--samsad", required=True)
     a = ap.parse_args()
     work = tempfile.mkdtemp(prefix="samsa-badinput-")
-    port = free_port()
-    logf = open(os.path.join(work, "broker.log"), "wb")
-    proc = subprocess.Popen([a.samsad, "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
-                             "--override", f"log.dirs={work}/data",
-                             "--override", "message.max.bytes=100000",
-                             "--override", "socket.request.max.bytes=1000000"],
-                            stdout=logf, stderr=subprocess.STDOUT)
+    broker = h.SamsadProcess(a.samsad, work, ["message.max.bytes=100000",
+                                              "socket.request.max.bytes=1000000"],
+                             log_name="broker.log")
+    port = broker.port
     try:
-        end = time.time() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                if time.time() > end or proc.poll() is not None:
-                    print("[bad-input] FAIL: samsad did not start", flush=True)
-                    return 1
-                time.sleep(0.05)
+        try:
+            broker.start(timeout=30)
+        except RuntimeError as e:
+            print(f"[bad-input] FAIL: samsad did not start: {e}", flush=True)
+            return 1
         run(port)
-        check(proc.poll() is None, "samsad is still running after every bad input")
+        check(broker.alive(), "samsad is still running after every bad input")
         # A second broker on the same port must refuse to start (SO_REUSEPORT would otherwise
         # let it share the port and take half the connections).
         second = subprocess.run([a.samsad, "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
@@ -169,20 +103,17 @@ def main() -> int:
         check(second.returncode == 1 and "already in use" in second.stderr,
               f"a second samsad on the same port exits 1 naming the port (rc {second.returncode})")
         check(not os.path.exists(f"{work}/data2"), "and leaves no data directory behind")
-        logf.flush()
-        log = open(os.path.join(work, "broker.log"), errors="replace").read()
+        log = broker.log()
         check("unknown api key 9999" in log, "unknown api key is logged")
         check("malformed" in log, "malformed requests are logged")
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                rc = proc.wait(timeout=30)
-                check(rc == 0, f"samsad exits 0 on SIGTERM (got {rc})")
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        if broker.alive():
+            broker.stop()
+            if broker.killed:
                 check(False, "samsad stops within 30 s of SIGTERM")
-        logf.close()
+            else:
+                check(broker.proc.returncode == 0,
+                      f"samsad exits 0 on SIGTERM (got {broker.proc.returncode})")
     if failures:
         print(f"[bad-input] FAILED ({len(failures)}); work dir {work}", flush=True)
         return 1

@@ -23,12 +23,14 @@ import argparse
 import json
 import os
 import random
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import admin_harness as h  # noqa: E402
 
 DEBIAN_PY = "/usr/bin/python3"
 TOPIC = "crash-test"
@@ -63,40 +65,7 @@ while True:
 """
 
 
-def log(msg: str):
-    print(f"[crash] {msg}", flush=True)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_port(host: str, port: int, proc: subprocess.Popen, timeout: float = 60):
-    end = time.time() + timeout
-    while time.time() < end:
-        if proc.poll() is not None:
-            raise RuntimeError(f"samsad exited with {proc.returncode} during start-up")
-        try:
-            with socket.create_connection((host, port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError("samsad did not open its port")
-
-
-def start(samsad: str, host: str, port: int, data: str, logf,
-          overrides: list[str]) -> subprocess.Popen:
-    cmd = [samsad, "--override", f"listeners=PLAINTEXT://{host}:{port}",
-           "--override", f"log.dirs={data}", "--override", "num.partitions=3",
-           "--override", "log.segment.bytes=262144",
-           "--override", f"samsa.admin.socket={data}/../admin.sock"]
-    for kv in overrides:
-        cmd += ["--override", kv]
-    proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT)
-    wait_port(host, port, proc)
-    return proc
+log = h.logger("crash")
 
 
 def main() -> int:
@@ -116,18 +85,14 @@ def main() -> int:
         return 1
 
     from confluent_kafka import Consumer, TopicPartition
-    from confluent_kafka.admin import AdminClient, NewTopic
 
     work = tempfile.mkdtemp(prefix="samsa-crash-")
-    data = os.path.join(work, "data")
     acks = os.path.join(work, "acks.jsonl")
-    port = free_port()
-    logf = open(os.path.join(work, "broker.log"), "ab")
-    bootstrap = f"{a.host}:{port}"
-    broker = start(a.samsad, a.host, port, data, logf, a.override)
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for f in admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)]).values():
-        f.result(timeout=30)
+    broker = h.SamsadProcess(a.samsad, work, ["num.partitions=3", "log.segment.bytes=262144"]
+                             + a.override, host=a.host, log_name="broker.log")
+    bootstrap = broker.bootstrap
+    broker.start()
+    h.create_topics(bootstrap, {TOPIC: PARTITIONS})
 
     failures = []
     try:
@@ -136,8 +101,7 @@ def main() -> int:
             producers = [subprocess.Popen([DEBIAN_PY, "-c", PRODUCER, bootstrap, acks,
                                            f"r{rnd}p{i}"]) for i in range(2)]
             time.sleep(rng.uniform(0.8, 2.5))
-            broker.send_signal(signal.SIGKILL)
-            broker.wait()
+            broker.kill()
             time.sleep(0.2)
             for p in producers:
                 p.kill()
@@ -147,7 +111,7 @@ def main() -> int:
                 f"({after - before} this round)")
             if after == before:
                 failures.append(f"round {rnd}: no record was acknowledged (producers stuck?)")
-            broker = start(a.samsad, a.host, port, data, logf, a.override)
+            broker.start()
 
         # Every acknowledged record must be where its acknowledgement said.
         expected: dict[tuple[int, int], str] = {}
@@ -191,14 +155,10 @@ def main() -> int:
         log(f"{len(expected)} acknowledged records checked, {len(got)} stored; "
             f"{len(missing)} missing, {len(wrong)} different")
     finally:
-        if broker.poll() is None:
-            broker.send_signal(signal.SIGTERM)
-            try:
-                broker.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                broker.kill()
-                failures.append("samsad did not stop within 30s of SIGTERM")
-        logf.close()
+        if broker.alive():
+            problem = broker.stop()
+            if broker.killed:  # an exit code other than 0 is no failure here
+                failures.append(problem)
     if failures:
         for f in failures:
             log(f"FAIL: {f}")

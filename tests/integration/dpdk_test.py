@@ -69,13 +69,13 @@ NS_PREFIX = "samsa-dpdk-"
 KERNEL_IP, DPDK_IP, PORT = "10.99.0.1", "10.99.0.2", 9092
 IMPAIR = dict(loss=1.0, delay_ms=1.0, reorder=5.0)
 sys.path.insert(0, HERE)
+import admin_harness as h  # noqa: E402
 import run_client_test as rct  # noqa: E402  (the drivers' command lines, as the uring tests)
 
 DRIVERS = rct.FIRST_FLOW + rct.FULL_FLOW
 
 
-def log(msg: str):
-    print(f"[dpdk-test {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+log = h.logger("dpdk-test", clock=True)
 
 
 class Fail(Exception):
@@ -190,14 +190,9 @@ def rewire_through_wire():
 
 
 def outer(a) -> int:
-    ci = os.environ.get("CI") == "true"
     why = a.unavailable or missing_prerequisites(a)
     if why:
-        if ci:
-            log(f"FAIL: cannot run and CI=true: {why}")
-            return 1
-        log(f"SKIP: {why}")
-        return SKIP
+        return h.skip_or_fail(log, why, "the test")
     if not (a.samsad and os.access(a.samsad, os.X_OK)):
         log(f"FAIL: samsad binary not found: {a.samsad!r}")
         return 1
@@ -247,78 +242,34 @@ def outer(a) -> int:
 # Inner process: runs inside the namespace; starts samsad and the clients there.
 
 
-class Samsad:
+class Samsad(h.SamsadProcess):
     def __init__(self, path: str, work: str, pmd: str):
-        self.work = work
-        self.log_dir = os.path.join(work, "data")
-        self.log_file = os.path.join(work, "samsad.log")
         vdev = ("net_af_xdp0,iface=d0,start_queue=0,queue_count=1" if pmd == "af_xdp"
                 else "net_af_packet0,iface=d0")
-        self.cmd = [path,
-                    "--override", f"listeners=PLAINTEXT://{DPDK_IP}:{PORT}",
-                    "--override", f"log.dirs={self.log_dir}",
-                    "--override", "node.id=1",
-                    "--override", f"samsa.admin.socket={os.path.join(work, 'admin.sock')}",
-                    "--override", "samsa.net.backend=dpdk",
-                    "--override", f"samsa.dpdk.eal.args=--no-huge -m 512 --vdev={vdev}",
-                    "--override", f"samsa.dpdk.ip={DPDK_IP}",
-                    "--override", "samsa.dpdk.netmask=255.255.255.0",
-                    "--override", "num.partitions=3",
-                    "--override", "auto.create.topics.enable=true",
-                    "--override", "group.initial.rebalance.delay.ms=0",
-                    "--override", "log.retention.check.interval.ms=500"]
-        self.proc = None
+        super().__init__(path, work, [
+            "node.id=1",
+            "samsa.net.backend=dpdk",
+            f"samsa.dpdk.eal.args=--no-huge -m 512 --vdev={vdev}",
+            f"samsa.dpdk.ip={DPDK_IP}",
+            "samsa.dpdk.netmask=255.255.255.0",
+            "num.partitions=3",
+            "auto.create.topics.enable=true",
+            "group.initial.rebalance.delay.ms=0",
+            "log.retention.check.interval.ms=500"], port=PORT, host=DPDK_IP)
+        self.log_dir = self.data
+        self.log_file = self.log_path
 
     def start(self, timeout: float = 60):
         os.makedirs(self.log_dir, exist_ok=True)
         log(" ".join(self.cmd))
-        self.logf = open(self.log_file, "ab")
-        self.proc = subprocess.Popen(self.cmd, stdout=self.logf, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL)
-        deadline = time.monotonic() + timeout
-        while True:
-            if self.proc.poll() is not None:
-                raise Fail(f"samsad exited with {self.proc.returncode} during start-up:\n"
-                           + self.tail())
-            try:
-                with socket.create_connection((DPDK_IP, PORT), timeout=1):
-                    break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise Fail(f"samsad did not accept on {DPDK_IP}:{PORT} within {timeout:.0f}s:"
-                           "\n" + self.tail())
-            time.sleep(0.1)
+        try:
+            super().start(timeout, interval=0.1)
+        except RuntimeError as e:
+            raise Fail(str(e))
         log(f"samsad pid {self.proc.pid} serves {DPDK_IP}:{PORT} over DPDK")
 
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def stop(self) -> str | None:
-        if self.proc is None:
-            return None
-        if self.proc.poll() is not None:
-            return f"samsad had already exited with {self.proc.returncode}"
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            rc = self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            return "samsad did not exit within 30s of SIGTERM (killed)"
-        self.logf.close()
-        if rc != 0:
-            return f"samsad exited with {rc} after SIGTERM"
-        self.proc = None
-        return None
-
     def tail(self, n: int = 30) -> str:
-        try:
-            with open(self.log_file, "rb") as f:
-                lines = f.read().decode(errors="replace").splitlines()
-            return "\n".join("  | " + l for l in lines[-n:] if "opened log" not in l)
-        except OSError:
-            return "(no samsad log)"
+        return super().tail(n, prefix="  | ", skip="opened log")
 
 
 def driver_commands(clients: list[str], work: str) -> tuple[dict, str | None]:
@@ -355,11 +306,7 @@ def bootstrap_conf() -> dict:
 
 
 def create_topic(name: str, partitions: int):
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient(bootstrap_conf())
-    fut = admin.create_topics([NewTopic(name, partitions, 1)], request_timeout=30)[name]
-    fut.result(timeout=40)
+    h.create_topics(bootstrap_conf(), {name: partitions}, timeout=40, request_timeout=30)
 
 
 def consume_until(consumer, want: int, deadline: float, what: str) -> list:
@@ -618,14 +565,6 @@ def tcp_frame(src_mac: bytes, dst_mac: bytes, src_ip: str, dst_ip: str, sport: i
     return dst_mac + src_mac + b"\x08\x00" + ip + tcp
 
 
-def rss_kib(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
-
-
 def attack_flow(broker: Samsad, syns: int, timeout: float):
     """A SYN flood of `syns` half-open connections (spoofed sources in the subnet that never
     answer ARP, so the stack's SYN-ACKs go nowhere), an RST storm (random sequence numbers,
@@ -642,7 +581,7 @@ def attack_flow(broker: Samsad, syns: int, timeout: float):
     deadline = time.monotonic() + timeout
     topic = f"dpattack{os.getpid()}"
     create_topic(topic, 1)
-    rss0 = rss_kib(broker.proc.pid)
+    rss0 = h.rss_kib(broker.proc.pid)
     # The DPDK end's MAC, from the kernel's neighbour table (a connection was made above).
     neigh = sh("ip", "neigh", "show", DPDK_IP, "dev", "k0").stdout.split()
     if "lladdr" not in neigh:
@@ -785,7 +724,7 @@ def attack_flow(broker: Samsad, syns: int, timeout: float):
     if progress["error"]:
         raise Fail(f"attack: the live client failed: {progress['error']}")
     raw.close()
-    rss1 = rss_kib(broker.proc.pid)
+    rss1 = h.rss_kib(broker.proc.pid)
     log(f"attack: samsad RSS {rss0 // 1024} MiB before, {rss1 // 1024} MiB after; "
         f"{progress['read']} live round trips")
     if rss1 - rss0 > 64 * 1024:
@@ -1007,11 +946,7 @@ def inner(a) -> int:
     clients = [c for c in a.clients.split(",") if c]
     cmds, why = driver_commands(clients, work)
     if why:
-        if os.environ.get("CI") == "true":
-            log(f"FAIL: a client cannot run and CI=true: {why}")
-            return 1
-        log(f"SKIP: {why}")
-        return SKIP
+        return h.skip_or_fail(log, why)
     try:
         broker.start()
         for name in clients:

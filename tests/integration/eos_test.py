@@ -56,68 +56,35 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 CLIENTS = os.path.join(ROOT, "tests", "clients")
 KAFKA_SH = os.path.join(ROOT, "perf", "vs-kafka", "kafka.sh")
-SKIP = 77
 PARTITIONS = 6
 TOPIC = "eos"
 PAD = 40  # filler bytes after the fields of each value
 T0 = time.monotonic()
+sys.path.insert(0, HERE)
+import admin_harness as h  # noqa: E402
+from fault_proxy import FaultProxy  # noqa: E402
 
 
-def log(msg: str):
-    print(f"[eos {time.monotonic() - T0:6.1f}s] {msg}", flush=True)
+log = h.logger("eos", since=T0)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def port_open(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return True
-    except OSError:
-        return False
-
-
-class Samsad:
-    """samsad on a fixed port and data dir; kill -9 and restart keep both."""
+class Samsad(h.SamsadProcess):
+    """samsad on a fixed port and data dir, advertising the proxy; kill -9 and restart keep
+    both."""
 
     def __init__(self, binary: str, work: str, port: int, advertised_port: int, extra: list[str]):
-        self.binary, self.port = binary, port
-        self.data = os.path.join(work, "data")
-        self.cmd = [binary,
-                    "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
-                    "--override", f"advertised.listeners=PLAINTEXT://127.0.0.1:{advertised_port}",
-                    "--override", f"log.dirs={self.data}",
-                    "--override", "node.id=1",
-                    # Segments roll during the run, so restarts find producer state in more than
-                    # the active segment.
-                    "--override", "log.segment.bytes=1048576",
-                    "--override", f"samsa.admin.socket={os.path.join(work, 'admin.sock')}"]
-        self.cmd += extra
-        self.logf = open(os.path.join(work, "samsad.log"), "ab")
-        self.proc: subprocess.Popen | None = None
+        # Segments roll during the run, so restarts find producer state in more than the active
+        # segment.
+        super().__init__(binary, work, ["node.id=1", "log.segment.bytes=1048576"] + extra,
+                         port=port, advertised_port=advertised_port, new_session=True)
         self.restart_seconds: list[float] = []
         self.listener_linger: list[float] = []
 
     def start(self, timeout: float = 60):
-        t = time.monotonic()
-        self.proc = subprocess.Popen(self.cmd, stdout=self.logf, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, start_new_session=True)
-        while not port_open(self.port):
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"samsad exited with {self.proc.returncode} during start-up")
-            if time.monotonic() - t > timeout:
-                raise RuntimeError(f"samsad did not open port {self.port} within {timeout:.0f}s")
-            time.sleep(0.02)
-        return time.monotonic() - t
+        return super().start(timeout, interval=0.02)
 
     def kill_and_restart(self, rng: random.Random):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait()
+        self.kill()
         # The dead process's io_uring is torn down after the process is reaped, and its
         # listening socket with it: for ~10-20 ms the kernel still completes handshakes there
         # that nobody serves, and a samsad started meanwhile refuses to start ("already in use
@@ -135,25 +102,6 @@ class Samsad:
         time.sleep(rng.uniform(0, 0.3))
         self.restart_seconds.append(self.start())
 
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def stop(self) -> str | None:
-        if self.proc is None:
-            return None
-        if self.proc.poll() is not None:
-            return f"samsad had exited with {self.proc.returncode}"
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            rc = self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            return "samsad did not exit within 30s of SIGTERM (killed)"
-        finally:
-            self.logf.close()
-        return None if rc == 0 else f"samsad exited with {rc} after SIGTERM"
-
 
 class Kafka:
     """Apache Kafka 4.1.1 through perf/vs-kafka/kafka.sh, with Samsad's interface: the oracle
@@ -162,7 +110,7 @@ class Kafka:
     def __init__(self, work: str, port: int, advertised_port: int):
         self.work, self.port = work, port
         self.env = dict(os.environ, KAFKA_ADVERTISED_PORT=str(advertised_port),
-                        KAFKA_CONTROLLER_PORT=str(free_port()))
+                        KAFKA_CONTROLLER_PORT=str(h.free_port()))
         self.restart_seconds: list[float] = []
 
     def start(self):
@@ -248,14 +196,6 @@ def producer_args(client: str, bootstrap: str, acks: str, records: int, rate: fl
     if client == "java":
         return common + ["--delivery-timeout-ms", "60000"]
     return common + ["--delivery-timeout", "60s", "--timeout", "600s"]
-
-
-def create_topic(bootstrap: str):
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for f in admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)]).values():
-        f.result(timeout=30)
 
 
 class AckWatcher:
@@ -403,7 +343,6 @@ def main() -> int:
         if getattr(a, k) is None:
             setattr(a, k, v)
     rng = random.Random(a.seed)
-    ci = os.environ.get("CI") == "true"
     mode = "teeth (sequence check off)" if a.teeth else "exactly once"
     log(f"{a.client}, {mode}: {a.records} records, {a.drops} random drops + {a.produce_drops} "
         f"after a Produce, {a.kills} kills, ~{a.rate:.0f} records/s, seed {a.seed}")
@@ -423,19 +362,12 @@ def main() -> int:
         cmd, why = None, f"confluent_kafka not importable by {sys.executable}: {e}"
     if cmd is None or why:
         shutil.rmtree(work, ignore_errors=True)
-        if ci:
-            log(f"FAIL: {a.client} cannot run and CI=true: {why}")
-            return 1
-        log(f"SKIP: {why}")
-        return SKIP
+        return h.skip_or_fail(log, why, a.client)
 
-    sys.path.insert(0, HERE)
-    from fault_proxy import FaultProxy
-
-    port = free_port()
+    port = h.free_port()
     proxy = FaultProxy(port, seed=rng.randrange(1 << 30)).start()
-    hooks = (["--override", "samsa.testing.hooks=true",
-              "--override", "samsa.testing.producer.sequence.check=false"] if a.teeth else [])
+    hooks = (["samsa.testing.hooks=true", "samsa.testing.producer.sequence.check=false"]
+             if a.teeth else [])
     broker = (Samsad(a.samsad, work, port, proxy.port, hooks) if a.broker == "samsad"
               else Kafka(work, port, proxy.port))
     bootstrap = f"127.0.0.1:{proxy.port}"
@@ -446,7 +378,7 @@ def main() -> int:
     producer = None
     try:
         broker.start()
-        create_topic(bootstrap)
+        h.create_topics(bootstrap, {TOPIC: PARTITIONS})
         log(f"{a.broker} on {port} advertises the proxy on {proxy.port}; topic {TOPIC} created")
 
         plan = plan_faults(rng, a.drops, a.produce_drops, a.kills)

@@ -25,24 +25,14 @@ import kproto  # noqa: E402
 
 FETCH = 1
 PRODUCE = 0
-CREATE_TOPICS = 19
 VERSION = 12  # names topics by name; sessions exist from v7
 FETCH_SESSION_ID_NOT_FOUND = 70
 INVALID_FETCH_SESSION_EPOCH = 71
 
 
-class Client:
+class Client(kproto.Client):
     def __init__(self, port: int):
-        self.k = kproto.Kafka()
-        self.c = kproto.Conn("127.0.0.1", port)
-        self.corr = 0
-
-    def call(self, key: int, v: int, body: dict) -> dict:
-        self.corr += 1
-        self.c.send(self.k.encode_request(key, v, self.corr, "fetch-sessions-test", body))
-        corr, resp = self.k.decode_response(key, v, self.c.recv(timeout=30))
-        assert corr == self.corr
-        return resp
+        super().__init__("127.0.0.1", port, "fetch-sessions-test", timeout=30)
 
     def fetch(self, session_id: int, epoch: int, parts: list[tuple[str, int, int]],
               forgotten: list[tuple[str, int]] | None = None, max_wait: int = 0) -> dict:
@@ -93,10 +83,8 @@ def main() -> int:
                                     "samsa.fetch.session.eviction.ms": "500"})
     try:
         c = Client(broker.port)
-        r = c.call(CREATE_TOPICS, 5, {"Topics": [
-            {"Name": "fs", "NumPartitions": 3, "ReplicationFactor": 1, "Assignments": [],
-             "Configs": []}], "timeoutMs": 10000, "validateOnly": False})
-        check(r["Topics"][0]["ErrorCode"] == 0, f"topic created ({r['Topics'][0]['ErrorCode']})")
+        err = c.create_topic("fs", 3)
+        check(err == 0, f"topic created ({err})")
         for p in range(3):
             c.produce("fs", p, f"first-{p}".encode())
         parts = [("fs", 0, 0), ("fs", 1, 0), ("fs", 2, 0)]

@@ -37,18 +37,9 @@ SEGMENT_BYTES = 256 << 10
 VALUE = b"v" * 1000
 
 
-class Client:
+class Client(kproto.Client):
     def __init__(self, port: int):
-        self.k = kproto.Kafka()
-        self.c = kproto.Conn("127.0.0.1", port, timeout=60)
-        self.corr = 0
-
-    def call(self, key: int, v: int, body: dict) -> dict:
-        self.corr += 1
-        self.c.send(self.k.encode_request(key, v, self.corr, "no-blocking-test", body))
-        corr, resp = self.k.decode_response(key, v, self.c.recv(timeout=60))
-        assert corr == self.corr
-        return resp
+        super().__init__("127.0.0.1", port, "no-blocking-test", timeout=60)
 
     def produce(self, records: int) -> None:
         batch = {"baseOffset": 0, "baseTimestamp": int(time.time() * 1000),
@@ -119,10 +110,7 @@ def main() -> int:
     strace = None
     try:
         c = Client(broker.port)
-        r = c.call(19, 5, {"Topics": [{"Name": TOPIC, "NumPartitions": 1, "ReplicationFactor": 1,
-                                       "Assignments": [], "Configs": []}],
-                           "timeoutMs": 10000, "validateOnly": False})
-        check(r["Topics"][0]["ErrorCode"] == 0, "topic created")
+        check(c.create_topic(TOPIC, 1) == 0, "topic created")
         backlog = args.backlog_mb * 1024  # 1 KB records
         for _ in range(backlog // 256):
             c.produce(256)

@@ -31,8 +31,6 @@ import argparse
 import hashlib
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -47,7 +45,9 @@ VENV_PY = os.path.join(CLIENTS, "venv", "bin", "python")
 CLIENTS_SH = os.path.join(CLIENTS, "java", "clients.sh")
 GO_MODULE = os.path.join(CLIENTS, "go")
 CACHE = os.environ.get("SAMSA_CACHE", os.path.expanduser("~/.cache/samsa"))
-SKIP = 77
+sys.path.insert(0, HERE)
+import admin_harness as h  # noqa: E402
+
 # The Java client versions the java_<major.minor> clients run (newest patch releases).
 JAVA_VERSIONS = {"3.9": "3.9.2", "4.1": "4.1.2"}
 FIRST_FLOW = ["kcat", "confluent_kafka", "kafka_python", "kafkajs", "java"]
@@ -72,22 +72,7 @@ JAVA_OPTS = ["-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
 PY_CODECS = ["snappy", "lz4.frame", "zstandard"]
 
 
-def log(msg: str):
-    print(f"[harness] {msg}", flush=True)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def port_open(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return True
-    except OSError:
-        return False
+log = h.logger("harness")
 
 
 def py_imports(mods: list[str]) -> str | None:
@@ -226,12 +211,16 @@ def driver_command(client: str, work: str,
 
 
 class Broker:
+    """samsad (admin_harness.SamsadProcess) or Apache Kafka through kafka.sh."""
+
     def __init__(self, kind: str, samsad: str | None, work: str, port: int,
                  advertised_port: int | None, overrides: list[str]):
-        self.kind, self.samsad, self.work, self.port = kind, samsad, work, port
+        self.kind, self.work, self.port = kind, work, port
         self.overrides = overrides
         self.advertised_port = advertised_port
-        self.proc: subprocess.Popen | None = None
+        self.samsad = (h.SamsadProcess(samsad, work, ["node.id=1"] + overrides, port=port,
+                                       advertised_port=advertised_port, log_name="broker.log",
+                                       new_session=True) if kind == "samsad" else None)
         self.log_dir = os.path.join(work, "data")
         self.log_file = os.path.join(work, "broker.log")
 
@@ -248,28 +237,9 @@ class Broker:
             log(r.stderr.strip().splitlines()[-1])
             return
         os.makedirs(self.log_dir, exist_ok=True)
-        cmd = [self.samsad,
-               "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
-               "--override", f"log.dirs={self.log_dir}",
-               "--override", "node.id=1",
-               "--override", f"samsa.admin.socket={os.path.join(self.work, 'admin.sock')}"]
-        for kv in self.overrides:
-            cmd += ["--override", kv]
-        if self.advertised_port:
-            cmd += ["--override",
-                    f"advertised.listeners=PLAINTEXT://127.0.0.1:{self.advertised_port}"]
-        log(" ".join(cmd))
-        self.logf = open(self.log_file, "wb")
-        self.proc = subprocess.Popen(cmd, stdout=self.logf, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, start_new_session=True)
-        deadline = time.monotonic() + timeout
-        while not port_open(self.port):
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"samsad exited with {self.proc.returncode} during start-up")
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"samsad did not open port {self.port} within {timeout:.0f}s")
-            time.sleep(0.05)
-        log(f"samsad pid {self.proc.pid} listening on 127.0.0.1:{self.port}")
+        log(" ".join(self.samsad.cmd))
+        self.samsad.start(timeout)
+        log(f"samsad pid {self.samsad.proc.pid} listening on 127.0.0.1:{self.port}")
 
     def alive(self) -> bool:
         if self.kind == "kafka":
@@ -279,7 +249,7 @@ class Broker:
                 return True
             except (OSError, ValueError):
                 return False
-        return self.proc is not None and self.proc.poll() is None
+        return self.samsad.alive()
 
     def stop(self) -> str | None:
         """Stops the broker; returns a problem description, or None when it stopped cleanly."""
@@ -287,22 +257,11 @@ class Broker:
             r = subprocess.run(["bash", KAFKA_SH, "stop", self.work], capture_output=True,
                                text=True, timeout=90)
             return None if r.returncode == 0 else f"kafka.sh stop: {r.stderr.strip()}"
-        if self.proc is None:
-            return None
-        if self.proc.poll() is not None:
-            return f"samsad had already exited with {self.proc.returncode}"
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            rc = self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            return "samsad did not exit within 30s of SIGTERM (killed)"
-        finally:
-            self.logf.close()
-        return None if rc == 0 else f"samsad exited with {rc} after SIGTERM"
+        return self.samsad.stop()
 
     def tail(self, n: int = 40) -> str:
+        if self.kind == "samsad":
+            return self.samsad.tail(n)
         try:
             with open(self.log_file, "rb") as f:
                 lines = f.read().decode(errors="replace").splitlines()
@@ -327,7 +286,6 @@ def main() -> int:
     ap.add_argument("--topic-prefix", help="default: it<pid> (captures want a stable one)")
     ap.add_argument("driver_args", nargs="*", help="after --: passed on to the driver")
     a = ap.parse_args()
-    ci = os.environ.get("CI") == "true"
     for kv in a.override:
         if "=" not in kv:
             ap.error(f"--override {kv}: not KEY=VALUE")
@@ -339,24 +297,20 @@ def main() -> int:
     cmd, why = driver_command(a.client, work, a.java_version)
     if cmd is None or why:
         shutil.rmtree(work, ignore_errors=True)
-        if ci:
-            log(f"FAIL: {a.client} cannot run and CI=true: {why}")
-            return 1
-        log(f"SKIP: {why}")
-        return SKIP
+        return h.skip_or_fail(log, why, a.client)
     log(f"{a.client} ready in {time.monotonic() - t_setup:.1f}s")
     if a.broker == "samsad" and not (a.samsad and os.access(a.samsad, os.X_OK)):
         shutil.rmtree(work, ignore_errors=True)
         log(f"FAIL: samsad binary not found: {a.samsad!r}")
         return 1
-    port = free_port()
+    port = h.free_port()
     cap = None
     cport = None
     if a.capture:
         sys.path.insert(0, CLIENTS)
         import kcapture
 
-        cport = free_port()
+        cport = h.free_port()
     broker = Broker(a.broker, a.samsad, work, port, cport, BASE_OVERRIDES + a.override)
     ok = False
     try:

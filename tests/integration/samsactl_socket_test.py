@@ -15,7 +15,6 @@ import argparse
 import json
 import os
 import pwd
-import signal
 import socket
 import subprocess
 import sys
@@ -23,20 +22,12 @@ import tempfile
 import threading
 import time
 
-failures: list[str] = []
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import admin_harness as h  # noqa: E402
+
+check = h.Checks("admin-socket")
+failures = check.failures
 IDLE_MS = 2000
-
-
-def check(cond: bool, what: str):
-    print(f"[admin-socket] {'ok  ' if cond else 'FAIL'} {what}", flush=True)
-    if not cond:
-        failures.append(what)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Admin:
@@ -145,15 +136,10 @@ def main() -> int:
     work = tempfile.mkdtemp(prefix="samsa-admin-")
     os.chmod(work, 0o755)  # so other users reach the socket's own permission check
     sock = os.path.join(work, "admin.sock")
-    port = free_port()
-    log = open(os.path.join(work, "samsad.log"), "w+")
-    proc = subprocess.Popen(
-        [a.samsad, "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
-         "--override", f"log.dirs={work}/data",
-         "--override", f"samsa.admin.socket={sock}",
-         "--override", f"samsa.admin.timeout.ms={IDLE_MS}",
-         "--override", "num.partitions=1"],
-        stdout=log, stderr=subprocess.STDOUT)
+    broker = h.SamsadProcess(a.samsad, work, [f"samsa.admin.timeout.ms={IDLE_MS}",
+                                              "num.partitions=1"])
+    port = broker.port
+    broker.start(wait=False)  # samsactl status below waits
     try:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -351,19 +337,14 @@ def main() -> int:
                     got += 1
         cons.close()
         check(got == prod.acked, f"consumed every acknowledged record ({got}/{prod.acked})")
-        check(proc.poll() is None, "samsad still runs")
+        check(broker.alive(), "samsad still runs")
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                rc = proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                rc = proc.wait()
+        if broker.alive():
+            broker.stop()
+            rc = broker.proc.returncode
             check(rc == 0, f"samsad stopped cleanly (exit {rc})")
         check(not os.path.exists(sock), "the socket file is gone after the stop")
-        log.seek(0)
-        text = log.read()
+        text = broker.log()
         if failures:
             print("---- samsad log ----\n" + text[-6000:], flush=True)
     print(f"[admin-socket] {len(failures)} failure(s)", flush=True)
