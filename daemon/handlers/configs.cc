@@ -271,6 +271,33 @@ void alter(RequestPtr r, std::vector<std::pair<std::int8_t, std::string>> names,
       std::move(answer));
 }
 
+// Both alter apis: a resource is answered early (a type the controller does not handle, or what
+// ops(resource, alteration) refuses) or becomes an alteration with the ops ops() filled in;
+// alter() runs them.
+template <class Response, class Entry, class Resources, class Ops>
+void alter_resources(RequestPtr r, Resources& resources, bool validate_only, Ops ops) {
+  if (!r->charge(resources.size() * (sizeof(replication::ConfigAlteration) +
+                                     sizeof(replication::ConfigOutcome) + 64),
+                 "its resources"))
+    return;
+  std::vector<std::pair<std::int8_t, std::string>> names;
+  std::vector<std::optional<Early>> early;
+  std::vector<replication::ConfigAlteration> changes;
+  for (auto& res : resources) {
+    names.emplace_back(res.resource_type, res.resource_name);
+    replication::ConfigAlteration a;
+    auto e = unsupported(res.resource_type);
+    if (!e) e = ops(res, a);
+    early.push_back(e);
+    if (e) continue;
+    a.resource = resource_of(res.resource_type);
+    a.name = std::move(res.resource_name);
+    changes.push_back(std::move(a));
+  }
+  alter<Response, Entry>(std::move(r), std::move(names), std::move(early), std::move(changes),
+                         validate_only);
+}
+
 }  // namespace
 
 std::int8_t topic_config_source(const BrokerSettings& s,
@@ -326,65 +353,38 @@ void describe_configs(RequestPtr r) {
 void incremental_alter_configs(RequestPtr r) {
   kafka::IncrementalAlterConfigsRequest req;
   if (!r->decode(req)) return;
-  if (!r->charge(req.resources.size() * (sizeof(replication::ConfigAlteration) +
-                                         sizeof(replication::ConfigOutcome) + 64),
-                 "its resources"))
-    return;
-  std::vector<std::pair<std::int8_t, std::string>> names;
-  std::vector<std::optional<Early>> early;
-  std::vector<replication::ConfigAlteration> changes;
-  for (auto& res : req.resources) {
-    names.emplace_back(res.resource_type, res.resource_name);
-    auto e = unsupported(res.resource_type);
-    if (!e) {
-      for (const auto& c : res.configs) {
-        if (c.config_operation < 0 || c.config_operation > 3)
-          e = Early{ErrorCode::invalid_request,
-                    "Unknown alter config operation " + std::to_string(c.config_operation) + "."};
-      }
-    }
-    early.push_back(e);
-    if (e) continue;
-    replication::ConfigAlteration a;
-    a.resource = resource_of(res.resource_type);
-    a.name = std::move(res.resource_name);
-    for (auto& c : res.configs)
-      a.ops.push_back({std::move(c.name),
-                       static_cast<replication::ConfigOpType>(c.config_operation),
-                       std::move(c.value)});
-    changes.push_back(std::move(a));
-  }
-  alter<kafka::IncrementalAlterConfigsResponse,
-        kafka::IncrementalAlterConfigsResponse::AlterConfigsResourceResponse>(
-      std::move(r), std::move(names), std::move(early), std::move(changes), req.validate_only);
+  alter_resources<kafka::IncrementalAlterConfigsResponse,
+                  kafka::IncrementalAlterConfigsResponse::AlterConfigsResourceResponse>(
+      std::move(r), req.resources, req.validate_only,
+      [](auto& res, replication::ConfigAlteration& a) -> std::optional<Early> {
+        std::optional<Early> e;
+        for (const auto& c : res.configs) {
+          if (c.config_operation < 0 || c.config_operation > 3)
+            e = Early{ErrorCode::invalid_request,
+                      "Unknown alter config operation " + std::to_string(c.config_operation) + "."};
+        }
+        if (e) return e;
+        for (auto& c : res.configs)
+          a.ops.push_back({std::move(c.name),
+                           static_cast<replication::ConfigOpType>(c.config_operation),
+                           std::move(c.value)});
+        return std::nullopt;
+      });
 }
 
 // The legacy form: the configs given replace every override the resource had.
 void alter_configs(RequestPtr r) {
   kafka::AlterConfigsRequest req;
   if (!r->decode(req)) return;
-  if (!r->charge(req.resources.size() * (sizeof(replication::ConfigAlteration) +
-                                         sizeof(replication::ConfigOutcome) + 64),
-                 "its resources"))
-    return;
-  std::vector<std::pair<std::int8_t, std::string>> names;
-  std::vector<std::optional<Early>> early;
-  std::vector<replication::ConfigAlteration> changes;
-  for (auto& res : req.resources) {
-    names.emplace_back(res.resource_type, res.resource_name);
-    auto e = unsupported(res.resource_type);
-    early.push_back(e);
-    if (e) continue;
-    replication::ConfigAlteration a;
-    a.resource = resource_of(res.resource_type);
-    a.name = std::move(res.resource_name);
-    a.replace = true;
-    for (auto& c : res.configs)
-      a.ops.push_back({std::move(c.name), replication::ConfigOpType::set, std::move(c.value)});
-    changes.push_back(std::move(a));
-  }
-  alter<kafka::AlterConfigsResponse, kafka::AlterConfigsResponse::AlterConfigsResourceResponse>(
-      std::move(r), std::move(names), std::move(early), std::move(changes), req.validate_only);
+  alter_resources<kafka::AlterConfigsResponse,
+                  kafka::AlterConfigsResponse::AlterConfigsResourceResponse>(
+      std::move(r), req.resources, req.validate_only,
+      [](auto& res, replication::ConfigAlteration& a) -> std::optional<Early> {
+        a.replace = true;
+        for (auto& c : res.configs)
+          a.ops.push_back({std::move(c.name), replication::ConfigOpType::set, std::move(c.value)});
+        return std::nullopt;
+      });
 }
 
 }  // namespace samsa::daemon::handlers

@@ -1,5 +1,7 @@
 // DeleteRecords (raise a partition's log start) and OffsetForLeaderEpoch (where a leader epoch
 // ended, from the log's leader-epoch cache), each done by the shard that owns the partition.
+#include <type_traits>
+
 #include "base/log.h"
 #include "daemon/broker.h"
 #include "daemon/handlers/fan_out.h"
@@ -94,119 +96,116 @@ void epoch_on_shard(Item& it, ReactorContext& rc) {
   it.out = end.end_offset;
 }
 
-}  // namespace
-
-void delete_records(RequestPtr r) {
-  kafka::DeleteRecordsRequest req;
-  if (!r->decode(req)) return;
+// Both apis: one Item per partition the request names, made on this reactor by
+// item(request, image, topic, partition), done by on_shard(item, shard) on the partition's
+// owner, and answered in the request's order: topic_result(topic) for each topic, holding
+// partition_result(item) for each of its partitions.
+template <class Resp, class Req, class MakeItem, class TopicResult, class PartitionResult>
+void per_partition(RequestPtr r, Req req, MakeItem item, void (*on_shard)(Item&, ReactorContext&),
+                   TopicResult topic_result, PartitionResult partition_result) {
   auto st = std::make_unique<State>();
   st->image = r->rc.image;
-  const Broker& b = *r->rc.broker;
   std::size_t n = 0;
   for (const auto& t : req.topics)
     n += t.partitions.size();
   // One item per partition entry and an answer of about the same size, within the request
   // budget (a frame naming a million partitions is refused here, not allocated).
-  if (!r->charge(
-          n * (sizeof(Item) + sizeof(kafka::DeleteRecordsResponse::DeleteRecordsPartitionResult)),
-          "its partitions' state"))
-    return;
+  using Result = std::invoke_result_t<PartitionResult, const Item&>;
+  if (!r->charge(n * (sizeof(Item) + sizeof(Result)), "its partitions' state")) return;
   st->items.reserve(n);
   for (const auto& t : req.topics) {
-    const bool internal = replication::is_internal_topic(t.name);
-    for (const auto& p : t.partitions) {
-      Item it;
-      it.partition = p.partition_index;
-      it.in = p.offset;
-      resolve(b, *st->image, t.name, it);
-      if (it.error == ErrorCode::none && internal) {
-        // Kafka refuses it too: the broker's own records live there.
-        it.error = ErrorCode::invalid_topic_exception;
-        it.shard = SIZE_MAX;
-      } else if (it.error == ErrorCode::none) {
-        const auto* topic = st->image->topic(t.name);
-        const auto policy = replication::topic_config_value(
-            topic->configs, r->rc.settings->topic_defaults, "cleanup.policy");
-        if (policy.find("delete") == std::string::npos) {
-          // Kafka: records of a compact-only topic cannot be deleted.
-          it.error = ErrorCode::policy_violation;
-          it.shard = SIZE_MAX;
-        }
-      }
-      st->items.push_back(it);
-    }
+    for (const auto& p : t.partitions)
+      st->items.push_back(item(*r, *st->image, t, p));
   }
-  auto topics = std::make_shared<kafka::DeleteRecordsRequest>(std::move(req));
+  auto topics = std::make_shared<Req>(std::move(req));
   st->req = std::move(r);
   fan_out_to_shards(
       std::move(st), n, shard_of,
-      [](ReactorContext& rc, State& s, std::size_t i) { delete_on_shard(s.items[i], rc); },
-      [topics](std::unique_ptr<State> s) {
-        kafka::DeleteRecordsResponse resp;
+      [on_shard](ReactorContext& rc, State& s, std::size_t i) { on_shard(s.items[i], rc); },
+      [topics, topic_result, partition_result](std::unique_ptr<State> s) {
+        Resp resp;
         std::size_t i = 0;
         for (const auto& t : topics->topics) {
-          kafka::DeleteRecordsResponse::DeleteRecordsTopicResult tr;
-          tr.name = t.name;
-          for (std::size_t k = 0; k < t.partitions.size(); ++k) {
-            const Item& it = s->items[i++];
-            kafka::DeleteRecordsResponse::DeleteRecordsPartitionResult pr;
-            pr.partition_index = it.partition;
-            pr.low_watermark = it.error == ErrorCode::none ? it.out : -1;
-            pr.error_code = kafka::code(it.error);
-            tr.partitions.push_back(pr);
-          }
+          auto tr = topic_result(t);
+          for (std::size_t k = 0; k < t.partitions.size(); ++k)
+            tr.partitions.push_back(partition_result(s->items[i++]));
           resp.topics.push_back(std::move(tr));
         }
         s->req->reply(resp);
       });
 }
 
+}  // namespace
+
+void delete_records(RequestPtr r) {
+  kafka::DeleteRecordsRequest req;
+  if (!r->decode(req)) return;
+  using Resp = kafka::DeleteRecordsResponse;
+  per_partition<Resp>(
+      std::move(r), std::move(req),
+      [](const Request& r, const replication::MetadataImage& image, const auto& t, const auto& p) {
+        Item it;
+        it.partition = p.partition_index;
+        it.in = p.offset;
+        resolve(*r.rc.broker, image, t.name, it);
+        if (it.error == ErrorCode::none && replication::is_internal_topic(t.name)) {
+          // Kafka refuses it too: the broker's own records live there.
+          it.error = ErrorCode::invalid_topic_exception;
+          it.shard = SIZE_MAX;
+        } else if (it.error == ErrorCode::none) {
+          const auto* topic = image.topic(t.name);
+          const auto policy = replication::topic_config_value(
+              topic->configs, r.rc.settings->topic_defaults, "cleanup.policy");
+          if (policy.find("delete") == std::string::npos) {
+            // Kafka: records of a compact-only topic cannot be deleted.
+            it.error = ErrorCode::policy_violation;
+            it.shard = SIZE_MAX;
+          }
+        }
+        return it;
+      },
+      delete_on_shard,
+      [](const auto& t) {
+        Resp::DeleteRecordsTopicResult tr;
+        tr.name = t.name;
+        return tr;
+      },
+      [](const Item& it) {
+        Resp::DeleteRecordsPartitionResult pr;
+        pr.partition_index = it.partition;
+        pr.low_watermark = it.error == ErrorCode::none ? it.out : -1;
+        pr.error_code = kafka::code(it.error);
+        return pr;
+      });
+}
+
 void offset_for_leader_epoch(RequestPtr r) {
   kafka::OffsetForLeaderEpochRequest req;
   if (!r->decode(req)) return;
-  auto st = std::make_unique<State>();
-  st->image = r->rc.image;
-  const Broker& b = *r->rc.broker;
-  std::size_t n = 0;
-  for (const auto& t : req.topics)
-    n += t.partitions.size();
-  if (!r->charge(n * (sizeof(Item) + sizeof(kafka::OffsetForLeaderEpochResponse::EpochEndOffset)),
-                 "its partitions' state"))
-    return;
-  st->items.reserve(n);
-  for (const auto& t : req.topics) {
-    for (const auto& p : t.partitions) {
-      Item it;
-      it.partition = p.partition;
-      it.in = p.leader_epoch;
-      it.current_epoch = p.current_leader_epoch;
-      resolve(b, *st->image, t.topic, it);
-      st->items.push_back(it);
-    }
-  }
-  auto topics = std::make_shared<kafka::OffsetForLeaderEpochRequest>(std::move(req));
-  st->req = std::move(r);
-  fan_out_to_shards(
-      std::move(st), n, shard_of,
-      [](ReactorContext& rc, State& s, std::size_t i) { epoch_on_shard(s.items[i], rc); },
-      [topics](std::unique_ptr<State> s) {
-        kafka::OffsetForLeaderEpochResponse resp;
-        std::size_t i = 0;
-        for (const auto& t : topics->topics) {
-          kafka::OffsetForLeaderEpochResponse::OffsetForLeaderTopicResult tr;
-          tr.topic = t.topic;
-          for (std::size_t k = 0; k < t.partitions.size(); ++k) {
-            const Item& it = s->items[i++];
-            kafka::OffsetForLeaderEpochResponse::EpochEndOffset pr;
-            pr.error_code = kafka::code(it.error);
-            pr.partition = it.partition;
-            pr.leader_epoch = it.error == ErrorCode::none ? it.out_epoch : -1;
-            pr.end_offset = it.error == ErrorCode::none ? it.out : -1;
-            tr.partitions.push_back(pr);
-          }
-          resp.topics.push_back(std::move(tr));
-        }
-        s->req->reply(resp);
+  using Resp = kafka::OffsetForLeaderEpochResponse;
+  per_partition<Resp>(
+      std::move(r), std::move(req),
+      [](const Request& r, const replication::MetadataImage& image, const auto& t, const auto& p) {
+        Item it;
+        it.partition = p.partition;
+        it.in = p.leader_epoch;
+        it.current_epoch = p.current_leader_epoch;
+        resolve(*r.rc.broker, image, t.topic, it);
+        return it;
+      },
+      epoch_on_shard,
+      [](const auto& t) {
+        Resp::OffsetForLeaderTopicResult tr;
+        tr.topic = t.topic;
+        return tr;
+      },
+      [](const Item& it) {
+        Resp::EpochEndOffset pr;
+        pr.error_code = kafka::code(it.error);
+        pr.partition = it.partition;
+        pr.leader_epoch = it.error == ErrorCode::none ? it.out_epoch : -1;
+        pr.end_offset = it.error == ErrorCode::none ? it.out : -1;
+        return pr;
       });
 }
 
