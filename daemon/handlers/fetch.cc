@@ -62,6 +62,9 @@ struct Group {
   std::size_t pending = 0;  // parts of this round not finished yet (shard thread only)
 };
 
+void move_to_back(std::vector<SessionPartition>& v, const std::vector<Part>& parts,
+                  const std::vector<std::size_t>& with_data, bool by_id);
+
 enum class Phase : std::uint8_t { reading, parking, parked, unparking };
 
 struct FetchCtx final : ParkedRequest {
@@ -434,15 +437,7 @@ void respond(FetchCtx* raw) {
   if (session) {
     // Partitions that brought records go to the back of the session's order: under the
     // response limit every partition gets its turn.
-    for (std::size_t i : with_data) {
-      const Part& p = ctx->parts[i];
-      auto& v = session->partitions;
-      auto it = std::find_if(v.begin(), v.end(), [&](const SessionPartition& sp) {
-        return sp.partition == p.partition &&
-               (ctx->by_id ? sp.topic_id == p.asked_topic_id : sp.topic == p.asked_topic);
-      });
-      if (it != v.end()) std::rotate(it, it + 1, v.end());
-    }
+    move_to_back(session->partitions, ctx->parts, with_data, ctx->by_id);
   } else if (ctx->open_session) {
     std::vector<SessionPartition> sps;
     sps.reserve(ctx->parts.size());
@@ -501,6 +496,40 @@ void merge_repeated(std::vector<Part>& parts, bool by_id) {
     ++out;
   }
   parts.resize(out);
+}
+
+// Moves the session partitions behind parts[with_data...] to the back, in that order, keeping
+// the others' order. The parts were made from the session in its order, so a part's index is
+// its partition's, in one pass; only a session changed meanwhile (another request with its id
+// while this one waited) needs the search per partition.
+void move_to_back(std::vector<SessionPartition>& v, const std::vector<Part>& parts,
+                  const std::vector<std::size_t>& with_data, bool by_id) {
+  if (with_data.empty()) return;
+  auto same = [by_id](const SessionPartition& sp, const Part& p) {
+    return sp.partition == p.partition &&
+           (by_id ? sp.topic_id == p.asked_topic_id : sp.topic == p.asked_topic);
+  };
+  bool aligned = v.size() == parts.size();
+  for (std::size_t i : with_data)
+    aligned = aligned && same(v[i], parts[i]);
+  if (!aligned) {
+    for (std::size_t i : with_data) {
+      auto it = std::find_if(v.begin(), v.end(),
+                             [&](const SessionPartition& sp) { return same(sp, parts[i]); });
+      if (it != v.end()) std::rotate(it, it + 1, v.end());
+    }
+    return;
+  }
+  std::vector<bool> moved(v.size(), false);
+  for (std::size_t i : with_data)
+    moved[i] = true;
+  std::vector<SessionPartition> out;
+  out.reserve(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i)
+    if (!moved[i]) out.push_back(std::move(v[i]));
+  for (std::size_t i : with_data)
+    out.push_back(std::move(v[i]));
+  v = std::move(out);
 }
 
 // Answers a session error at once: no partitions, the error at the top, no session.

@@ -35,7 +35,8 @@ class Client(kproto.Client):
         super().__init__("127.0.0.1", port, "fetch-sessions-test", timeout=30)
 
     def fetch(self, session_id: int, epoch: int, parts: list[tuple[str, int, int]],
-              forgotten: list[tuple[str, int]] | None = None, max_wait: int = 0) -> dict:
+              forgotten: list[tuple[str, int]] | None = None, max_wait: int = 0,
+              max_bytes: int = 50 << 20) -> dict:
         topics: dict[str, list] = {}
         for t, p, off in parts:
             topics.setdefault(t, []).append({"Partition": p, "FetchOffset": off,
@@ -44,7 +45,7 @@ class Client(kproto.Client):
         for t, p in forgotten or []:
             ftopics.setdefault(t, []).append(p)
         return self.call(FETCH, VERSION, {
-            "ReplicaId": -1, "MaxWaitMs": max_wait, "MinBytes": 0, "MaxBytes": 50 << 20,
+            "ReplicaId": -1, "MaxWaitMs": max_wait, "MinBytes": 0, "MaxBytes": max_bytes,
             "IsolationLevel": 0, "SessionId": session_id, "SessionEpoch": epoch,
             "Topics": [{"Topic": t, "Partitions": ps} for t, ps in topics.items()],
             "ForgottenTopicsData": [{"Topic": t, "Partitions": ps} for t, ps in ftopics.items()],
@@ -140,6 +141,24 @@ def main() -> int:
         check(closed["SessionId"] == 0 and closed["ErrorCode"] == 0, "epoch -1 closes the session")
         after = other.fetch(o["SessionId"], 1, [])
         check(after["ErrorCode"] == FETCH_SESSION_ID_NOT_FOUND, "a closed session is gone")
+
+        # Fairness: under a response limit that only the first partition's batch fits, the
+        # partition that brought records goes to the back of the session, so successive
+        # fetches take turns instead of starving the others.
+        err = c.create_topic("rot", 3)
+        check(err == 0, f"topic rot created ({err})")
+        for p in range(3):
+            c.produce("rot", p, b"x" * 200)
+        rot = [("rot", 0, 0), ("rot", 1, 0), ("rot", 2, 0)]
+        full = c.fetch(0, 0, rot, max_bytes=1)
+        rsid = full["SessionId"]
+        turns = []
+        for epoch in (1, 2, 3):
+            inc = c.fetch(rsid, epoch, [], max_bytes=1)
+            turns.append([p for p in range(3) if records_in(inc, "rot", p) > 0])
+        check(sorted(t[0] for t in turns if len(t) == 1) == [0, 1, 2] and
+              all(len(t) == 1 for t in turns),
+              f"one partition per limited answer, each in turn: {turns}")
     except Exception as e:  # noqa: BLE001 - report, then fail
         check(False, f"{type(e).__name__}: {e}")
         print(broker.log()[-4000:])
