@@ -10,6 +10,7 @@
 #include "daemon/admin.h"
 #include "daemon/broker.h"
 #include "daemon/broker_internal.h"
+#include "daemon/cluster_link.h"
 #include "daemon/dispatch.h"
 
 namespace samsa::daemon {
@@ -65,6 +66,8 @@ void Broker::shutdown() {
   if (!running.empty() && busy.load() != 0)
     LOG_WARN("shutdown: %zu requests still in flight after %lld ms; closing anyway", busy.load(),
              static_cast<long long>(timeout_ms));
+  // A broker node's link to the controller ran the forwarded requests just answered.
+  if (link_) link_->stop();
 
   // 3. No more requests: close every connection on every reactor.
   {

@@ -8,6 +8,7 @@
 #include "base/thread.h"
 #include "daemon/broker.h"
 #include "daemon/broker_internal.h"
+#include "daemon/cluster_link.h"
 #include "daemon/dispatch.h"
 #include "net/dpdk/dpdk_transport.h"
 #include "net/uring_transport.h"
@@ -55,6 +56,7 @@ void Broker::run_reactor(ReactorThread* t) {
       so.retention = retention_.get();
       so.partition = settings_->partition;
       so.producer_expiration_check_ms = settings_->producer_expiration_check_ms;
+      so.node_id = settings_->clustered() ? settings_->node_id : -1;
       ctx.shard = std::make_unique<replication::Shard>(*ctx.reactor, std::move(so));
     }
   }
@@ -115,6 +117,12 @@ void Broker::run_controller() {
     controller_reactor_ = reactor;
   }
   replication::Controller::Options co;
+  using Mode = replication::Controller::Mode;
+  co.mode = settings_->cluster.role == ProcessRole::broker       ? Mode::broker
+            : settings_->cluster.role == ProcessRole::controller ? Mode::controller
+                                                                 : Mode::single;
+  co.session_timeout_ms = settings_->cluster.session_timeout_ms;
+  const Mode co_mode = co.mode;
   co.node_id = settings_->node_id;
   co.log_dir = log_dirs_.front().get();
   co.defaults = settings_->topic_defaults;
@@ -138,6 +146,9 @@ void Broker::run_controller() {
     controller_.reset();
     return;
   }
+  // A broker node's image comes from the controller: the link fetches it (the reactors start
+  // listening once it has caught up the first time).
+  if (co_mode == Mode::broker) start_link();
   {
     std::lock_guard lk(mu_);
     controller_ready_ = true;
@@ -149,6 +160,46 @@ void Broker::run_controller() {
   if (auto c = controller_->close(); !c)
     LOG_ERROR("closing the metadata log: %s", c.error().detail.c_str());
   controller_.reset();
+}
+
+void Broker::start_link() {
+  const auto s = settings();
+  ClusterLink::Options lo;
+  lo.node_id = s->node_id;
+  lo.cluster_id = cluster_id_;
+  lo.host = s->cluster.controller_host;
+  lo.port = s->cluster.controller_port;
+  lo.heartbeat_interval_ms = s->cluster.heartbeat_interval_ms;
+  for (const auto& e : s->advertised)
+    lo.endpoints.push_back({e.name, e.host, e.port, 0});
+  lo.on_metadata = [this](std::vector<std::byte> batches, std::int64_t hw) {
+    on_controller([this, batches = std::move(batches), hw](replication::Controller& c) {
+      c.apply_fetched(batches, hw);
+      const std::int64_t offset = c.image()->offset();
+      c.when_applied(offset, [this, offset] { link_->set_applied(offset); });
+    });
+  };
+  link_ = std::make_unique<ClusterLink>(std::move(lo));
+  link_->start();
+}
+
+void Broker::forward_to_controller(
+    std::vector<std::byte> frame, std::function<void(std::optional<std::vector<std::byte>>)> done) {
+  if (!link_) {
+    done(std::nullopt);
+    return;
+  }
+  link_->forward(
+      std::move(frame), [this, done = std::move(done)](std::optional<std::vector<std::byte>> resp,
+                                                       std::int64_t target) {
+        if (!resp) {
+          done(std::nullopt);
+          return;
+        }
+        on_controller([done, resp = std::move(resp), target](replication::Controller& c) {
+          c.when_applied(target, [done, resp] { done(resp); });
+        });
+      });
 }
 
 // Also used by apply_settings (broker_reload.cc) when settings change.
@@ -209,6 +260,12 @@ void Broker::run_coordinator() {
 }
 
 void Broker::start_group_coordinator() {
+  // A cluster's group coordinators follow the leaders of __consumer_offsets' partitions: that
+  // comes with replication (replication/README.md); until then only a single node has groups.
+  if (settings()->clustered()) {
+    LOG_INFO("consumer groups are not served by cluster nodes yet");
+    return;
+  }
   const Config cfg = config();
   const auto partitions = static_cast<std::int32_t>(cfg.get_int("offsets.topic.num.partitions"));
   const auto rf = static_cast<std::int16_t>(cfg.get_int("offsets.topic.replication.factor"));

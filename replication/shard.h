@@ -36,6 +36,9 @@ class Shard {
     PartitionOptions partition;  // idempotent producers' settings
     // producer.id.expiration.check.interval.ms
     std::int64_t producer_expiration_check_ms = 600'000;
+    // A cluster node's id: only partitions with a replica here are opened, and find() gives
+    // only those it leads. -1 (a single node): every partition, always led here.
+    std::int32_t node_id = -1;
   };
 
   Shard(io::Reactor& r, Options opts);
@@ -49,7 +52,10 @@ class Shard {
 
   io::Reactor& reactor() { return reactor_; }
   std::size_t index() const { return opts_.index; }
+  // The partition if this node leads it (what clients may produce to and fetch from).
   Partition* find(std::string_view topic, std::int32_t partition);
+  // The local replica, led here or not.
+  Partition* find_replica(std::string_view topic, std::int32_t partition);
   const ImagePtr& image() const { return image_; }
 
   // Reconciles with a newer image (on this shard's reactor). Logs that fail to open are

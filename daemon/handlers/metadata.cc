@@ -24,7 +24,16 @@ constexpr std::string_view kOffsetsTopic = "__consumer_offsets";
 constexpr std::int32_t kTopicOperations = 3576;
 constexpr std::int32_t kClusterOperations = 8096;
 
-MetadataResponse::MetadataResponseTopic describe(const replication::TopicState& t) {
+// A replica is offline when its broker is not registered or fenced (a cluster node's view;
+// a single node has no registrations and no offline replicas).
+bool offline(const replication::MetadataImage& image, std::int32_t id) {
+  auto it = image.brokers().find(id);
+  return it == image.brokers().end() || it->second.fenced;
+}
+
+MetadataResponse::MetadataResponseTopic describe(const replication::TopicState& t,
+                                                 const replication::MetadataImage& image,
+                                                 bool clustered) {
   MetadataResponse::MetadataResponseTopic out;
   out.name = t.name;
   out.topic_id = t.id;
@@ -37,6 +46,9 @@ MetadataResponse::MetadataResponseTopic describe(const replication::TopicState& 
     mp.leader_epoch = p.leader_epoch;
     mp.replica_nodes = p.replicas;
     mp.isr_nodes = p.isr;
+    if (clustered)
+      for (auto id : p.replicas)
+        if (offline(image, id)) mp.offline_replicas.push_back(id);
     if (p.leader < 0) mp.error_code = kafka::code(ErrorCode::leader_not_available);
     out.partitions.push_back(std::move(mp));
   }
@@ -55,12 +67,29 @@ void answer(RequestPtr r, const MetadataRequest& req,
   MetadataResponse resp;
   // Advertise the endpoint of the listener this client connected through.
   const Endpoint& ep = s.advertised[std::min(r->dispatcher.listener(), s.advertised.size() - 1)];
-  resp.brokers.push_back({s.node_id, ep.host, ep.port, std::nullopt});
+  const bool clustered = s.clustered();
+  if (clustered) {
+    // Every live broker, at its endpoint of the listener this client came through (as Kafka
+    // does; a broker without one is left out).
+    for (const auto& [id, b] : image.brokers()) {
+      if (b.fenced) continue;
+      for (const auto& e : b.endpoints)
+        if (e.name == ep.name) {
+          resp.brokers.push_back({id, e.host, e.port, b.rack});
+          break;
+        }
+    }
+  } else {
+    resp.brokers.push_back({s.node_id, ep.host, ep.port, std::nullopt});
+  }
   resp.cluster_id = s.cluster_id;
+  // KRaft brokers name a random live broker; this one is always live.
   resp.controller_id = s.node_id;
   if (req.include_cluster_authorized_operations)
     resp.cluster_authorized_operations = kClusterOperations;
-  auto add = [&](const replication::TopicState& t) { resp.topics.push_back(describe(t)); };
+  auto add = [&](const replication::TopicState& t) {
+    resp.topics.push_back(describe(t, image, clustered));
+  };
 
   const bool all = !req.topics || (v == 0 && req.topics->empty());
   if (all) {
@@ -109,8 +138,10 @@ void metadata(RequestPtr r) {
   MetadataRequest req;
   if (!r->decode(req)) return;
   const auto& s = *r->rc.settings;
+  // A cluster node creates no topics on its own (CreateTopics goes to the controller);
+  // Metadata's auto-creation does not yet.
   const bool allow_create =
-      s.auto_create_topics && (r->version() < 4 || req.allow_auto_topic_creation);
+      s.auto_create_topics && !s.clustered() && (r->version() < 4 || req.allow_auto_topic_creation);
   std::vector<replication::TopicSpec> create;
   std::size_t unsent_from = SIZE_MAX;
   if (allow_create && req.topics && !(r->version() == 0 && req.topics->empty())) {
