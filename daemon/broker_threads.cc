@@ -11,6 +11,8 @@
 #include "daemon/cluster_link.h"
 #include "daemon/dispatch.h"
 #include "net/dpdk/dpdk_transport.h"
+#include "net/kafka/gen/allocate_producer_ids_request.h"
+#include "net/kafka/gen/allocate_producer_ids_response.h"
 #include "net/uring_transport.h"
 
 namespace samsa::daemon {
@@ -239,9 +241,34 @@ void Broker::run_coordinator() {
     coordinator_reactor_owned_ = std::move(*r);
     coordinator_reactor_ = reactor;
     // Producer id blocks are reserved durably by the controller.
-    auto allocate_ids = [this](std::int32_t block,
-                               std::move_only_function<void(std::int64_t)> done) {
+    const bool broker_node = settings_->cluster.role == ProcessRole::broker;
+    const std::int32_t node_id = settings_->node_id;
+    auto allocate_ids = [this, broker_node, node_id](
+                            std::int32_t block, std::move_only_function<void(std::int64_t)> done) {
       auto shared = std::make_shared<std::move_only_function<void(std::int64_t)>>(std::move(done));
+      if (broker_node) {
+        // A broker node asks the controller (AllocateProducerIds), as Kafka's brokers do.
+        kafka::AllocateProducerIdsRequest req;
+        req.broker_id = node_id;
+        std::vector<std::byte> frame;
+        net::Response encoded = kafka::encode_request(req, 0, 0, "samsa-broker");
+        for (auto& p : encoded.pieces())
+          frame.insert(frame.end(), p.bytes.data(), p.bytes.data() + p.bytes.size());
+        frame.erase(frame.begin(), frame.begin() + 4);  // the size prefix
+        forward_to_controller(std::move(frame), [this, shared, block](auto resp) {
+          std::int64_t first = -1;
+          if (resp) {
+            auto h = kafka::decode_response_header(*resp,
+                                                   kafka::AllocateProducerIdsResponse::kApiKey, 0);
+            kafka::AllocateProducerIdsResponse r;
+            if (h.ok() && kafka::decode_response_body(*resp, h, 0, r) == kafka::DecodeError::none &&
+                r.error_code == 0 && r.producer_id_len == block)
+              first = r.producer_id_start;
+          }
+          on_coordinator([shared, first](coordinator::GroupCoordinator&) { (*shared)(first); });
+        });
+        return;
+      }
       on_controller([this, block, shared](replication::Controller& c) {
         c.allocate_producer_ids(block, [this, shared](std::int64_t first) {
           on_coordinator([shared, first](coordinator::GroupCoordinator&) { (*shared)(first); });

@@ -204,6 +204,15 @@ void ClusterLink::stop() {
   barriers_.clear();
 }
 
+bool ClusterLink::controlled_shutdown(std::int64_t timeout_ms) {
+  if (!thread_.joinable()) return false;
+  want_shut_down_.store(true);
+  const std::int64_t end = mono_ms() + timeout_ms;
+  while (!may_shut_down_.load() && mono_ms() < end)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  return may_shut_down_.load();
+}
+
 void ClusterLink::forward(std::vector<std::byte> frame, ForwardDone done) {
   std::lock_guard lk(mu_);
   queue_.push_back(Forward{std::move(frame), std::move(done)});
@@ -265,6 +274,7 @@ bool ClusterLink::do_heartbeat() {
   hb.broker_id = opts_.node_id;
   hb.broker_epoch = epoch_;
   hb.current_metadata_offset = applied_.load(std::memory_order_acquire);
+  hb.want_shut_down = want_shut_down_.load();
   auto body = replication::heartbeat_request(hb);
   const std::int32_t corr = next_correlation_++;
   auto frame = flatten(kafka::encode_request(body, kHeartbeatVersion, corr, "samsa-broker"));
@@ -277,7 +287,8 @@ bool ClusterLink::do_heartbeat() {
       kafka::decode_response_body(*resp, h, kHeartbeatVersion, r) != kafka::DecodeError::none)
     return false;
   auto a = replication::heartbeat_answer_of(r);
-  next_heartbeat_ms_ = mono_ms() + opts_.heartbeat_interval_ms;
+  // While shutting down, ask again soon until the controller lets this broker go.
+  next_heartbeat_ms_ = mono_ms() + (hb.want_shut_down ? 20 : opts_.heartbeat_interval_ms);
   if (a.error == ErrorCode::stale_broker_epoch) {
     LOG_WARN("the controller no longer knows broker epoch %lld; registering again",
              static_cast<long long>(epoch_));
@@ -285,11 +296,15 @@ bool ClusterLink::do_heartbeat() {
     return true;
   }
   if (a.error != ErrorCode::none) return true;
+  if (hb.want_shut_down && a.should_shut_down && !may_shut_down_.load()) {
+    LOG_INFO("controlled shutdown: the controller moved this broker's leaderships away");
+    may_shut_down_.store(true);
+  }
   if (fenced_ && !a.is_fenced)
     LOG_INFO("unfenced by the controller %lld ms after registering (metadata offset %lld)",
              static_cast<long long>(mono_ms() - registered_ms_),
              static_cast<long long>(hb.current_metadata_offset));
-  if (!fenced_ && a.is_fenced) LOG_WARN("fenced by the controller");
+  if (!fenced_ && a.is_fenced && !hb.want_shut_down) LOG_WARN("fenced by the controller");
   fenced_ = a.is_fenced;
   return true;
 }
@@ -402,7 +417,8 @@ void ClusterLink::run() {
     }
     const std::int64_t now = mono_ms();
     // A fenced broker that has caught up with its registration asks at once to be unfenced.
-    const bool catch_up = fenced_ && epoch_ >= 0 && applied_.load() >= epoch_ &&
+    const bool catch_up = fenced_ && !want_shut_down_.load() && epoch_ >= 0 &&
+                          applied_.load() >= epoch_ &&
                           now >= next_heartbeat_ms_ - opts_.heartbeat_interval_ms + 20;
     if (ok && epoch_ >= 0 && (now >= next_heartbeat_ms_ || catch_up)) ok = do_heartbeat();
     if (ok) ok = do_forward();

@@ -56,6 +56,10 @@ class ClusterLink {
   void start();
   void stop();  // pending forwards get nullopt
 
+  // Controlled shutdown (SIGTERM): heartbeats ask the controller to move this broker's
+  // leaderships away; returns once it says the broker may stop (true) or after timeout_ms.
+  bool controlled_shutdown(std::int64_t timeout_ms);
+
   // A request frame (header and body, no size prefix) for the controller; any thread.
   void forward(std::vector<std::byte> frame, ForwardDone done);
   // The offset the broker's image has reached (heartbeats report it); any thread.
@@ -78,6 +82,8 @@ class ClusterLink {
   std::thread thread_;
   std::atomic<bool> stop_{false};
   std::atomic<std::int64_t> applied_{-1};
+  std::atomic<bool> want_shut_down_{false};
+  std::atomic<bool> may_shut_down_{false};
   int fd_ = -1;
   std::int32_t next_correlation_ = 1;
   std::int64_t epoch_ = -1;  // -1: not registered

@@ -5,9 +5,12 @@
 #include <algorithm>
 
 #include "base/log.h"
+#include "coordinator/producer_ids.h"
 #include "daemon/broker.h"
 #include "daemon/handlers/handlers.h"
 #include "daemon/handlers/round_trip.h"
+#include "net/kafka/gen/allocate_producer_ids_request.h"
+#include "net/kafka/gen/allocate_producer_ids_response.h"
 #include "net/kafka/gen/broker_heartbeat_request.h"
 #include "net/kafka/gen/broker_heartbeat_response.h"
 #include "net/kafka/gen/broker_registration_request.h"
@@ -54,6 +57,27 @@ void broker_heartbeat(RequestPtr r) {
       },
       [](RequestPtr r, replication::HeartbeatAnswer a) {
         r->reply(replication::heartbeat_response(a));
+      });
+}
+
+// A broker node's group coordinator reserves producer ids here (every broker hands out ids from
+// blocks the controller reserved durably, so they never repeat across the cluster).
+void allocate_producer_ids(RequestPtr r) {
+  kafka::AllocateProducerIdsRequest req;
+  if (!r->decode(req)) return;
+  constexpr std::int32_t block = coordinator::ProducerIdManager::kBlockSize;
+  via_controller<std::int64_t>(
+      std::move(r),
+      [](replication::Controller& c, auto done) {
+        c.allocate_producer_ids(block, std::move(done));
+      },
+      [](RequestPtr r, std::int64_t first) {
+        kafka::AllocateProducerIdsResponse resp;
+        resp.error_code =
+            kafka::code(first < 0 ? ErrorCode::unknown_server_error : ErrorCode::none);
+        resp.producer_id_start = first;
+        resp.producer_id_len = first < 0 ? 0 : block;
+        r->reply(resp);
       });
 }
 

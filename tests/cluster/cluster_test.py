@@ -233,7 +233,9 @@ def main() -> int:
                                       f"({err})")
 
         # ---- produce and consume through the leaders ----
-        p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+        # Idempotent: its producer id comes from a block the controller reserved.
+        p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
+                      "enable.idempotence": True})
         delivered, failed = [], []
 
         def report(err, msg):
@@ -341,6 +343,46 @@ def main() -> int:
                   f"{time.time() - back:.2f}s")
         p.flush(5)
 
+        # ---- controlled shutdown: SIGTERM moves the leaderships before the broker stops ----
+        name = "graceful"
+        admin.create_topics([NewTopic(name, num_partitions=3, replication_factor=3)])[
+            name].result(timeout=10)
+        before = {q.id: (q.leader, leader_epoch(kp, brokers, name, q.id))
+                  for q in topic_md(admin, name, 3).partitions.values()}
+        victim = before[0][0]
+        survivors = [b for b in BROKERS if b != victim]
+        via = AdminClient({"bootstrap.servers": f"127.0.0.1:{brokers[survivors[0]].port}"})
+        metadata(via)
+        brokers[victim].proc.send_signal(signal.SIGTERM)
+        termed = time.time()
+        moved_at = None
+        while time.time() - termed < 5 and moved_at is None:
+            try:
+                md = metadata(via, 1.0)
+                parts = md.topics[name].partitions
+                if victim not in md.brokers and all(
+                        parts[q].leader not in (victim, -1) for q in before):
+                    moved_at = time.time()
+            except Exception:
+                pass
+        rc = brokers[victim].proc.wait(timeout=20)
+        check(rc == 0 and moved_at is not None,
+              f"SIGTERM of broker {victim}: clean stop and its leaderships moved")
+        graceful = moved_at - termed
+        check(graceful < 1.0, f"controlled shutdown moved them in {graceful * 1000:.0f} ms, "
+                              f"not after the 1.5 s session timeout")
+        check("controlled shutdown: leaderships moved" in brokers[victim].tail(60),
+              f"broker {victim} logged its controlled shutdown")
+        for q, (old_leader, old_epoch) in before.items():
+            if old_leader == victim:
+                check(leader_epoch(kp, brokers, name, q, only=survivors) == old_epoch + 1,
+                      f"partition {q} of {name}: leader epoch bumped")
+        brokers[victim].start()
+        back = time.time()
+        while victim not in live_brokers(via) and time.time() - back < 15:
+            time.sleep(0.05)
+        check(victim in live_brokers(via), f"broker {victim} is back after its restart")
+
         # ---- forwarded changes: CreatePartitions and DeleteTopics through a broker ----
         from confluent_kafka.admin import NewPartitions
         admin.create_partitions([NewPartitions("rf3", 5)])["rf3"].result(timeout=10)
@@ -363,6 +405,7 @@ def main() -> int:
         if unfenced:
             log(f"registration -> unfenced, ms: {unfenced}; median "
                 f"{statistics.median(unfenced):.0f}")
+        log(f"controlled shutdown (SIGTERM -> new leaders in Metadata): {graceful * 1000:.0f} ms")
         rcs = {n.id: n.stop() for n in nodes}
         check(all(rc == 0 for rc in rcs.values()), f"every node stops cleanly on SIGTERM {rcs}")
         ok = True
