@@ -5,6 +5,8 @@
 #include "daemon/broker.h"
 #include "daemon/handlers/handlers.h"
 #include "daemon/handlers/round_trip.h"
+#include "net/kafka/gen/create_topics_request.h"
+#include "net/kafka/gen/create_topics_response.h"
 #include "net/kafka/gen/metadata_request.h"
 #include "net/kafka/gen/metadata_response.h"
 #include "replication/topic_config.h"
@@ -132,16 +134,64 @@ void answer(RequestPtr r, const MetadataRequest& req,
   r->reply(resp);
 }
 
+// A broker node: the topics go to the controller as a CreateTopics request, and the answer is
+// made from this broker's image once it holds them.
+void forward_create(RequestPtr r, MetadataRequest req,
+                    const std::vector<replication::TopicSpec>& create, std::size_t unsent_from) {
+  constexpr std::int16_t kVersion = 7;
+  kafka::CreateTopicsRequest ct;
+  for (const auto& c : create) {
+    kafka::CreateTopicsRequest::CreatableTopic t;
+    t.name = c.name;
+    t.num_partitions = c.partitions;
+    t.replication_factor = c.replication_factor;
+    ct.topics.push_back(std::move(t));
+  }
+  net::Response encoded = kafka::encode_request(ct, kVersion, 0, "samsa-broker");
+  std::vector<std::byte> frame;
+  for (auto& p : encoded.pieces())
+    frame.insert(frame.end(), p.bytes.data(), p.bytes.data() + p.bytes.size());
+  frame.erase(frame.begin(), frame.begin() + 4);  // the size prefix
+  Broker& b = *r->rc.broker;
+  const std::size_t origin = r->rc.index;
+  auto shared = std::make_shared<MetadataRequest>(std::move(req));
+  Request* raw = r.release();
+  b.forward_to_controller(std::move(frame), [&b, origin, raw, shared, unsent_from](
+                                                std::optional<std::vector<std::byte>> resp) {
+    std::vector<std::pair<std::string, ErrorCode>> failed;
+    if (resp) {
+      auto h = kafka::decode_response_header(*resp, kafka::CreateTopicsResponse::kApiKey, kVersion);
+      kafka::CreateTopicsResponse out;
+      if (h.ok() &&
+          kafka::decode_response_body(*resp, h, kVersion, out) == kafka::DecodeError::none) {
+        for (const auto& t : out.topics) {
+          const auto e = static_cast<ErrorCode>(t.error_code);
+          if (e == ErrorCode::none) {
+            LOG_INFO("auto-created topic %s through the controller", t.name.c_str());
+          } else if (e != ErrorCode::topic_already_exists) {
+            failed.emplace_back(t.name, e);
+          }
+        }
+      }
+    }
+    std::sort(failed.begin(), failed.end());
+    b.on_reactor(origin,
+                 [raw, shared, failed = std::move(failed), unsent_from](ReactorContext&) mutable {
+                   answer(RequestPtr(raw), *shared, failed, unsent_from);
+                 });
+  });
+}
+
 }  // namespace
 
 void metadata(RequestPtr r) {
   MetadataRequest req;
   if (!r->decode(req)) return;
   const auto& s = *r->rc.settings;
-  // A cluster node creates no topics on its own (CreateTopics goes to the controller);
-  // Metadata's auto-creation does not yet.
-  const bool allow_create =
-      s.auto_create_topics && !s.clustered() && (r->version() < 4 || req.allow_auto_topic_creation);
+  // A broker node's auto-creation goes to the controller (forward_create); a controller node
+  // creates none on its own.
+  const bool allow_create = s.auto_create_topics && s.cluster.role != ProcessRole::controller &&
+                            (r->version() < 4 || req.allow_auto_topic_creation);
   std::vector<replication::TopicSpec> create;
   std::size_t unsent_from = SIZE_MAX;
   if (allow_create && req.topics && !(r->version() == 0 && req.topics->empty())) {
@@ -173,6 +223,10 @@ void metadata(RequestPtr r) {
   }
   if (create.empty()) {
     answer(std::move(r), req, {}, unsent_from);
+    return;
+  }
+  if (s.cluster.role == ProcessRole::broker) {
+    forward_create(std::move(r), std::move(req), create, unsent_from);
     return;
   }
   // Auto-create, then answer from the image that holds the new topics (the controller answers

@@ -258,6 +258,14 @@ def main() -> int:
         c.close()
         check(got == {f"v{i}" for i in range(300)}, "the 300 records consumed from the leaders")
 
+        # Metadata's auto-creation goes through the controller too.
+        delivered.clear()
+        for i in range(10):
+            p.produce("auto-created", value=b"x", on_delivery=report)
+        p.flush(20)
+        check(len(delivered) == 10 and not failed,
+              "producing to a new topic auto-creates it through the controller")
+
         # ---- a non-leader refuses ----
         kp = kproto.Kafka()
         leader0 = leaders[0]
