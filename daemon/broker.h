@@ -262,6 +262,8 @@ class Broker {
   // process.roles=broker: the "cluster-link" thread (started by the controller thread once the
   // broker's controller object is open, stopped by shutdown()).
   std::unique_ptr<ClusterLink> link_;
+  // This process's registration (a broker leads only under its own, unfenced).
+  replication::Uuid incarnation_ = replication::random_uuid();
   void start_link();
 };
 

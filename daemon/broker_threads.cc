@@ -59,6 +59,7 @@ void Broker::run_reactor(ReactorThread* t) {
       so.partition = settings_->partition;
       so.producer_expiration_check_ms = settings_->producer_expiration_check_ms;
       so.node_id = settings_->clustered() ? settings_->node_id : -1;
+      so.incarnation_id = incarnation_;
       ctx.shard = std::make_unique<replication::Shard>(*ctx.reactor, std::move(so));
     }
   }
@@ -168,6 +169,7 @@ void Broker::start_link() {
   const auto s = settings();
   ClusterLink::Options lo;
   lo.node_id = s->node_id;
+  lo.incarnation_id = incarnation_;
   lo.cluster_id = cluster_id_;
   lo.host = s->cluster.controller_host;
   lo.port = s->cluster.controller_port;

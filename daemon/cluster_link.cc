@@ -178,8 +178,7 @@ std::expected<std::string, std::string> controller_cluster_id(const std::string&
                          " s; a new broker learns the cluster id from it");
 }
 
-ClusterLink::ClusterLink(Options o)
-    : opts_(std::move(o)), incarnation_(replication::random_uuid()) {}
+ClusterLink::ClusterLink(Options o) : opts_(std::move(o)) {}
 
 ClusterLink::~ClusterLink() {
   stop();
@@ -236,7 +235,7 @@ std::optional<std::vector<std::byte>> ClusterLink::exchange(std::span<const std:
 bool ClusterLink::do_register() {
   replication::BrokerRegistration reg;
   reg.broker_id = opts_.node_id;
-  reg.incarnation_id = incarnation_;
+  reg.incarnation_id = opts_.incarnation_id;
   reg.endpoints = opts_.endpoints;
   auto body = replication::registration_request(reg, opts_.cluster_id);
   const std::int32_t corr = next_correlation_++;

@@ -37,6 +37,7 @@ class ClusterLink {
  public:
   struct Options {
     std::int32_t node_id = -1;
+    replication::Uuid incarnation_id{};  // this process's (the shards check it too)
     std::string cluster_id;
     std::string host;  // the controller
     std::uint16_t port = 0;
@@ -78,7 +79,6 @@ class ClusterLink {
   bool do_forward();
 
   Options opts_;
-  replication::Uuid incarnation_{};
   std::thread thread_;
   std::atomic<bool> stop_{false};
   std::atomic<std::int64_t> applied_{-1};

@@ -104,7 +104,7 @@ void Shard::open_partition(const TopicState& t, const PartitionState& p) {
   auto part = std::make_unique<Partition>(reactor_, t.name, t.id, p.partition, p.leader_epoch,
                                           std::move(*log), opts_.partition);
   if (opts_.retention) retention_regs_[part.get()] = opts_.retention->add(reactor_, part->log());
-  part->set_leader_here(opts_.node_id < 0 || p.leader == opts_.node_id);
+  part->set_leader_here(opts_.node_id < 0 || (registered_ && p.leader == opts_.node_id));
   partitions_.emplace(Key{t.name, p.partition}, std::move(part));
 }
 
@@ -127,13 +127,19 @@ void Shard::apply(ImagePtr image) {
     strays_checked_ = true;
     set_aside_strays();
   }
+  registered_ = opts_.node_id < 0;
+  if (!registered_) {
+    auto b = image_->brokers().find(opts_.node_id);
+    registered_ = b != image_->brokers().end() && !b->second.fenced &&
+                  b->second.incarnation_id == opts_.incarnation_id;
+  }
   for (const auto& [name, topic] : image_->topics()) {
     for (const auto& p : topic->partitions) {
       if (!owns(name, p.partition)) continue;
       if (opts_.node_id >= 0 &&
           std::find(p.replicas.begin(), p.replicas.end(), opts_.node_id) == p.replicas.end())
         continue;  // no replica here
-      const bool leads = opts_.node_id < 0 || p.leader == opts_.node_id;
+      const bool leads = opts_.node_id < 0 || (registered_ && p.leader == opts_.node_id);
       if (Partition* existing = find_replica(name, p.partition)) {
         existing->set_leader_epoch(p.leader_epoch);
         existing->set_leader_here(leads);

@@ -39,6 +39,9 @@ class Shard {
     // A cluster node's id: only partitions with a replica here are opened, and find() gives
     // only those it leads. -1 (a single node): every partition, always led here.
     std::int32_t node_id = -1;
+    // This process's broker registration: partitions are led here only while the image holds it
+    // unfenced (not the previous incarnation's, whose unsynced tail a restart lost).
+    Uuid incarnation_id{};
   };
 
   Shard(io::Reactor& r, Options opts);
@@ -113,6 +116,7 @@ class Shard {
   std::vector<Retired> closing_;
   std::map<std::string, std::string> failed_;
   bool strays_checked_ = false;
+  bool registered_ = true;  // this process's registration is in the image, unfenced
   struct RetryTimer : io::Timer {
     Shard* shard = nullptr;
   } retry_timer_;

@@ -203,6 +203,15 @@ def main() -> int:
             check(ports == {i: brokers[i].port for i in BROKERS},
                   f"broker {b} advertises every broker at its own listener")
         check(len(cluster_ids) == 1, f"the brokers joined the controller's cluster {cluster_ids}")
+        kp = kproto.Kafka()
+        conn = kproto.Conn("127.0.0.1", brokers[BROKERS[0]].port)
+        conn.send(kp.encode_request(60, 2, 1, "cluster-test", {"EndpointType": 1,
+                                                                "IncludeFencedBrokers": True}))
+        _, dc = kp.decode_response(60, 2, conn.recv(10))
+        conn.close()
+        check(sorted((b["BrokerId"], b["Port"], b["IsFenced"]) for b in dc["Brokers"]) ==
+              [(b, brokers[b].port, False) for b in BROKERS] and
+              dc["ClusterId"] in cluster_ids, "DescribeCluster lists the 3 brokers, unfenced")
 
         # ---- placement ----
         fs = admin.create_topics([NewTopic("rf3", num_partitions=3, replication_factor=3)])
@@ -267,7 +276,6 @@ def main() -> int:
               "producing to a new topic auto-creates it through the controller")
 
         # ---- a non-leader refuses ----
-        kp = kproto.Kafka()
         leader0 = leaders[0]
         other = next(b for b in BROKERS if b != leader0)
         conn = kproto.Conn("127.0.0.1", brokers[other].port)
