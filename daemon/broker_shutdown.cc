@@ -65,6 +65,9 @@ void Broker::shutdown() {
   // Group requests parked in the coordinator (a JoinGroup waits up to its rebalance timeout)
   // are answered now, so the wait below is for real work only.
   if (coordinator_reactor_) on_coordinator([](coordinator::GroupCoordinator& g) { g.shutdown(); });
+  // A controller node: brokers' metadata long polls answer at once from now on.
+  if (controller_reactor_ && settings()->cluster.role == ProcessRole::controller)
+    on_controller([](replication::Controller& c) { c.stop_waiting_reads(); });
   const std::int64_t end = mono_ms() + timeout_ms;
   bool first = true;
   while (!running.empty() && count_busy(first) != 0 && mono_ms() < end) {

@@ -327,6 +327,7 @@ bool ClusterLink::do_fetch(std::int32_t max_wait_ms) {
   req.topics.push_back(std::move(t));
   const std::int32_t corr = next_correlation_++;
   auto frame = flatten(kafka::encode_request(req, kFetchVersion, corr, "samsa-broker"));
+  const std::int64_t sent_ms = mono_ms();
   auto resp = exchange(frame, kRequestTimeoutMs + max_wait_ms);
   if (!resp) return false;
   auto h = kafka::decode_response_header(*resp, kafka::FetchResponse::kApiKey, kFetchVersion);
@@ -349,6 +350,13 @@ bool ClusterLink::do_fetch(std::int32_t max_wait_ms) {
     if (b.target < 0) b.target = high_watermark_ - 1;
   auto view = pd.records.view();
   const std::int64_t end = end_of_batches(view, fetch_offset_);
+  // An empty answer before the wait was over (a controller shutting down answers at once):
+  // wait it out here rather than asking again in a tight loop.
+  if (view.empty() && barriers_.empty()) {
+    const std::int64_t left = sent_ms + max_wait_ms - mono_ms();
+    if (left > 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::min<std::int64_t>(left, 100)));
+  }
   if (end > fetch_offset_ || applied_.load() < 0) {
     std::vector<std::byte> bytes(view.begin(), view.end());
     fetch_offset_ = std::max(end, fetch_offset_);

@@ -181,6 +181,10 @@ class Controller {
   void read_metadata(std::int64_t offset, std::int32_t max_bytes, std::int32_t max_wait_ms,
                      std::function<void(MetadataRead)> done);
 
+  // Shutdown: parked metadata reads answer now and new ones no longer wait (so the daemon's
+  // drain is not held up by brokers' long polls).
+  void stop_waiting_reads();
+
   // ---- broker mode ----
   // Record batches fetched from the controller's log, in order from the image's offset + 1,
   // and the controller's high watermark. Publishes the new image (the first call publishes
@@ -249,6 +253,7 @@ class Controller {
     std::function<void(MetadataRead)> done;
   };
   std::vector<ParkedRead> parked_reads_;
+  bool no_waiting_reads_ = false;
   // Broker mode.
   bool published_ = false;
 };

@@ -130,12 +130,20 @@ void Controller::read_metadata(std::int64_t offset, std::int32_t max_bytes,
     done(MetadataRead{ErrorCode::not_controller, -1, -1, {}});
     return;
   }
-  if (offset == image_->offset() + 1 && max_wait_ms > 0) {
+  if (offset == image_->offset() + 1 && max_wait_ms > 0 && !no_waiting_reads_) {
     parked_reads_.push_back(
         ParkedRead{offset, max_bytes, wall_ms() + max_wait_ms, std::move(done)});
     return;
   }
   done(read_now(offset, max_bytes));
+}
+
+void Controller::stop_waiting_reads() {
+  no_waiting_reads_ = true;
+  std::vector<ParkedRead> all;
+  all.swap(parked_reads_);
+  for (auto& p : all)
+    p.done(read_now(p.offset, p.max_bytes));
 }
 
 void Controller::serve_parked_reads() {
