@@ -16,6 +16,7 @@
 #include "base/log.h"
 #include "daemon/admin.h"
 #include "daemon/broker_internal.h"
+#include "daemon/cluster_link.h"
 #include "daemon/dispatch.h"
 #include "io/checkpoint.h"
 #include "net/dpdk/dpdk_transport.h"
@@ -101,6 +102,14 @@ std::expected<std::string, std::string> Broker::load_or_create_meta() {
                              id->second + ")");
     cluster = id->second;
   }
+  auto pre = cluster.empty() ? make_settings(config_, "") : nullptr;
+  if (pre && *pre && (*pre)->cluster.role == ProcessRole::broker) {
+    // A new broker joins the controller's cluster (Kafka formats its storage with that id).
+    auto id = controller_cluster_id((*pre)->cluster.controller_host,
+                                    (*pre)->cluster.controller_port, 60'000);
+    if (!id) return std::unexpected(id.error());
+    cluster = *id;
+  }
   if (cluster.empty()) cluster = replication::uuid_to_string(replication::random_uuid());
   for (const auto& d : log_dirs_) {
     auto path = d->root() / kMetaFile;
@@ -143,9 +152,10 @@ std::expected<void, std::string> Broker::init(Config cfg,
   // ... and another broker may hold the port (or the log dirs, below).
   if (auto listeners = parse_listeners(config_.get_list("listeners")); listeners && !dpdk) {
     const auto controller_names = config_.get_list("controller.listener.names");
+    const bool controller_only = cluster_role(config_) == ProcessRole::controller;
     for (const auto& e : *listeners) {
-      if (std::find(controller_names.begin(), controller_names.end(), e.name) !=
-          controller_names.end())
+      if (!controller_only && std::find(controller_names.begin(), controller_names.end(), e.name) !=
+                                  controller_names.end())
         continue;  // not opened by this broker (see settings.cc)
       // A process killed a moment ago keeps its listening socket until the kernel has torn
       // down its io_uring (10-20 ms here): wait that out briefly before calling the port taken.

@@ -38,6 +38,7 @@ namespace samsa::daemon {
 
 class AdminServer;
 class Broker;
+class ClusterLink;
 class KafkaDispatcher;
 
 // A request parked on this reactor (a long-polling fetch); shutdown expires them so they
@@ -174,6 +175,11 @@ class Broker {
   void on_coordinator(F&& f);
 
   const std::string& cluster_id() const { return cluster_id_; }
+  // A broker node (process.roles=broker): sends a request frame to the controller and calls
+  // done(its answer frame, or nullopt) once this broker's image holds what the controller had
+  // committed when it answered; any thread.
+  void forward_to_controller(std::vector<std::byte> frame,
+                             std::function<void(std::optional<std::vector<std::byte>>)> done);
   // The log.dirs (fixed after start-up; DescribeLogDirs lists them).
   const std::vector<std::unique_ptr<io::LogDir>>& log_dirs() const { return log_dirs_; }
 
@@ -253,6 +259,12 @@ class Broker {
   std::vector<io::LogDir::RecoverySummary> recovery_;
   bool testing_hooks_ = false;
   std::unique_ptr<AdminServer> admin_;
+  // process.roles=broker: the "cluster-link" thread (started by the controller thread once the
+  // broker's controller object is open, stopped by shutdown()).
+  std::unique_ptr<ClusterLink> link_;
+  // This process's registration (a broker leads only under its own, unfenced).
+  replication::Uuid incarnation_ = replication::random_uuid();
+  void start_link();
 };
 
 template <class F>

@@ -10,15 +10,24 @@
 #include "daemon/admin.h"
 #include "daemon/broker.h"
 #include "daemon/broker_internal.h"
+#include "daemon/cluster_link.h"
 #include "daemon/dispatch.h"
 
 namespace samsa::daemon {
 
 void Broker::shutdown() {
   if (stopping_.exchange(true)) return;
-  state_.store(State::stopping, std::memory_order_release);
+  const State was = state_.exchange(State::stopping, std::memory_order_acq_rel);
   // The admin thread first: it reaches into every other thread.
   admin_.reset();
+  // A broker node asks the controller to move its leaderships first, so clients find the new
+  // leaders at once instead of after broker.session.timeout.ms.
+  if (link_ && was != State::starting) {
+    const std::int64_t t0 = mono_ms();
+    const bool moved = link_->controlled_shutdown(5000);
+    LOG_INFO("controlled shutdown: %s after %lld ms", moved ? "leaderships moved" : "timed out",
+             static_cast<long long>(mono_ms() - t0));
+  }
   const std::int64_t timeout_ms = config().get_int("samsa.shutdown.timeout.ms");
   std::vector<ReactorThread*> running;
   for (auto& t : reactors_)
@@ -56,6 +65,9 @@ void Broker::shutdown() {
   // Group requests parked in the coordinator (a JoinGroup waits up to its rebalance timeout)
   // are answered now, so the wait below is for real work only.
   if (coordinator_reactor_) on_coordinator([](coordinator::GroupCoordinator& g) { g.shutdown(); });
+  // A controller node: brokers' metadata long polls answer at once from now on.
+  if (controller_reactor_ && settings()->cluster.role == ProcessRole::controller)
+    on_controller([](replication::Controller& c) { c.stop_waiting_reads(); });
   const std::int64_t end = mono_ms() + timeout_ms;
   bool first = true;
   while (!running.empty() && count_busy(first) != 0 && mono_ms() < end) {
@@ -65,6 +77,8 @@ void Broker::shutdown() {
   if (!running.empty() && busy.load() != 0)
     LOG_WARN("shutdown: %zu requests still in flight after %lld ms; closing anyway", busy.load(),
              static_cast<long long>(timeout_ms));
+  // A broker node's link to the controller ran the forwarded requests just answered.
+  if (link_) link_->stop();
 
   // 3. No more requests: close every connection on every reactor.
   {

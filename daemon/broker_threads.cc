@@ -8,8 +8,11 @@
 #include "base/thread.h"
 #include "daemon/broker.h"
 #include "daemon/broker_internal.h"
+#include "daemon/cluster_link.h"
 #include "daemon/dispatch.h"
 #include "net/dpdk/dpdk_transport.h"
+#include "net/kafka/gen/allocate_producer_ids_request.h"
+#include "net/kafka/gen/allocate_producer_ids_response.h"
 #include "net/uring_transport.h"
 
 namespace samsa::daemon {
@@ -55,6 +58,8 @@ void Broker::run_reactor(ReactorThread* t) {
       so.retention = retention_.get();
       so.partition = settings_->partition;
       so.producer_expiration_check_ms = settings_->producer_expiration_check_ms;
+      so.node_id = settings_->clustered() ? settings_->node_id : -1;
+      so.incarnation_id = incarnation_;
       ctx.shard = std::make_unique<replication::Shard>(*ctx.reactor, std::move(so));
     }
   }
@@ -115,6 +120,12 @@ void Broker::run_controller() {
     controller_reactor_ = reactor;
   }
   replication::Controller::Options co;
+  using Mode = replication::Controller::Mode;
+  co.mode = settings_->cluster.role == ProcessRole::broker       ? Mode::broker
+            : settings_->cluster.role == ProcessRole::controller ? Mode::controller
+                                                                 : Mode::single;
+  co.session_timeout_ms = settings_->cluster.session_timeout_ms;
+  const Mode co_mode = co.mode;
   co.node_id = settings_->node_id;
   co.log_dir = log_dirs_.front().get();
   co.defaults = settings_->topic_defaults;
@@ -138,6 +149,9 @@ void Broker::run_controller() {
     controller_.reset();
     return;
   }
+  // A broker node's image comes from the controller: the link fetches it (the reactors start
+  // listening once it has caught up the first time).
+  if (co_mode == Mode::broker) start_link();
   {
     std::lock_guard lk(mu_);
     controller_ready_ = true;
@@ -149,6 +163,47 @@ void Broker::run_controller() {
   if (auto c = controller_->close(); !c)
     LOG_ERROR("closing the metadata log: %s", c.error().detail.c_str());
   controller_.reset();
+}
+
+void Broker::start_link() {
+  const auto s = settings();
+  ClusterLink::Options lo;
+  lo.node_id = s->node_id;
+  lo.incarnation_id = incarnation_;
+  lo.cluster_id = cluster_id_;
+  lo.host = s->cluster.controller_host;
+  lo.port = s->cluster.controller_port;
+  lo.heartbeat_interval_ms = s->cluster.heartbeat_interval_ms;
+  for (const auto& e : s->advertised)
+    lo.endpoints.push_back({e.name, e.host, e.port, 0});
+  lo.on_metadata = [this](std::vector<std::byte> batches, std::int64_t hw) {
+    on_controller([this, batches = std::move(batches), hw](replication::Controller& c) {
+      c.apply_fetched(batches, hw);
+      const std::int64_t offset = c.image()->offset();
+      c.when_applied(offset, [this, offset] { link_->set_applied(offset); });
+    });
+  };
+  link_ = std::make_unique<ClusterLink>(std::move(lo));
+  link_->start();
+}
+
+void Broker::forward_to_controller(
+    std::vector<std::byte> frame, std::function<void(std::optional<std::vector<std::byte>>)> done) {
+  if (!link_) {
+    done(std::nullopt);
+    return;
+  }
+  link_->forward(
+      std::move(frame), [this, done = std::move(done)](std::optional<std::vector<std::byte>> resp,
+                                                       std::int64_t target) {
+        if (!resp) {
+          done(std::nullopt);
+          return;
+        }
+        on_controller([done, resp = std::move(resp), target](replication::Controller& c) {
+          c.when_applied(target, [done, resp] { done(resp); });
+        });
+      });
 }
 
 // Also used by apply_settings (broker_reload.cc) when settings change.
@@ -188,9 +243,34 @@ void Broker::run_coordinator() {
     coordinator_reactor_owned_ = std::move(*r);
     coordinator_reactor_ = reactor;
     // Producer id blocks are reserved durably by the controller.
-    auto allocate_ids = [this](std::int32_t block,
-                               std::move_only_function<void(std::int64_t)> done) {
+    const bool broker_node = settings_->cluster.role == ProcessRole::broker;
+    const std::int32_t node_id = settings_->node_id;
+    auto allocate_ids = [this, broker_node, node_id](
+                            std::int32_t block, std::move_only_function<void(std::int64_t)> done) {
       auto shared = std::make_shared<std::move_only_function<void(std::int64_t)>>(std::move(done));
+      if (broker_node) {
+        // A broker node asks the controller (AllocateProducerIds), as Kafka's brokers do.
+        kafka::AllocateProducerIdsRequest req;
+        req.broker_id = node_id;
+        std::vector<std::byte> frame;
+        net::Response encoded = kafka::encode_request(req, 0, 0, "samsa-broker");
+        for (auto& p : encoded.pieces())
+          frame.insert(frame.end(), p.bytes.data(), p.bytes.data() + p.bytes.size());
+        frame.erase(frame.begin(), frame.begin() + 4);  // the size prefix
+        forward_to_controller(std::move(frame), [this, shared, block](auto resp) {
+          std::int64_t first = -1;
+          if (resp) {
+            auto h = kafka::decode_response_header(*resp,
+                                                   kafka::AllocateProducerIdsResponse::kApiKey, 0);
+            kafka::AllocateProducerIdsResponse r;
+            if (h.ok() && kafka::decode_response_body(*resp, h, 0, r) == kafka::DecodeError::none &&
+                r.error_code == 0 && r.producer_id_len == block)
+              first = r.producer_id_start;
+          }
+          on_coordinator([shared, first](coordinator::GroupCoordinator&) { (*shared)(first); });
+        });
+        return;
+      }
       on_controller([this, block, shared](replication::Controller& c) {
         c.allocate_producer_ids(block, [this, shared](std::int64_t first) {
           on_coordinator([shared, first](coordinator::GroupCoordinator&) { (*shared)(first); });
@@ -209,6 +289,12 @@ void Broker::run_coordinator() {
 }
 
 void Broker::start_group_coordinator() {
+  // A cluster's group coordinators follow the leaders of __consumer_offsets' partitions: that
+  // comes with replication (replication/README.md); until then only a single node has groups.
+  if (settings()->clustered()) {
+    LOG_INFO("consumer groups are not served by cluster nodes yet");
+    return;
+  }
   const Config cfg = config();
   const auto partitions = static_cast<std::int32_t>(cfg.get_int("offsets.topic.num.partitions"));
   const auto rf = static_cast<std::int16_t>(cfg.get_int("offsets.topic.replication.factor"));

@@ -51,7 +51,20 @@ const std::array kHandlers = {
     // Idempotent producers only; v6 (two-phase commit) is unstable in Kafka 4.1.
     ApiHandler{key(ApiKey::init_producer_id), 0, 5, &handlers::init_producer_id},
     ApiHandler{key(ApiKey::describe_producers), 0, 0, &handlers::describe_producers},
+    // A cluster's controller node only (replication/cluster_wire.h).
+    ApiHandler{key(ApiKey::broker_registration), 0, 4, &handlers::broker_registration, -1, true},
+    ApiHandler{key(ApiKey::broker_heartbeat), 0, 1, &handlers::broker_heartbeat, -1, true},
+    ApiHandler{key(ApiKey::allocate_producer_ids), 0, 0, &handlers::allocate_producer_ids, -1,
+               true},
 };
+
+// What a broker node sends on to the controller: the changes only it may commit. The answer
+// goes back once this broker's image holds the change.
+bool forwarded(std::int16_t k) {
+  return k == key(ApiKey::create_topics) || k == key(ApiKey::delete_topics) ||
+         k == key(ApiKey::create_partitions) || k == key(ApiKey::alter_configs) ||
+         k == key(ApiKey::incremental_alter_configs);
+}
 
 const ApiHandler* find_handler(std::int16_t k) {
   for (const auto& h : kHandlers)
@@ -63,6 +76,10 @@ const ApiHandler* find_handler(std::int16_t k) {
 
 std::span<const ApiHandler> api_handlers() {
   return kHandlers;
+}
+
+bool serves(const ApiHandler& h, const ReactorContext& rc) {
+  return !h.controller_only || rc.settings->cluster.role == ProcessRole::controller;
 }
 
 Request::Request(ReactorContext& rc_, KafkaDispatcher& d, net::Connection* c, std::uint64_t s,
@@ -199,6 +216,7 @@ void KafkaDispatcher::on_frame(net::Connection& c, std::uint64_t seq, net::Buffe
   const std::int16_t k = h.header.request_api_key;
   const std::int16_t v = h.header.request_api_version;
   const ApiHandler* handler = find_handler(k);
+  if (handler && !serves(*handler, rc_)) handler = nullptr;
   if (!handler) {
     LOGF_WARN((log::Fields{.client = c.peer()}),
               "closing connection from %s: api %s (key %d) is not served", c.peer().c_str(),
@@ -222,6 +240,15 @@ void KafkaDispatcher::on_frame(net::Connection& c, std::uint64_t seq, net::Buffe
       return;
     }
     req->fail("unsupported version");
+    return;
+  }
+  const ProcessRole role = rc_.settings->cluster.role;
+  if (role == ProcessRole::broker && forwarded(k)) {
+    handlers::forward(std::move(req));
+    return;
+  }
+  if (role == ProcessRole::controller && k == kafka::key(ApiKey::fetch)) {
+    handlers::metadata_log_fetch(std::move(req));
     return;
   }
   handler->handle(std::move(req));

@@ -85,7 +85,12 @@ struct ApiHandler {
   void (*handle)(RequestPtr);
   // Lowest version actually served (Produce is advertised from 0 but served from 3).
   std::int16_t min_served = -1;
+  // Served (and advertised) only by a cluster's controller node (process.roles=controller).
+  bool controller_only = false;
 };
+
+// Whether this node serves (and advertises) the api.
+bool serves(const ApiHandler& h, const ReactorContext& rc);
 
 // The table of served apis (ApiVersions answers from it).
 std::span<const ApiHandler> api_handlers();

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 
 namespace samsa::daemon {
@@ -41,6 +42,22 @@ std::expected<std::vector<Endpoint>, std::string> parse_listeners(
   return out;
 }
 
+std::expected<ProcessRole, std::string> cluster_role(const Config& c) {
+  bool broker = false, controller = false;
+  for (const auto& r : c.get_list("process.roles")) {
+    if (r == "broker") {
+      broker = true;
+    } else if (r == "controller") {
+      controller = true;
+    } else {
+      return std::unexpected("process.roles: unknown role \"" + r +
+                             "\" (expected broker, controller or both)");
+    }
+  }
+  if (broker == controller) return ProcessRole::combined;  // both (or empty: the default)
+  return broker ? ProcessRole::broker : ProcessRole::controller;
+}
+
 std::expected<std::shared_ptr<const BrokerSettings>, std::string> make_settings(
     const Config& c, const std::string& cluster_id) {
   auto s = std::make_shared<BrokerSettings>();
@@ -52,15 +69,68 @@ std::expected<std::shared_ptr<const BrokerSettings>, std::string> make_settings(
   if (!l) return std::unexpected("listeners: " + l.error());
   if (l->empty()) return std::unexpected("listeners: at least one listener is needed");
   s->listeners = std::move(*l);
-  // Only the client listeners serve Kafka clients; a CONTROLLER listener (Kafka's single-node
-  // configs have one) is the quorum's and is not opened until the controller quorum exists.
   auto controller_names = c.get_list("controller.listener.names");
-  std::erase_if(s->listeners, [&](const Endpoint& e) {
-    for (const auto& n : controller_names)
-      if (n == e.name) return true;
-    return false;
-  });
-  if (s->listeners.empty()) return std::unexpected("listeners: no client listener left");
+  auto is_controller_listener = [&](const Endpoint& e) {
+    return std::find(controller_names.begin(), controller_names.end(), e.name) !=
+           controller_names.end();
+  };
+  auto roles = cluster_role(c);
+  if (!roles) return std::unexpected(roles.error());
+  s->cluster.role = *roles;
+  ClusterSettings& cl = s->cluster;
+  cl.session_timeout_ms = c.get_int("broker.session.timeout.ms");
+  cl.heartbeat_interval_ms = c.get_int("broker.heartbeat.interval.ms");
+  if (cl.role == ProcessRole::combined) {
+    // Only the client listeners serve Kafka clients; a CONTROLLER listener (Kafka's single-node
+    // configs have one) is the quorum's and is not opened by a single node.
+    std::erase_if(s->listeners, is_controller_listener);
+    if (s->listeners.empty()) return std::unexpected("listeners: no client listener left");
+  } else {
+    const char* role = cl.role == ProcessRole::broker ? "broker" : "controller";
+    if (!c.is_set("node.id") && !c.is_set("broker.id"))
+      return std::unexpected(std::string("node.id: must be set when process.roles=") + role);
+    if (controller_names.empty())
+      return std::unexpected(std::string("controller.listener.names: must be set when "
+                                         "process.roles=") +
+                             role);
+    cl.controller_listener = controller_names.front();
+    if (cl.heartbeat_interval_ms >= cl.session_timeout_ms)
+      return std::unexpected("broker.heartbeat.interval.ms (" +
+                             std::to_string(cl.heartbeat_interval_ms) +
+                             ") must be below broker.session.timeout.ms (" +
+                             std::to_string(cl.session_timeout_ms) + ")");
+    if (cl.role == ProcessRole::controller) {
+      for (const auto& e : s->listeners)
+        if (!is_controller_listener(e))
+          return std::unexpected("listeners: " + e.name +
+                                 " is not in controller.listener.names; a node with "
+                                 "process.roles=controller serves only controller listeners");
+    } else {
+      for (const auto& e : s->listeners)
+        if (is_controller_listener(e))
+          return std::unexpected(
+              "listeners: " + e.name +
+              " is a controller listener (controller.listener.names); a node with "
+              "process.roles=broker must not listen on it");
+      auto servers = c.get_list("controller.quorum.bootstrap.servers");
+      if (servers.empty())
+        return std::unexpected(
+            "controller.quorum.bootstrap.servers: must name the controller (host:port) when "
+            "process.roles=broker");
+      auto ep = parse_listeners({"C://" + servers.front()});
+      if (!ep || ep->front().host.empty())
+        return std::unexpected("controller.quorum.bootstrap.servers: " + servers.front() +
+                               ": expected host:port");
+      cl.controller_host = ep->front().host;
+      cl.controller_port = ep->front().port;
+      const std::string ibl = c.get_string("inter.broker.listener.name");
+      cl.inter_broker_listener = ibl.empty() ? s->listeners.front().name : ibl;
+      if (std::none_of(s->listeners.begin(), s->listeners.end(),
+                       [&](const Endpoint& e) { return e.name == cl.inter_broker_listener; }))
+        return std::unexpected("inter.broker.listener.name: " + cl.inter_broker_listener +
+                               " is not one of the listeners");
+    }
+  }
   s->net_backend = c.get_string("samsa.net.backend");
   if (s->net_backend == "dpdk") {
     auto& d = s->dpdk;

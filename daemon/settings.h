@@ -33,8 +33,26 @@ struct DpdkSettings {
   std::uint32_t mbufs = 32767;
 };
 
+// process.roles: absent or "broker,controller" is the single node samsad has always been (its
+// CONTROLLER listener, if any, is not opened); "broker" or "controller" alone make this process
+// one node of a cluster (replication/README.md).
+enum class ProcessRole : std::uint8_t { combined, broker, controller };
+
+struct ClusterSettings {
+  ProcessRole role = ProcessRole::combined;
+  // broker: where the controller listens (the first of controller.quorum.bootstrap.servers).
+  std::string controller_host;
+  std::uint16_t controller_port = 0;
+  std::string controller_listener;           // controller.listener.names' first name
+  std::string inter_broker_listener;         // inter.broker.listener.name (default: first listener)
+  std::int64_t session_timeout_ms = 1500;    // broker.session.timeout.ms
+  std::int64_t heartbeat_interval_ms = 250;  // broker.heartbeat.interval.ms
+};
+
 struct BrokerSettings {
   std::int32_t node_id = 1;
+  ClusterSettings cluster;
+  bool clustered() const { return cluster.role != ProcessRole::combined; }
   std::string cluster_id;
   std::vector<Endpoint> listeners;
   std::vector<Endpoint> advertised;   // what Metadata tells clients
@@ -61,6 +79,9 @@ struct BrokerSettings {
   // The configuration these settings were made from (DescribeConfigs reads its layers).
   std::shared_ptr<const Config> config;
 };
+
+// process.roles as a role; an error names an unknown role.
+std::expected<ProcessRole, std::string> cluster_role(const Config& c);
 
 // Validates and derives everything; errors name the key.
 std::expected<std::shared_ptr<const BrokerSettings>, std::string> make_settings(

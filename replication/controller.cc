@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "io/batch_builder.h"
 #include "io/record_batch.h"
+#include "replication/controller_internal.h"
 
 namespace samsa::replication {
 
@@ -31,6 +32,8 @@ std::string collision_key(std::string_view name) {
   return s;
 }
 
+}  // namespace
+
 io::Result<void> pread_all(int fd, std::byte* dst, std::size_t n, std::uint64_t off) {
   while (n) {
     ssize_t r = ::pread(fd, dst, n, static_cast<off_t>(off));
@@ -44,7 +47,30 @@ io::Result<void> pread_all(int fd, std::byte* dst, std::size_t n, std::uint64_t 
   return {};
 }
 
-}  // namespace
+io::Result<void> for_each_record(
+    std::span<const std::byte> buf, std::vector<std::byte>& storage,
+    const std::function<void(const MetadataRecord*, std::int64_t)>& fn) {
+  std::size_t pos = 0;
+  while (pos + io::batch::kHeaderSize <= buf.size()) {
+    std::span<const std::byte> rest(buf.data() + pos, buf.size() - pos);
+    io::BatchInfo info = io::batch::parse_header(rest.data());
+    if (info.length <= 0 || static_cast<std::size_t>(info.length) > rest.size()) break;
+    std::span<const std::byte> b = rest.first(static_cast<std::size_t>(info.length));
+    pos += static_cast<std::size_t>(info.length);
+    auto recs = io::batch::records_of(b, storage);
+    if (!recs) return std::unexpected(recs.error());
+    io::batch::RecordReader reader(*recs, info.record_count);
+    for (;;) {
+      auto rec = reader.next();
+      if (!rec) return std::unexpected(rec.error());
+      if (!*rec) break;
+      const std::int64_t at = info.base_offset + (*rec)->offset_delta;
+      auto m = (*rec)->value ? decode_record(*(*rec)->value) : std::nullopt;
+      fn(m ? &*m : nullptr, at);
+    }
+  }
+  return {};
+}
 
 // One commit: its records in one or more batches (pieces), appended in the same loop turn so
 // one group commit writes and syncs them all.
@@ -58,6 +84,7 @@ struct Controller::Commit {
   std::size_t appended = 0;  // pieces the log accepted
   std::size_t left = 0;      // accepted pieces not yet done
   bool failed = false;
+  bool in_state = false;
   std::function<void(bool)> then;
   Controller* self = nullptr;
 };
@@ -70,6 +97,7 @@ Controller::Controller(io::Reactor& r, Options opts)
 Controller::~Controller() = default;
 
 io::Result<void> Controller::open() {
+  if (opts_.mode == Mode::broker) return {};  // the image comes from the controller's log
   io::LogConfig cfg;
   cfg.retention_ms = -1;  // metadata is never aged out
   cfg.retention_bytes = -1;
@@ -78,6 +106,11 @@ io::Result<void> Controller::open() {
   auto log = opts_.log_dir->open_log(reactor_, kMetadataPartition, cfg);
   if (!log) return std::unexpected(log.error());
   log_ = std::move(*log);
+  if (opts_.mode == Mode::controller) {
+    ControllerStateOptions so;
+    so.session_timeout_ms = opts_.session_timeout_ms;
+    state_ = std::make_unique<ControllerState>(so);
+  }
 
   auto image = std::make_shared<MetadataImage>();
   std::int64_t offset = log_->log_start_offset();
@@ -92,43 +125,35 @@ io::Result<void> Controller::open() {
     for (const io::Slice& s : rr->slices) {
       buf.resize(s.length);
       if (auto r = pread_all(s.file->fd, buf.data(), s.length, s.position); !r) return r;
-      std::size_t pos = 0;
-      while (pos + io::batch::kHeaderSize <= buf.size()) {
-        std::span<const std::byte> rest(buf.data() + pos, buf.size() - pos);
-        io::BatchInfo info = io::batch::parse_header(rest.data());
-        std::span<const std::byte> b = rest.first(static_cast<std::size_t>(info.length));
-        pos += static_cast<std::size_t>(info.length);
-        auto recs = io::batch::records_of(b, storage);
-        if (!recs) return std::unexpected(recs.error());
-        io::batch::RecordReader reader(*recs, info.record_count);
-        for (;;) {
-          auto rec = reader.next();
-          if (!rec) return std::unexpected(rec.error());
-          if (!*rec) break;
-          std::int64_t at = info.base_offset + (*rec)->offset_delta;
-          auto m = (*rec)->value ? decode_record(*(*rec)->value) : std::nullopt;
-          if (!m) {
-            LOG_ERROR("metadata log: undecodable record at offset %lld, skipped",
-                      static_cast<long long>(at));
-            ++skipped;
-            continue;
-          }
-          if (!image->apply(*m)) {
-            LOG_WARN("metadata log: record at offset %lld does not apply, skipped",
-                     static_cast<long long>(at));
-            ++skipped;
-            continue;
-          }
+      auto r = for_each_record(buf, storage, [&](const MetadataRecord* m, std::int64_t at) {
+        if (!m) {
+          LOG_ERROR("metadata log: undecodable record at offset %lld, skipped",
+                    static_cast<long long>(at));
+          ++skipped;
+        } else if (!image->apply(*m)) {
+          LOG_WARN("metadata log: record at offset %lld does not apply, skipped",
+                   static_cast<long long>(at));
+          ++skipped;
+        } else {
           ++applied;
         }
-        image->set_offset(info.base_offset + info.last_offset_delta);
-      }
+        if (m && state_) state_->replay(*m, at);
+        image->set_offset(at);
+      });
+      if (!r) return std::unexpected(r.error());
     }
     offset = rr->next_offset;
   }
   image_ = std::move(image);
   LOG_INFO("metadata: replayed %zu records (%zu skipped), %zu topics, image version %lld", applied,
            skipped, image_->topics().size(), static_cast<long long>(image_->offset()));
+  if (state_) {
+    // Every registered broker gets a full session from now: heartbeat clocks are not logged.
+    state_->on_become_active(wall_ms(), log_->log_end_offset());
+    tick_.self = this;
+    tick_.fn = [](io::Timer* t) { static_cast<TickTimer*>(t)->self->on_tick(); };
+    reactor_.arm(&tick_, mono_ns() + kTickMs * 1'000'000);
+  }
   publish();
   return {};
 }
@@ -167,8 +192,15 @@ void Controller::commit(std::vector<MetadataRecord> records, std::function<void(
 }
 
 void Controller::commit_groups(std::vector<std::vector<MetadataRecord>> groups,
-                               std::function<void(bool)> then) {
+                               std::function<void(bool)> then, bool in_state) {
+  if (!log_) {
+    // A broker node writes no metadata: its changes go to the controller (forwarded).
+    then(false);
+    return;
+  }
+  if (state_ && !in_state) state_->advance_next_offset(log_->log_end_offset());
   auto* c = new Commit{};
+  c->in_state = in_state;
   c->self = this;
   c->then = std::move(then);
   const std::int64_t now = wall_ms();
@@ -218,6 +250,13 @@ void Controller::commit_groups(std::vector<std::vector<MetadataRecord>> groups,
       break;
     }
     ++c->appended;
+    // Changes not made by the state machine join its view now, in log order, as its own
+    // proposals do (the active controller's view runs ahead of the commit).
+    if (state_ && !in_state) {
+      std::int64_t at = r->base_offset;
+      for (const auto& rec : piece->records)
+        state_->replay(rec, at++);
+    }
   }
   c->left = c->appended;
   if (c->appended == 0) {
@@ -257,6 +296,7 @@ void Controller::on_committed(Commit* c) {
   }
   image_ = std::move(next);
   publish();
+  serve_parked_reads();
   const std::int64_t version = image_->offset();
   waiters_.push_back(Waiter{version, [then = std::move(then), ok] { then(ok); }});
   run_waiters();
@@ -336,11 +376,11 @@ void Controller::create_topics(std::vector<TopicSpec> specs, bool validate_only,
       fail(ErrorCode::invalid_partitions, "Number of partitions must be larger than 0.");
     } else if (rf <= 0) {
       fail(ErrorCode::invalid_replication_factor, "Replication factor must be larger than 0.");
-    } else if (rf > opts_.live_brokers) {
+    } else if (rf > live_brokers()) {
       fail(ErrorCode::invalid_replication_factor,
            "Unable to replicate the partition " + std::to_string(rf) +
                " time(s): The target replication factor of " + std::to_string(rf) +
-               " cannot be reached because only " + std::to_string(opts_.live_brokers) +
+               " cannot be reached because only " + std::to_string(live_brokers()) +
                " broker(s) are registered.");
     } else if (accepted + partitions > opts_.max_partitions_per_request) {
       fail(ErrorCode::policy_violation, kTooManyPerRequest);
@@ -366,13 +406,14 @@ void Controller::create_topics(std::vector<TopicSpec> specs, bool validate_only,
         records.push_back(TopicRecord{s.name, o.id});
         for (const auto& [k, v] : s.configs)
           records.push_back(ConfigRecord{ConfigResource::topic, s.name, k, v});
+        auto placed = place(partitions, rf);
         for (std::int32_t p = 0; p < partitions; ++p) {
           PartitionRecord pr;
           pr.topic_id = o.id;
           pr.partition = p;
-          pr.replicas = {opts_.node_id};
-          pr.isr = {opts_.node_id};
-          pr.leader = opts_.node_id;
+          pr.replicas = std::move((*placed)[static_cast<std::size_t>(p)]);
+          pr.isr = pr.replicas;
+          pr.leader = pr.replicas.front();
           records.push_back(std::move(pr));
         }
         groups.push_back(std::move(records));
@@ -465,7 +506,7 @@ void Controller::create_partitions(std::vector<PartitionsSpec> specs, bool valid
       const std::size_t rf = t->partitions.empty() ? 1 : t->partitions.front().replicas.size();
       for (const auto& a : s.assignments) {
         for (auto b : a) {
-          if (b != opts_.node_id) {
+          if (!broker_registered(b)) {
             fail(ErrorCode::invalid_replica_assignment,
                  "The manual partition assignment includes broker " + std::to_string(b) +
                      ", but no such broker is registered.");
@@ -489,13 +530,25 @@ void Controller::create_partitions(std::vector<PartitionsSpec> specs, bool valid
       if (!validate_only) {
         std::vector<MetadataRecord> records;
         records.reserve(static_cast<std::size_t>(add));
+        const std::size_t rf = t->partitions.empty() ? 1 : t->partitions.front().replicas.size();
+        auto placed = s.assignments.empty()
+                          ? place(static_cast<std::int32_t>(add), static_cast<std::int16_t>(rf))
+                          : std::optional(s.assignments);
+        if (!placed) {
+          o.error = ErrorCode::invalid_replication_factor;
+          o.message = "The topic's replication factor of " + std::to_string(rf) + " exceeds the " +
+                      std::to_string(live_brokers()) + " usable broker(s).";
+          outcomes->push_back(std::move(o));
+          accepted -= add;
+          continue;
+        }
         for (std::int32_t p = have; p < s.count; ++p) {
           PartitionRecord pr;
           pr.topic_id = t->id;
           pr.partition = p;
-          pr.replicas = {opts_.node_id};
-          pr.isr = {opts_.node_id};
-          pr.leader = opts_.node_id;
+          pr.replicas = std::move((*placed)[static_cast<std::size_t>(p - have)]);
+          pr.isr = pr.replicas;
+          pr.leader = pr.replicas.front();
           records.push_back(std::move(pr));
         }
         groups.push_back(std::move(records));
@@ -570,199 +623,6 @@ void Controller::delete_topics(std::vector<std::pair<std::string, Uuid>> topics,
   });
 }
 
-namespace {
-
-const char* op_name(ConfigOpType op) {
-  switch (op) {
-    case ConfigOpType::set:
-      return "SET";
-    case ConfigOpType::remove:
-      return "DELETE";
-    case ConfigOpType::append:
-      return "APPEND";
-    case ConfigOpType::subtract:
-      return "SUBTRACT";
-  }
-  return "?";
-}
-
-std::vector<std::string> split_items(std::string_view v) {
-  std::vector<std::string> out;
-  while (!v.empty()) {
-    auto c = v.find(',');
-    std::string_view item = v.substr(0, c);
-    while (!item.empty() && item.front() == ' ')
-      item.remove_prefix(1);
-    while (!item.empty() && item.back() == ' ')
-      item.remove_suffix(1);
-    if (!item.empty()) out.emplace_back(item);
-    if (c == std::string_view::npos) break;
-    v.remove_prefix(c + 1);
-  }
-  return out;
-}
-
-std::string join_items(const std::vector<std::string>& items) {
-  std::string out;
-  for (const auto& i : items)
-    out += (out.empty() ? "" : ",") + i;
-  return out;
-}
-
-// APPEND adds the items not yet present; SUBTRACT removes the ones present.
-std::string apply_list_op(ConfigOpType op, std::string_view current, std::string_view value) {
-  auto items = split_items(current);
-  for (const auto& v : split_items(value)) {
-    auto it = std::find(items.begin(), items.end(), v);
-    if (op == ConfigOpType::append && it == items.end()) items.push_back(v);
-    if (op == ConfigOpType::subtract && it != items.end()) items.erase(it);
-  }
-  return join_items(items);
-}
-
-}  // namespace
-
-void Controller::alter_configs(std::vector<ConfigAlteration> changes, bool validate_only,
-                               ConfigDone done) {
-  // One config change at a time: each works from the image the previous one produced (APPEND,
-  // SUBTRACT and AlterConfigs' replacement read the current values).
-  if (config_busy_) {
-    auto args = std::make_shared<std::tuple<std::vector<ConfigAlteration>, bool, ConfigDone>>(
-        std::move(changes), validate_only, std::move(done));
-    config_queue_.push_back([this, args] {
-      alter_configs(std::move(std::get<0>(*args)), std::get<1>(*args),
-                    std::move(std::get<2>(*args)));
-    });
-    return;
-  }
-  auto results = std::make_shared<std::vector<ConfigOutcome>>();
-  results->reserve(changes.size());
-  std::vector<MetadataRecord> records;
-  std::map<std::pair<ConfigResource, std::string>, int> named;
-  for (const auto& a : changes)
-    ++named[{a.resource, a.name}];
-  for (auto& a : changes) {
-    ConfigOutcome o;
-    if (named[{a.resource, a.name}] > 1) {
-      // Kafka refuses every occurrence of a resource named twice.
-      results->push_back({ErrorCode::invalid_request, "Each resource must appear at most once."});
-      continue;
-    }
-    auto fail = [&](ErrorCode e, std::string msg) {
-      if (o.error != ErrorCode::none) return;
-      o.error = e;
-      o.message = std::move(msg);
-    };
-    const bool topic = a.resource == ConfigResource::topic;
-    const std::string self_id = std::to_string(opts_.node_id);
-    std::map<std::string, std::string> current;
-    if (topic) {
-      if (auto why = check_topic_name(a.name)) {
-        fail(ErrorCode::invalid_topic_exception, "Topic name is invalid: " + *why);
-      } else if (const TopicState* t = image_->topic(a.name)) {
-        current = t->configs;
-      } else {
-        fail(ErrorCode::unknown_topic_or_partition, "The topic '" + a.name + "' does not exist.");
-      }
-    } else if (a.name != "" && a.name != self_id) {
-      fail(ErrorCode::invalid_request, "Unexpected broker id, expected " + self_id +
-                                           " or empty string, but received " + a.name);
-    } else if (!opts_.validate_broker_config) {
-      fail(ErrorCode::invalid_request, "Dynamic broker settings are not available.");
-    } else {
-      current = image_->broker_configs(a.name);
-    }
-    std::map<std::string, int> seen;
-    for (const auto& op : a.ops)
-      if (++seen[op.key] == 2)
-        fail(ErrorCode::invalid_request, "Error due to duplicate config keys");
-    // Kafka reports bad topic configs as INVALID_CONFIG and bad broker ones as INVALID_REQUEST.
-    const ErrorCode bad = topic ? ErrorCode::invalid_config : ErrorCode::invalid_request;
-    std::map<std::string, std::string> next =
-        a.replace ? std::map<std::string, std::string>{} : current;
-    for (const auto& op : a.ops) {
-      if (o.error != ErrorCode::none) break;
-      const TopicConfigKey* tk = topic ? find_topic_config(op.key) : nullptr;
-      if (topic && !tk) {
-        fail(ErrorCode::invalid_config, "Unknown topic config name: " + op.key);
-        break;
-      }
-      if (op.op != ConfigOpType::remove && !op.value) {
-        fail(ErrorCode::invalid_request, "Null value not supported for : " + op.key);
-        break;
-      }
-      std::optional<std::string> value;
-      switch (op.op) {
-        case ConfigOpType::set:
-          value = *op.value;
-          break;
-        case ConfigOpType::remove:
-          break;
-        case ConfigOpType::append:
-        case ConfigOpType::subtract: {
-          if (topic && tk->type != TopicConfigType::list) {
-            fail(ErrorCode::invalid_config, std::string("Can't ") + op_name(op.op) + " to key " +
-                                                op.key + " because its type is not LIST.");
-            break;
-          }
-          std::string now;
-          if (auto it = next.find(op.key); it != next.end()) {
-            now = it->second;
-          } else if (topic) {
-            now = topic_config_value({}, opts_.defaults, op.key);
-          } else if (opts_.broker_config_value) {
-            now = opts_.broker_config_value(op.key);
-          }
-          value = apply_list_op(op.op, now, *op.value);
-          break;
-        }
-      }
-      if (o.error != ErrorCode::none) break;
-      if (topic) {
-        if (value) {
-          if (auto why = validate_topic_config(op.key, *value)) fail(bad, *why);
-        }
-      } else if (auto why = opts_.validate_broker_config(op.key, value)) {
-        fail(bad, *why);
-      }
-      if (value) {
-        next[op.key] = *value;
-      } else {
-        next.erase(op.key);
-      }
-    }
-    if (o.error == ErrorCode::none && !validate_only) {
-      for (const auto& [k, v] : next) {
-        auto it = current.find(k);
-        if (it == current.end() || it->second != v)
-          records.push_back(ConfigRecord{a.resource, a.name, k, v});
-      }
-      for (const auto& [k, v] : current)
-        if (!next.contains(k)) records.push_back(ConfigRecord{a.resource, a.name, k, std::nullopt});
-    }
-    results->push_back(std::move(o));
-  }
-  if (records.empty()) {
-    done(std::move(*results));
-    return;
-  }
-  config_busy_ = true;
-  commit(std::move(records), [this, results, done = std::move(done)](bool ok) {
-    if (!ok) {
-      for (auto& r : *results)
-        if (r.error == ErrorCode::none)
-          r = {ErrorCode::kafka_storage_error, "The metadata log could not be written."};
-    }
-    done(std::move(*results));
-    config_busy_ = false;
-    if (!config_queue_.empty()) {
-      auto next = std::move(config_queue_.front());
-      config_queue_.pop_front();
-      next();
-    }
-  });
-}
-
 void Controller::allocate_producer_ids(std::int32_t block, std::function<void(std::int64_t)> done) {
   const std::int64_t first = image_->next_producer_id();
   commit({ProducerIdsRecord{opts_.node_id, first + block}},
@@ -770,6 +630,10 @@ void Controller::allocate_producer_ids(std::int32_t block, std::function<void(st
 }
 
 io::Result<void> Controller::close() {
+  if (tick_.armed()) reactor_.disarm(&tick_);
+  for (auto& p : parked_reads_)
+    p.done(MetadataRead{ErrorCode::not_controller, -1, -1, {}});
+  parked_reads_.clear();
   if (!log_) return {};
   reactor_.run_until([&] { return log_->idle(); }, 10'000'000'000);
   auto r = log_->close();

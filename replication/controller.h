@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,7 @@
 #include "io/log_dir.h"
 #include "io/reactor.h"
 #include "net/kafka/errors.h"
+#include "replication/controller_state.h"
 #include "replication/metadata_image.h"
 #include "replication/topic_config.h"
 
@@ -84,9 +86,28 @@ struct PartitionsOutcome {
   std::string message;
 };
 
+// What a metadata Fetch gets from the controller's log (committed records only).
+struct MetadataRead {
+  kafka::ErrorCode error = kafka::ErrorCode::none;
+  std::int64_t high_watermark = 0;  // next offset to commit
+  std::int64_t log_start_offset = 0;
+  std::vector<std::byte> batches;  // whole record batches from the asked offset
+};
+
 class Controller {
  public:
+  // How often the controller looks for brokers whose session expired.
+  static constexpr std::int64_t kTickMs = 50;
+  // single: the one-node samsad (places every replica here). controller: a cluster's
+  // controller node (ControllerState drives registrations, heartbeats, fencing, elections and
+  // placement over the registered brokers; the log is served to brokers). broker: no log of
+  // its own; the image is built from the controller's log as the broker fetches it
+  // (apply_fetched), and changes are forwarded to the controller by the daemon.
+  enum class Mode : std::uint8_t { single, controller, broker };
+
   struct Options {
+    Mode mode = Mode::single;
+    std::int64_t session_timeout_ms = 1500;  // broker.session.timeout.ms (controller mode)
     std::int32_t node_id = 1;
     io::LogDir* log_dir = nullptr;  // where __cluster_metadata-0 lives
     TopicDefaults defaults;
@@ -150,6 +171,29 @@ class Controller {
   // Flushes and closes the metadata log (shutdown).
   io::Result<void> close();
 
+  Mode mode() const { return opts_.mode; }
+
+  // ---- controller mode (replication/controller_cluster.cc) ----
+  void register_broker(const BrokerRegistration& reg, std::function<void(RegistrationAnswer)> done);
+  void broker_heartbeat(const Heartbeat& hb, std::function<void(HeartbeatAnswer)> done);
+  // Committed metadata from offset: at once when there is some, else once some commits or
+  // max_wait_ms passes.
+  void read_metadata(std::int64_t offset, std::int32_t max_bytes, std::int32_t max_wait_ms,
+                     std::function<void(MetadataRead)> done);
+
+  // Shutdown: parked metadata reads answer now and new ones no longer wait (so the daemon's
+  // drain is not held up by brokers' long polls).
+  void stop_waiting_reads();
+
+  // ---- broker mode ----
+  // Record batches fetched from the controller's log, in order from the image's offset + 1,
+  // and the controller's high watermark. Publishes the new image (the first call publishes
+  // even when nothing changed: the reactors open their listeners on the first image).
+  void apply_fetched(std::span<const std::byte> batches, std::int64_t high_watermark);
+  // fn runs once every reactor has applied an image of at least this version.
+  void when_applied(std::int64_t version, std::function<void()> fn);
+  bool published() const { return published_; }
+
  private:
   struct Pending;
   struct Commit;
@@ -157,14 +201,26 @@ class Controller {
   void commit(std::vector<MetadataRecord> records, std::function<void(bool)> then);
   // Several groups of records: each group stays within one batch (so it survives a power cut
   // whole or not at all); groups are packed into batches of about kBatchBytes.
+  // in_state: the records came from state_ (already in its view); others are replayed into it
+  // once committed.
   void commit_groups(std::vector<std::vector<MetadataRecord>> groups,
-                     std::function<void(bool)> then);
+                     std::function<void(bool)> then, bool in_state = false);
   void on_piece_done(Commit* c);
   void on_committed(Commit* c);
   // The partition count a topic will have once changes in flight commit.
   std::int32_t pending_partitions(const TopicState& t) const;
   void publish();
   void run_waiters();
+  // Controller mode: the records a ControllerState request returned (already in its view).
+  void commit_state(std::vector<MetadataRecord> records, std::function<void(bool)> then);
+  void on_tick();
+  void serve_parked_reads();
+  MetadataRead read_now(std::int64_t offset, std::int32_t max_bytes);
+  // The replicas of n new partitions with rf copies (single: this node; controller: spread over
+  // the usable brokers); nullopt when rf exceeds them.
+  std::optional<std::vector<std::vector<std::int32_t>>> place(std::int32_t n, std::int16_t rf);
+  std::int32_t live_brokers() const;
+  bool broker_registered(std::int32_t id) const;
 
   io::Reactor& reactor_;
   Options opts_;
@@ -184,6 +240,22 @@ class Controller {
   // Config changes wait for the one being committed (see alter_configs).
   bool config_busy_ = false;
   std::deque<std::function<void()>> config_queue_;
+
+  // Controller mode.
+  std::unique_ptr<ControllerState> state_;
+  struct TickTimer : io::Timer {
+    Controller* self = nullptr;
+  } tick_;
+  struct ParkedRead {
+    std::int64_t offset;
+    std::int32_t max_bytes;
+    std::int64_t deadline_ms;
+    std::function<void(MetadataRead)> done;
+  };
+  std::vector<ParkedRead> parked_reads_;
+  bool no_waiting_reads_ = false;
+  // Broker mode.
+  bool published_ = false;
 };
 
 }  // namespace samsa::replication

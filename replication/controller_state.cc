@@ -279,14 +279,37 @@ Proposal<AlterPartitionAnswer> ControllerState::alter_partition(const AlterParti
   return p;
 }
 
+std::vector<std::int32_t> ControllerState::usable_brokers() const {
+  std::vector<std::int32_t> live;
+  for (const auto& [bid, b] : image_.brokers())
+    if (!b.fenced && !b.in_controlled_shutdown) live.push_back(bid);
+  return live;
+}
+
+std::optional<std::vector<std::vector<std::int32_t>>> ControllerState::place(
+    std::int32_t partitions, std::int16_t replication_factor) {
+  const std::vector<std::int32_t> live = usable_brokers();
+  if (replication_factor < 1 || static_cast<std::size_t>(replication_factor) > live.size())
+    return std::nullopt;
+  const auto n = static_cast<std::int32_t>(live.size());
+  std::vector<std::vector<std::int32_t>> out;
+  out.reserve(static_cast<std::size_t>(std::max(partitions, 0)));
+  for (std::int32_t i = 0; i < partitions; ++i) {
+    std::vector<std::int32_t> replicas;
+    for (std::int32_t k = 0; k < replication_factor; ++k)
+      replicas.push_back(live[static_cast<std::size_t>((placement_start_ + i + k) % n)]);
+    out.push_back(std::move(replicas));
+  }
+  placement_start_ = (placement_start_ + 1) % n;
+  return out;
+}
+
 Proposal<ErrorCode> ControllerState::create_topic(const std::string& name, Uuid id,
                                                   std::int32_t partitions,
                                                   std::int16_t replication_factor) {
   Proposal<ErrorCode> p;
-  std::vector<std::int32_t> live;
-  for (const auto& [bid, b] : image_.brokers())
-    if (!b.fenced && !b.in_controlled_shutdown) live.push_back(bid);
-  if (replication_factor < 1 || static_cast<std::size_t>(replication_factor) > live.size()) {
+  if (replication_factor < 1 ||
+      static_cast<std::size_t>(replication_factor) > usable_brokers().size()) {
     p.answer = ErrorCode::invalid_replication_factor;
     return p;
   }
@@ -298,15 +321,12 @@ Proposal<ErrorCode> ControllerState::create_topic(const std::string& name, Uuid 
     p.answer = ErrorCode::topic_already_exists;
     return p;
   }
+  auto placed = place(partitions, replication_factor);
   emit(p.records, TopicRecord{name, id});
-  const auto n = static_cast<std::int32_t>(live.size());
   for (std::int32_t i = 0; i < partitions; ++i) {
-    std::vector<std::int32_t> replicas;
-    for (std::int32_t k = 0; k < replication_factor; ++k)
-      replicas.push_back(live[static_cast<std::size_t>((placement_start_ + i + k) % n)]);
+    auto& replicas = (*placed)[static_cast<std::size_t>(i)];
     emit(p.records, PartitionRecord{id, i, replicas, replicas, replicas.front(), 0, 0});
   }
-  placement_start_ = (placement_start_ + 1) % n;
   p.answer = ErrorCode::none;
   return p;
 }

@@ -17,6 +17,7 @@
 // Time is passed in. Used by one thread (the controller's).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -101,8 +102,17 @@ class ControllerState {
   void replay(const MetadataRecord& r, std::int64_t offset);
   std::vector<MetadataRecord> snapshot() const;
   const MetadataImage& image() const { return image_; }
-  // The offset the next proposed record gets.
+  // The offset the next proposed record gets. A driver whose log also takes records from
+  // elsewhere (topic and config changes of replication::Controller) moves it to the log's end.
   std::int64_t next_offset() const { return next_offset_; }
+  void advance_next_offset(std::int64_t o) { next_offset_ = std::max(next_offset_, o); }
+  // Brokers registered, unfenced and not shutting down (what placement spreads over).
+  std::vector<std::int32_t> usable_brokers() const;
+  // Replicas of `partitions` new partitions with `replication_factor` copies each over the usable
+  // brokers, round robin from a rotating start, so leaders (first of each list) spread too.
+  // nullopt when the factor exceeds the usable brokers.
+  std::optional<std::vector<std::vector<std::int32_t>>> place(std::int32_t partitions,
+                                                              std::int16_t replication_factor);
 
   // ---- leader events ----
   // Every broker gets a full session from now (heartbeat clocks are not in the log).

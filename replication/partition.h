@@ -64,6 +64,10 @@ class Partition final : private io::Log::Listener {
   std::int32_t index() const { return index_; }
   std::int32_t leader_epoch() const { return leader_epoch_; }
   void set_leader_epoch(std::int32_t e) { leader_epoch_ = e; }
+  // Whether this node leads the partition (a cluster's follower replicas are open but serve no
+  // clients). Always true on a single node.
+  bool leader_here() const { return leader_here_; }
+  void set_leader_here(bool b) { leader_here_ = b; }
   io::Log& log() { return *log_; }
   const io::Log& log() const { return *log_; }
   void set_options(const PartitionOptions& o) { opts_ = o; }
@@ -105,6 +109,7 @@ class Partition final : private io::Log::Listener {
   Uuid topic_id_;
   std::int32_t index_;
   std::int32_t leader_epoch_;
+  bool leader_here_ = true;
   std::unique_ptr<io::Log> log_;
   PartitionOptions opts_;
   std::int64_t high_watermark_ = 0;

@@ -1,5 +1,6 @@
 #include "replication/shard.h"
 
+#include <algorithm>
 #include <functional>
 
 #include "base/clock.h"
@@ -63,9 +64,14 @@ std::size_t Shard::owner(std::string_view topic, std::int32_t partition, std::si
   return static_cast<std::size_t>(h % count);
 }
 
-Partition* Shard::find(std::string_view topic, std::int32_t partition) {
+Partition* Shard::find_replica(std::string_view topic, std::int32_t partition) {
   auto it = partitions_.find(std::pair<std::string_view, std::int32_t>(topic, partition));
   return it == partitions_.end() ? nullptr : it->second.get();
+}
+
+Partition* Shard::find(std::string_view topic, std::int32_t partition) {
+  Partition* p = find_replica(topic, partition);
+  return p && p->leader_here() ? p : nullptr;
 }
 
 io::LogDir* Shard::dir_for(const io::PartitionId& id) {
@@ -98,6 +104,7 @@ void Shard::open_partition(const TopicState& t, const PartitionState& p) {
   auto part = std::make_unique<Partition>(reactor_, t.name, t.id, p.partition, p.leader_epoch,
                                           std::move(*log), opts_.partition);
   if (opts_.retention) retention_regs_[part.get()] = opts_.retention->add(reactor_, part->log());
+  part->set_leader_here(opts_.node_id < 0 || (registered_ && p.leader == opts_.node_id));
   partitions_.emplace(Key{t.name, p.partition}, std::move(part));
 }
 
@@ -120,11 +127,22 @@ void Shard::apply(ImagePtr image) {
     strays_checked_ = true;
     set_aside_strays();
   }
+  registered_ = opts_.node_id < 0;
+  if (!registered_) {
+    auto b = image_->brokers().find(opts_.node_id);
+    registered_ = b != image_->brokers().end() && !b->second.fenced &&
+                  b->second.incarnation_id == opts_.incarnation_id;
+  }
   for (const auto& [name, topic] : image_->topics()) {
     for (const auto& p : topic->partitions) {
       if (!owns(name, p.partition)) continue;
-      if (Partition* existing = find(name, p.partition)) {
+      if (opts_.node_id >= 0 &&
+          std::find(p.replicas.begin(), p.replicas.end(), opts_.node_id) == p.replicas.end())
+        continue;  // no replica here
+      const bool leads = opts_.node_id < 0 || (registered_ && p.leader == opts_.node_id);
+      if (Partition* existing = find_replica(name, p.partition)) {
         existing->set_leader_epoch(p.leader_epoch);
+        existing->set_leader_here(leads);
         existing->log().set_config(make_log_config(topic->configs, opts_.defaults));
         continue;
       }

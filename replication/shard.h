@@ -36,6 +36,12 @@ class Shard {
     PartitionOptions partition;  // idempotent producers' settings
     // producer.id.expiration.check.interval.ms
     std::int64_t producer_expiration_check_ms = 600'000;
+    // A cluster node's id: only partitions with a replica here are opened, and find() gives
+    // only those it leads. -1 (a single node): every partition, always led here.
+    std::int32_t node_id = -1;
+    // This process's broker registration: partitions are led here only while the image holds it
+    // unfenced (not the previous incarnation's, whose unsynced tail a restart lost).
+    Uuid incarnation_id{};
   };
 
   Shard(io::Reactor& r, Options opts);
@@ -49,7 +55,10 @@ class Shard {
 
   io::Reactor& reactor() { return reactor_; }
   std::size_t index() const { return opts_.index; }
+  // The partition if this node leads it (what clients may produce to and fetch from).
   Partition* find(std::string_view topic, std::int32_t partition);
+  // The local replica, led here or not.
+  Partition* find_replica(std::string_view topic, std::int32_t partition);
   const ImagePtr& image() const { return image_; }
 
   // Reconciles with a newer image (on this shard's reactor). Logs that fail to open are
@@ -107,6 +116,7 @@ class Shard {
   std::vector<Retired> closing_;
   std::map<std::string, std::string> failed_;
   bool strays_checked_ = false;
+  bool registered_ = true;  // this process's registration is in the image, unfenced
   struct RetryTimer : io::Timer {
     Shard* shard = nullptr;
   } retry_timer_;

@@ -1,6 +1,7 @@
 #include <string_view>
 
 #include "base/log.h"
+#include "daemon/broker.h"
 #include "daemon/handlers/handlers.h"
 #include "net/kafka/gen/api_versions_request.h"
 #include "net/kafka/gen/api_versions_response.h"
@@ -42,7 +43,7 @@ void api_versions(RequestPtr r) {
     return;
   }
   for (const auto& h : api_handlers())
-    resp.api_keys.push_back({h.key, h.min_version, h.max_version});
+    if (serves(h, r->rc)) resp.api_keys.push_back({h.key, h.min_version, h.max_version});
   r->reply(resp);
 }
 

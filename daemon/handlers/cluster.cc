@@ -55,13 +55,32 @@ void describe_cluster(RequestPtr r) {
   resp.cluster_id = s.cluster_id;
   resp.controller_id = s.node_id;
   const Endpoint& ep = s.advertised[std::min(r->dispatcher.listener(), s.advertised.size() - 1)];
-  kafka::DescribeClusterResponse::DescribeClusterBroker broker;
-  broker.broker_id = s.node_id;
-  broker.host = ep.host;
-  broker.port = ep.port;
-  broker.rack = std::nullopt;
-  broker.is_fenced = false;
-  resp.brokers.push_back(std::move(broker));
+  if (s.clustered() && r->rc.image) {
+    // Every registered broker at its endpoint of this listener; fenced ones only when asked
+    // (v2's IncludeFencedBrokers, as Kafka does).
+    for (const auto& [id, b] : r->rc.image->brokers()) {
+      if (b.fenced && !req.include_fenced_brokers) continue;
+      for (const auto& e : b.endpoints) {
+        if (e.name != ep.name) continue;
+        kafka::DescribeClusterResponse::DescribeClusterBroker broker;
+        broker.broker_id = id;
+        broker.host = e.host;
+        broker.port = e.port;
+        broker.rack = b.rack;
+        broker.is_fenced = b.fenced;
+        resp.brokers.push_back(std::move(broker));
+        break;
+      }
+    }
+  } else {
+    kafka::DescribeClusterResponse::DescribeClusterBroker broker;
+    broker.broker_id = s.node_id;
+    broker.host = ep.host;
+    broker.port = ep.port;
+    broker.rack = std::nullopt;
+    broker.is_fenced = false;
+    resp.brokers.push_back(std::move(broker));
+  }
   if (req.include_cluster_authorized_operations)
     resp.cluster_authorized_operations = kClusterOperations;
   r->reply(resp);

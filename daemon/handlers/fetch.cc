@@ -17,6 +17,7 @@
 #include "daemon/broker.h"
 #include "daemon/fetch_sessions.h"
 #include "daemon/handlers/handlers.h"
+#include "daemon/handlers/leader_hint.h"
 #include "net/kafka/gen/fetch_request.h"
 #include "net/kafka/gen/fetch_response.h"
 
@@ -427,6 +428,8 @@ void respond(FetchCtx* raw) {
       pd.high_watermark = -1;
       pd.last_stable_offset = -1;
       pd.log_start_offset = -1;
+      if (p.error == ErrorCode::not_leader_or_follower)
+        leader_hint(r, p.topic, p.partition, pd.current_leader, resp.node_endpoints);
       // Kafka answers a partition it cannot find with an empty list, not null.
       if (p.error == ErrorCode::unknown_topic_or_partition ||
           p.error == ErrorCode::unknown_topic_id)

@@ -51,6 +51,14 @@ void init_producer_id(RequestPtr r);
 // Idempotent producers' state per partition (producers.cc).
 void describe_producers(RequestPtr r);
 
+// A cluster's controller node (controller_apis.cc): brokers register, heartbeat and fetch the
+// metadata log; a broker node forwards topic and config changes to it.
+void broker_registration(RequestPtr r);
+void broker_heartbeat(RequestPtr r);
+void allocate_producer_ids(RequestPtr r);
+void metadata_log_fetch(RequestPtr r);
+void forward(RequestPtr r);
+
 // The answer to a Produce v0-2 request (which Kafka advertises but refuses): every partition
 // gets UNSUPPORTED_VERSION. Hand-encoded: the codec starts at v3.
 net::Response produce_v0_2_unsupported(const Request& r);

@@ -5,6 +5,8 @@
 #include "daemon/broker.h"
 #include "daemon/handlers/handlers.h"
 #include "daemon/handlers/round_trip.h"
+#include "net/kafka/gen/create_topics_request.h"
+#include "net/kafka/gen/create_topics_response.h"
 #include "net/kafka/gen/metadata_request.h"
 #include "net/kafka/gen/metadata_response.h"
 #include "replication/topic_config.h"
@@ -24,7 +26,16 @@ constexpr std::string_view kOffsetsTopic = "__consumer_offsets";
 constexpr std::int32_t kTopicOperations = 3576;
 constexpr std::int32_t kClusterOperations = 8096;
 
-MetadataResponse::MetadataResponseTopic describe(const replication::TopicState& t) {
+// A replica is offline when its broker is not registered or fenced (a cluster node's view;
+// a single node has no registrations and no offline replicas).
+bool offline(const replication::MetadataImage& image, std::int32_t id) {
+  auto it = image.brokers().find(id);
+  return it == image.brokers().end() || it->second.fenced;
+}
+
+MetadataResponse::MetadataResponseTopic describe(const replication::TopicState& t,
+                                                 const replication::MetadataImage& image,
+                                                 bool clustered) {
   MetadataResponse::MetadataResponseTopic out;
   out.name = t.name;
   out.topic_id = t.id;
@@ -37,6 +48,9 @@ MetadataResponse::MetadataResponseTopic describe(const replication::TopicState& 
     mp.leader_epoch = p.leader_epoch;
     mp.replica_nodes = p.replicas;
     mp.isr_nodes = p.isr;
+    if (clustered)
+      for (auto id : p.replicas)
+        if (offline(image, id)) mp.offline_replicas.push_back(id);
     if (p.leader < 0) mp.error_code = kafka::code(ErrorCode::leader_not_available);
     out.partitions.push_back(std::move(mp));
   }
@@ -55,12 +69,29 @@ void answer(RequestPtr r, const MetadataRequest& req,
   MetadataResponse resp;
   // Advertise the endpoint of the listener this client connected through.
   const Endpoint& ep = s.advertised[std::min(r->dispatcher.listener(), s.advertised.size() - 1)];
-  resp.brokers.push_back({s.node_id, ep.host, ep.port, std::nullopt});
+  const bool clustered = s.clustered();
+  if (clustered) {
+    // Every live broker, at its endpoint of the listener this client came through (as Kafka
+    // does; a broker without one is left out).
+    for (const auto& [id, b] : image.brokers()) {
+      if (b.fenced) continue;
+      for (const auto& e : b.endpoints)
+        if (e.name == ep.name) {
+          resp.brokers.push_back({id, e.host, e.port, b.rack});
+          break;
+        }
+    }
+  } else {
+    resp.brokers.push_back({s.node_id, ep.host, ep.port, std::nullopt});
+  }
   resp.cluster_id = s.cluster_id;
+  // KRaft brokers name a random live broker; this one is always live.
   resp.controller_id = s.node_id;
   if (req.include_cluster_authorized_operations)
     resp.cluster_authorized_operations = kClusterOperations;
-  auto add = [&](const replication::TopicState& t) { resp.topics.push_back(describe(t)); };
+  auto add = [&](const replication::TopicState& t) {
+    resp.topics.push_back(describe(t, image, clustered));
+  };
 
   const bool all = !req.topics || (v == 0 && req.topics->empty());
   if (all) {
@@ -103,14 +134,64 @@ void answer(RequestPtr r, const MetadataRequest& req,
   r->reply(resp);
 }
 
+// A broker node: the topics go to the controller as a CreateTopics request, and the answer is
+// made from this broker's image once it holds them.
+void forward_create(RequestPtr r, MetadataRequest req,
+                    const std::vector<replication::TopicSpec>& create, std::size_t unsent_from) {
+  constexpr std::int16_t kVersion = 7;
+  kafka::CreateTopicsRequest ct;
+  for (const auto& c : create) {
+    kafka::CreateTopicsRequest::CreatableTopic t;
+    t.name = c.name;
+    t.num_partitions = c.partitions;
+    t.replication_factor = c.replication_factor;
+    ct.topics.push_back(std::move(t));
+  }
+  net::Response encoded = kafka::encode_request(ct, kVersion, 0, "samsa-broker");
+  std::vector<std::byte> frame;
+  for (auto& p : encoded.pieces())
+    frame.insert(frame.end(), p.bytes.data(), p.bytes.data() + p.bytes.size());
+  frame.erase(frame.begin(), frame.begin() + 4);  // the size prefix
+  Broker& b = *r->rc.broker;
+  const std::size_t origin = r->rc.index;
+  auto shared = std::make_shared<MetadataRequest>(std::move(req));
+  Request* raw = r.release();
+  b.forward_to_controller(std::move(frame), [&b, origin, raw, shared, unsent_from](
+                                                std::optional<std::vector<std::byte>> resp) {
+    std::vector<std::pair<std::string, ErrorCode>> failed;
+    if (resp) {
+      auto h = kafka::decode_response_header(*resp, kafka::CreateTopicsResponse::kApiKey, kVersion);
+      kafka::CreateTopicsResponse out;
+      if (h.ok() &&
+          kafka::decode_response_body(*resp, h, kVersion, out) == kafka::DecodeError::none) {
+        for (const auto& t : out.topics) {
+          const auto e = static_cast<ErrorCode>(t.error_code);
+          if (e == ErrorCode::none) {
+            LOG_INFO("auto-created topic %s through the controller", t.name.c_str());
+          } else if (e != ErrorCode::topic_already_exists) {
+            failed.emplace_back(t.name, e);
+          }
+        }
+      }
+    }
+    std::sort(failed.begin(), failed.end());
+    b.on_reactor(origin,
+                 [raw, shared, failed = std::move(failed), unsent_from](ReactorContext&) mutable {
+                   answer(RequestPtr(raw), *shared, failed, unsent_from);
+                 });
+  });
+}
+
 }  // namespace
 
 void metadata(RequestPtr r) {
   MetadataRequest req;
   if (!r->decode(req)) return;
   const auto& s = *r->rc.settings;
-  const bool allow_create =
-      s.auto_create_topics && (r->version() < 4 || req.allow_auto_topic_creation);
+  // A broker node's auto-creation goes to the controller (forward_create); a controller node
+  // creates none on its own.
+  const bool allow_create = s.auto_create_topics && s.cluster.role != ProcessRole::controller &&
+                            (r->version() < 4 || req.allow_auto_topic_creation);
   std::vector<replication::TopicSpec> create;
   std::size_t unsent_from = SIZE_MAX;
   if (allow_create && req.topics && !(r->version() == 0 && req.topics->empty())) {
@@ -142,6 +223,10 @@ void metadata(RequestPtr r) {
   }
   if (create.empty()) {
     answer(std::move(r), req, {}, unsent_from);
+    return;
+  }
+  if (s.cluster.role == ProcessRole::broker) {
+    forward_create(std::move(r), std::move(req), create, unsent_from);
     return;
   }
   // Auto-create, then answer from the image that holds the new topics (the controller answers

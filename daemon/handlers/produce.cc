@@ -8,6 +8,7 @@
 #include "base/log.h"
 #include "daemon/broker.h"
 #include "daemon/handlers/handlers.h"
+#include "daemon/handlers/leader_hint.h"
 #include "io/record_batch.h"
 #include "net/kafka/gen/produce_request.h"
 #include "net/kafka/gen/produce_response.h"
@@ -172,6 +173,8 @@ void respond(std::unique_ptr<ProduceCtx> ctx) {
         pr.base_offset = -1;
         pr.log_start_offset = s.error_log_start;
         if (!s.message.empty()) pr.error_message = s.message;
+        if (s.error == ErrorCode::not_leader_or_follower)
+          leader_hint(*r, s.topic, s.partition, pr.current_leader, resp.node_endpoints);
       }
       tr.partition_responses.push_back(std::move(pr));
     }

@@ -182,5 +182,79 @@ TEST(Settings, ListenersAndControllerListenersAreSeparated) {
   EXPECT_FALSE(parse_listeners({"host:9092"}).has_value());
 }
 
+std::string settings_error(std::vector<std::string> overrides) {
+  auto c = Config::load("", overrides, nullptr);
+  if (!c) return "config: " + c.error();
+  auto s = make_settings(*c, "cid");
+  return s ? std::string() : s.error();
+}
+
+// process.roles: both (or absent) is the single node as always; broker or controller alone need
+// the cluster settings, and inconsistent combinations stop the start with the key named.
+TEST(Settings, ClusterRolesAndTheirInconsistencies) {
+  // Kafka's single-node config: the CONTROLLER listener is accepted and not opened.
+  auto c = Config::load("",
+                        {"process.roles=broker,controller", "controller.listener.names=CONTROLLER",
+                         "listeners=PLAINTEXT://:9092,CONTROLLER://:9093",
+                         "controller.quorum.bootstrap.servers=localhost:9093"},
+                        nullptr);
+  ASSERT_TRUE(c.has_value());
+  auto s = make_settings(*c, "cid");
+  ASSERT_TRUE(s.has_value()) << s.error();
+  EXPECT_FALSE((*s)->clustered());
+  ASSERT_EQ((*s)->listeners.size(), 1u);
+  EXPECT_EQ((*s)->listeners[0].name, "PLAINTEXT");
+
+  const std::vector<std::string> broker = {
+      "process.roles=broker", "node.id=2", "controller.listener.names=CONTROLLER",
+      "listeners=PLAINTEXT://127.0.0.1:9092", "controller.quorum.bootstrap.servers=ctl:9093"};
+  auto b = Config::load("", broker, nullptr);
+  auto bs = make_settings(*b, "cid");
+  ASSERT_TRUE(bs.has_value()) << bs.error();
+  EXPECT_EQ((*bs)->cluster.role, ProcessRole::broker);
+  EXPECT_EQ((*bs)->cluster.controller_host, "ctl");
+  EXPECT_EQ((*bs)->cluster.controller_port, 9093);
+  EXPECT_EQ((*bs)->cluster.inter_broker_listener, "PLAINTEXT");
+  EXPECT_EQ((*bs)->cluster.session_timeout_ms, 1500) << "samsa's default: failover within 2 s";
+  EXPECT_EQ((*bs)->cluster.heartbeat_interval_ms, 250);
+
+  auto with = [&](std::vector<std::string> base, std::vector<std::string> more) {
+    for (auto& m : more)
+      base.push_back(std::move(m));
+    return settings_error(base);
+  };
+  EXPECT_NE(settings_error({"process.roles=broker,gateway"}).find("process.roles"),
+            std::string::npos);
+  EXPECT_NE(with({"process.roles=broker", "controller.listener.names=CONTROLLER",
+                  "controller.quorum.bootstrap.servers=ctl:9093"},
+                 {})
+                .find("node.id"),
+            std::string::npos);
+  EXPECT_NE(with(broker, {"controller.quorum.bootstrap.servers="})
+                .find("controller.quorum.bootstrap.servers"),
+            std::string::npos);
+  EXPECT_NE(with(broker, {"controller.listener.names="}).find("controller.listener.names"),
+            std::string::npos);
+  EXPECT_NE(with(broker, {"listeners=PLAINTEXT://:9092,CONTROLLER://:9093"})
+                .find("is a controller listener"),
+            std::string::npos);
+  EXPECT_NE(
+      with(broker, {"inter.broker.listener.name=INTERNAL"}).find("inter.broker.listener.name"),
+      std::string::npos);
+  EXPECT_NE(
+      with(broker, {"broker.heartbeat.interval.ms=2000"}).find("broker.heartbeat.interval.ms"),
+      std::string::npos);
+  const std::vector<std::string> controller = {"process.roles=controller", "node.id=100",
+                                               "controller.listener.names=CONTROLLER",
+                                               "listeners=CONTROLLER://127.0.0.1:9093"};
+  auto cs = make_settings(*Config::load("", controller, nullptr), "cid");
+  ASSERT_TRUE(cs.has_value()) << cs.error();
+  EXPECT_EQ((*cs)->cluster.role, ProcessRole::controller);
+  ASSERT_EQ((*cs)->listeners.size(), 1u) << "a controller listens on its controller listener";
+  EXPECT_NE(with(controller, {"listeners=CONTROLLER://:9093,PLAINTEXT://:9092"})
+                .find("only controller listeners"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace samsa::daemon

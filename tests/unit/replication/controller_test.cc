@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <map>
 #include <new>
+#include <set>
 
 #include "base/clock.h"
 #include "io/log_dir.h"
@@ -52,8 +54,10 @@ class ControllerTest : public ::testing::Test {
       ASSERT_TRUE(controller->close().has_value());
     }
   }
-  void open_controller() {
+  void open_controller(Controller::Mode mode = Controller::Mode::single) {
     Controller::Options o;
+    o.mode = mode;
+    o.session_timeout_ms = 300;
     o.log_dir = log_dir.get();
     o.max_partitions = 100;
     o.max_partitions_per_request = 50;
@@ -356,6 +360,89 @@ TEST_F(ControllerTest, BrokerSettingsGoThroughTheDaemonsHookAndPersist) {
 // Topic config changes reach the open logs without a restart: overrides through a new image,
 // broker defaults through set_defaults (dynamic broker settings, SIGHUP). Retention then acts at
 // the next retention pass, as in Kafka.
+// A cluster's controller: brokers register fenced and are unfenced by a caught-up heartbeat;
+// CreateTopics spreads replicas and leaders over them (INVALID_REPLICATION_FACTOR beyond them);
+// a silent broker is fenced after the session timeout and its leaderships move with the leader
+// epoch bumped; topic records and the state machine's records share the log, which a broker
+// node rebuilds the same image from (read_metadata -> apply_fetched).
+TEST_F(ControllerTest, ClusterModeRegistersPlacesFencesAndServesItsLog) {
+  open_controller(Controller::Mode::controller);
+  std::map<std::int32_t, std::int64_t> epochs;
+  for (std::int32_t id : {1, 2, 3}) {
+    BrokerRegistration reg{id, random_uuid(), {{"PLAINTEXT", "h", 9000 + id, 0}}, std::nullopt};
+    auto a = wait<RegistrationAnswer>(
+        [&](auto done) { controller->register_broker(reg, std::move(done)); });
+    ASSERT_EQ(a.error, ErrorCode::none);
+    epochs[id] = a.broker_epoch;
+  }
+  EXPECT_EQ(create({{"early", 1, 1, {}}}).front().error, ErrorCode::invalid_replication_factor)
+      << "registered brokers are fenced until caught up";
+  auto beat = [&](std::int32_t id) {
+    return wait<HeartbeatAnswer>([&](auto done) {
+      controller->broker_heartbeat({id, epochs[id], metadata_end(), false, false}, std::move(done));
+    });
+  };
+  for (std::int32_t id : {1, 2, 3})
+    EXPECT_FALSE(beat(id).is_fenced);
+  auto out = create({{"t", 3, 3, {}}});
+  ASSERT_EQ(out.front().error, ErrorCode::none) << out.front().message;
+  const TopicState* t = controller->image()->topic("t");
+  ASSERT_NE(t, nullptr);
+  std::set<std::int32_t> leaders;
+  for (const auto& p : t->partitions) {
+    EXPECT_EQ(p.replicas.size(), 3u);
+    leaders.insert(p.leader);
+  }
+  EXPECT_EQ(leaders, (std::set<std::int32_t>{1, 2, 3}));
+  EXPECT_EQ(create({{"rf4", 1, 4, {}}}).front().error, ErrorCode::invalid_replication_factor);
+
+  // Broker 1 falls silent; 2 and 3 keep beating past the session timeout.
+  const std::int32_t p1 = [&] {
+    for (const auto& p : t->partitions)
+      if (p.leader == 1) return p.partition;
+    return -1;
+  }();
+  const std::int64_t until = mono_ms() + 600;
+  while (mono_ms() < until) {
+    beat(2);
+    beat(3);
+    reactor->run_until([] { return false; }, 50'000'000);
+  }
+  const auto& b1 = controller->image()->brokers().at(1);
+  EXPECT_TRUE(b1.fenced);
+  const auto& moved = controller->image()->topic("t")->partitions[static_cast<std::size_t>(p1)];
+  EXPECT_NE(moved.leader, 1);
+  EXPECT_GE(moved.leader, 2);
+  EXPECT_EQ(moved.leader_epoch, 1);
+  EXPECT_EQ(moved.isr.size(), 2u);
+
+  // A broker node replays the committed log into the same image.
+  auto read = wait<MetadataRead>(
+      [&](auto done) { controller->read_metadata(0, 1 << 20, 0, std::move(done)); });
+  ASSERT_EQ(read.error, ErrorCode::none);
+  EXPECT_EQ(read.high_watermark, metadata_end() + 1);
+  Controller::Options bo;
+  bo.mode = Controller::Mode::broker;
+  ImagePtr broker_image;
+  bo.publish = [&](ImagePtr img) { broker_image = img; };
+  Controller follower(*reactor, bo);
+  ASSERT_TRUE(follower.open().has_value());
+  follower.apply_fetched(read.batches, read.high_watermark);
+  ASSERT_NE(broker_image, nullptr);
+  EXPECT_EQ(broker_image->offset(), metadata_end());
+  EXPECT_EQ(broker_image->brokers().size(), 3u);
+  EXPECT_TRUE(broker_image->brokers().at(1).fenced);
+  EXPECT_EQ(broker_image->topic("t")->partitions[static_cast<std::size_t>(p1)].leader,
+            moved.leader);
+  // Nothing new: a fetch at the end waits, then answers empty.
+  auto empty = wait<MetadataRead>([&](auto done) {
+    controller->read_metadata(metadata_end() + 1, 1 << 20, 100, std::move(done));
+  });
+  EXPECT_EQ(empty.error, ErrorCode::none);
+  EXPECT_TRUE(empty.batches.empty());
+  ASSERT_TRUE(follower.close().has_value());
+}
+
 TEST(ShardConfig, ConfigChangesReachOpenLogs) {
   auto r = io::Reactor::create({.name = "test"});
   ASSERT_TRUE(r.has_value());

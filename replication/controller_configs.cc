@@ -1,0 +1,209 @@
+// replication::Controller's config changes: topic configs and dynamic broker settings
+// (IncrementalAlterConfigs' operations, AlterConfigs' replacement), one change at a time.
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <tuple>
+
+#include "replication/controller.h"
+
+namespace samsa::replication {
+
+using kafka::ErrorCode;
+
+namespace {
+
+const char* op_name(ConfigOpType op) {
+  switch (op) {
+    case ConfigOpType::set:
+      return "SET";
+    case ConfigOpType::remove:
+      return "DELETE";
+    case ConfigOpType::append:
+      return "APPEND";
+    case ConfigOpType::subtract:
+      return "SUBTRACT";
+  }
+  return "?";
+}
+
+std::vector<std::string> split_items(std::string_view v) {
+  std::vector<std::string> out;
+  while (!v.empty()) {
+    auto c = v.find(',');
+    std::string_view item = v.substr(0, c);
+    while (!item.empty() && item.front() == ' ')
+      item.remove_prefix(1);
+    while (!item.empty() && item.back() == ' ')
+      item.remove_suffix(1);
+    if (!item.empty()) out.emplace_back(item);
+    if (c == std::string_view::npos) break;
+    v.remove_prefix(c + 1);
+  }
+  return out;
+}
+
+std::string join_items(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& i : items)
+    out += (out.empty() ? "" : ",") + i;
+  return out;
+}
+
+// APPEND adds the items not yet present; SUBTRACT removes the ones present.
+std::string apply_list_op(ConfigOpType op, std::string_view current, std::string_view value) {
+  auto items = split_items(current);
+  for (const auto& v : split_items(value)) {
+    auto it = std::find(items.begin(), items.end(), v);
+    if (op == ConfigOpType::append && it == items.end()) items.push_back(v);
+    if (op == ConfigOpType::subtract && it != items.end()) items.erase(it);
+  }
+  return join_items(items);
+}
+
+}  // namespace
+
+void Controller::alter_configs(std::vector<ConfigAlteration> changes, bool validate_only,
+                               ConfigDone done) {
+  // One config change at a time: each works from the image the previous one produced (APPEND,
+  // SUBTRACT and AlterConfigs' replacement read the current values).
+  if (config_busy_) {
+    auto args = std::make_shared<std::tuple<std::vector<ConfigAlteration>, bool, ConfigDone>>(
+        std::move(changes), validate_only, std::move(done));
+    config_queue_.push_back([this, args] {
+      alter_configs(std::move(std::get<0>(*args)), std::get<1>(*args),
+                    std::move(std::get<2>(*args)));
+    });
+    return;
+  }
+  auto results = std::make_shared<std::vector<ConfigOutcome>>();
+  results->reserve(changes.size());
+  std::vector<MetadataRecord> records;
+  std::map<std::pair<ConfigResource, std::string>, int> named;
+  for (const auto& a : changes)
+    ++named[{a.resource, a.name}];
+  for (auto& a : changes) {
+    ConfigOutcome o;
+    if (named[{a.resource, a.name}] > 1) {
+      // Kafka refuses every occurrence of a resource named twice.
+      results->push_back({ErrorCode::invalid_request, "Each resource must appear at most once."});
+      continue;
+    }
+    auto fail = [&](ErrorCode e, std::string msg) {
+      if (o.error != ErrorCode::none) return;
+      o.error = e;
+      o.message = std::move(msg);
+    };
+    const bool topic = a.resource == ConfigResource::topic;
+    const std::string self_id = std::to_string(opts_.node_id);
+    std::map<std::string, std::string> current;
+    if (topic) {
+      if (auto why = check_topic_name(a.name)) {
+        fail(ErrorCode::invalid_topic_exception, "Topic name is invalid: " + *why);
+      } else if (const TopicState* t = image_->topic(a.name)) {
+        current = t->configs;
+      } else {
+        fail(ErrorCode::unknown_topic_or_partition, "The topic '" + a.name + "' does not exist.");
+      }
+    } else if (a.name != "" && a.name != self_id &&
+               !(state_ && a.name.find_first_not_of("0123456789") == std::string::npos &&
+                 a.name.size() < 10 && broker_registered(std::atoi(a.name.c_str())))) {
+      fail(ErrorCode::invalid_request, "Unexpected broker id, expected " + self_id +
+                                           " or empty string, but received " + a.name);
+    } else if (!opts_.validate_broker_config) {
+      fail(ErrorCode::invalid_request, "Dynamic broker settings are not available.");
+    } else {
+      current = image_->broker_configs(a.name);
+    }
+    std::map<std::string, int> seen;
+    for (const auto& op : a.ops)
+      if (++seen[op.key] == 2)
+        fail(ErrorCode::invalid_request, "Error due to duplicate config keys");
+    // Kafka reports bad topic configs as INVALID_CONFIG and bad broker ones as INVALID_REQUEST.
+    const ErrorCode bad = topic ? ErrorCode::invalid_config : ErrorCode::invalid_request;
+    std::map<std::string, std::string> next =
+        a.replace ? std::map<std::string, std::string>{} : current;
+    for (const auto& op : a.ops) {
+      if (o.error != ErrorCode::none) break;
+      const TopicConfigKey* tk = topic ? find_topic_config(op.key) : nullptr;
+      if (topic && !tk) {
+        fail(ErrorCode::invalid_config, "Unknown topic config name: " + op.key);
+        break;
+      }
+      if (op.op != ConfigOpType::remove && !op.value) {
+        fail(ErrorCode::invalid_request, "Null value not supported for : " + op.key);
+        break;
+      }
+      std::optional<std::string> value;
+      switch (op.op) {
+        case ConfigOpType::set:
+          value = *op.value;
+          break;
+        case ConfigOpType::remove:
+          break;
+        case ConfigOpType::append:
+        case ConfigOpType::subtract: {
+          if (topic && tk->type != TopicConfigType::list) {
+            fail(ErrorCode::invalid_config, std::string("Can't ") + op_name(op.op) + " to key " +
+                                                op.key + " because its type is not LIST.");
+            break;
+          }
+          std::string now;
+          if (auto it = next.find(op.key); it != next.end()) {
+            now = it->second;
+          } else if (topic) {
+            now = topic_config_value({}, opts_.defaults, op.key);
+          } else if (opts_.broker_config_value) {
+            now = opts_.broker_config_value(op.key);
+          }
+          value = apply_list_op(op.op, now, *op.value);
+          break;
+        }
+      }
+      if (o.error != ErrorCode::none) break;
+      if (topic) {
+        if (value) {
+          if (auto why = validate_topic_config(op.key, *value)) fail(bad, *why);
+        }
+      } else if (auto why = opts_.validate_broker_config(op.key, value)) {
+        fail(bad, *why);
+      }
+      if (value) {
+        next[op.key] = *value;
+      } else {
+        next.erase(op.key);
+      }
+    }
+    if (o.error == ErrorCode::none && !validate_only) {
+      for (const auto& [k, v] : next) {
+        auto it = current.find(k);
+        if (it == current.end() || it->second != v)
+          records.push_back(ConfigRecord{a.resource, a.name, k, v});
+      }
+      for (const auto& [k, v] : current)
+        if (!next.contains(k)) records.push_back(ConfigRecord{a.resource, a.name, k, std::nullopt});
+    }
+    results->push_back(std::move(o));
+  }
+  if (records.empty()) {
+    done(std::move(*results));
+    return;
+  }
+  config_busy_ = true;
+  commit(std::move(records), [this, results, done = std::move(done)](bool ok) {
+    if (!ok) {
+      for (auto& r : *results)
+        if (r.error == ErrorCode::none)
+          r = {ErrorCode::kafka_storage_error, "The metadata log could not be written."};
+    }
+    done(std::move(*results));
+    config_busy_ = false;
+    if (!config_queue_.empty()) {
+      auto next = std::move(config_queue_.front());
+      config_queue_.pop_front();
+      next();
+    }
+  });
+}
+
+}  // namespace samsa::replication

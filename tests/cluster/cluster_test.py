@@ -1,0 +1,473 @@
+#!/usr/bin/env python3
+"""A samsa cluster on loopback: 1 controller and 3 brokers, each a separate samsad process
+with its own data directory and free ports, checked with a real client (confluent-kafka /
+librdkafka) and raw requests (tests/clients/kproto.py).
+
+  cluster_test.py --samsad PATH [--cycles N] [--keep]
+
+Checks: the 3 brokers are in Metadata; a topic with replication factor 3 and 3 partitions gets 3
+distinct leaders; produce and consume through the leaders work; a raw ListOffsets and Fetch to a
+non-leader get NOT_LEADER_OR_FOLLOWER (Fetch v16 with the current leader and its endpoint);
+replication factor 4 gets INVALID_REPLICATION_FACTOR; kill -9 of a partition leader -> within
+2 s it is gone from Metadata and its leaderships moved with the leader epoch bumped; restarted,
+it registers again and is back. Prints the failover times (kill -9 to the new leader visible in
+Metadata) and each broker's registration-to-unfenced time.
+
+Exit 77 (skip) when confluent-kafka is missing, except under CI=true where that fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "clients"))
+import kproto  # noqa: E402
+
+CONTROLLER_ID = 100
+BROKERS = (1, 2, 3)
+NOT_LEADER = 6
+INVALID_RF = 38
+
+
+def log(msg: str):
+    print(f"[cluster] {msg}", flush=True)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Node:
+    def __init__(self, samsad: str, root: str, node_id: int, props: dict[str, str]):
+        self.samsad = samsad
+        self.id = node_id
+        self.dir = os.path.join(root, f"node-{node_id}")
+        os.makedirs(os.path.join(self.dir, "data"), exist_ok=True)
+        self.props = dict(props)
+        self.props["node.id"] = str(node_id)
+        self.props["log.dirs"] = os.path.join(self.dir, "data")
+        self.props["samsa.admin.socket"] = os.path.join(self.dir, "admin.sock")
+        self.config = os.path.join(self.dir, "server.properties")
+        with open(self.config, "w") as f:
+            for k, v in self.props.items():
+                f.write(f"{k}={v}\n")
+        self.log_path = os.path.join(self.dir, "samsad.log")
+        self.proc: subprocess.Popen | None = None
+        self.port = int(self.props["listeners"].rsplit(":", 1)[1])
+
+    def start(self):
+        logf = open(self.log_path, "a")
+        self.proc = subprocess.Popen([self.samsad, "--config", self.config], stdout=logf,
+                                     stderr=subprocess.STDOUT)
+        logf.close()
+
+    def wait_listening(self, timeout: float = 30):
+        end = time.time() + timeout
+        while time.time() < end:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"node {self.id} exited with {self.proc.returncode}; "
+                                   f"log:\n{self.tail()}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError(f"node {self.id} did not listen within {timeout}s:\n{self.tail()}")
+
+    def kill9(self):
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                return self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                return -9
+        return self.proc.returncode if self.proc else 0
+
+    def tail(self, n: int = 30) -> str:
+        try:
+            with open(self.log_path) as f:
+                return "".join(f.readlines()[-n:])
+        except OSError:
+            return ""
+
+    def unfenced_ms(self) -> list[int]:
+        with open(self.log_path) as f:
+            return [int(m.group(1)) for m in
+                    re.finditer(r"unfenced by the controller (\d+) ms after registering", f.read())]
+
+
+def metadata(admin, timeout=2.0):
+    md = admin.list_topics(timeout=timeout)
+    return md
+
+
+def topic_md(via, name: str, partitions: int, timeout: float = 2.0):
+    """The topic's metadata once `via`'s broker shows all its partitions (brokers follow the
+    metadata log within a fetch of the one that forwarded the change)."""
+    end = time.time() + timeout
+    while True:
+        try:
+            t = metadata(via).topics.get(name)
+            if t is not None and len(t.partitions) == partitions:
+                return t
+        except Exception:
+            pass
+        if time.time() > end:
+            raise AssertionError(f"topic {name} with {partitions} partitions not in Metadata")
+        time.sleep(0.05)
+
+
+def check(cond: bool, what: str):
+    if not cond:
+        raise AssertionError(what)
+    log(f"ok: {what}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--samsad", required=True)
+    ap.add_argument("--cycles", type=int, default=3)
+    ap.add_argument("--keep", action="store_true")
+    a = ap.parse_args()
+    try:
+        from confluent_kafka import Consumer, Producer, TopicPartition
+        from confluent_kafka.admin import AdminClient, NewTopic
+    except ImportError:
+        if os.environ.get("CI") == "true":
+            log("FAIL: confluent-kafka is missing (python3-confluent-kafka)")
+            return 1
+        log("SKIP: confluent-kafka is missing (python3-confluent-kafka)")
+        return 77
+
+    root = tempfile.mkdtemp(prefix="samsa-cluster-")
+    cport = free_port()
+    common = {"controller.listener.names": "CONTROLLER",
+              "controller.quorum.bootstrap.servers": f"127.0.0.1:{cport}",
+              "samsa.reactors": "1"}
+    controller = Node(a.samsad, root, CONTROLLER_ID,
+                      dict(common, **{"process.roles": "controller",
+                                      "listeners": f"CONTROLLER://127.0.0.1:{cport}"}))
+    brokers = {}
+    for b in BROKERS:
+        port = free_port()
+        brokers[b] = Node(a.samsad, root, b,
+                          dict(common, **{"process.roles": "broker",
+                                          "listeners": f"PLAINTEXT://127.0.0.1:{port}"}))
+    nodes = [controller] + list(brokers.values())
+    ok = False
+    try:
+        controller.start()
+        controller.wait_listening()
+        t0 = time.time()
+        for n in brokers.values():
+            n.start()
+        for n in brokers.values():
+            n.wait_listening()
+        bootstrap = ",".join(f"127.0.0.1:{n.port}" for n in brokers.values())
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+
+        def live_brokers(via=admin):
+            try:
+                return set(metadata(via).brokers.keys())
+            except Exception:
+                return set()
+
+        end = time.time() + 15
+        while live_brokers() != set(BROKERS) and time.time() < end:
+            time.sleep(0.05)
+        check(live_brokers() == set(BROKERS),
+              f"Metadata lists the 3 brokers ({time.time() - t0:.2f}s after they started)")
+        cluster_ids = set()
+        for b, n in brokers.items():
+            md = metadata(AdminClient({"bootstrap.servers": f"127.0.0.1:{n.port}"}))
+            ports = {i: m.port for i, m in md.brokers.items()}
+            cluster_ids.add(md.cluster_id)
+            check(ports == {i: brokers[i].port for i in BROKERS},
+                  f"broker {b} advertises every broker at its own listener")
+        check(len(cluster_ids) == 1, f"the brokers joined the controller's cluster {cluster_ids}")
+        kp = kproto.Kafka()
+        conn = kproto.Conn("127.0.0.1", brokers[BROKERS[0]].port)
+        conn.send(kp.encode_request(60, 2, 1, "cluster-test", {"EndpointType": 1,
+                                                                "IncludeFencedBrokers": True}))
+        _, dc = kp.decode_response(60, 2, conn.recv(10))
+        conn.close()
+        check(sorted((b["BrokerId"], b["Port"], b["IsFenced"]) for b in dc["Brokers"]) ==
+              [(b, brokers[b].port, False) for b in BROKERS] and
+              dc["ClusterId"] in cluster_ids, "DescribeCluster lists the 3 brokers, unfenced")
+
+        # ---- placement ----
+        fs = admin.create_topics([NewTopic("rf3", num_partitions=3, replication_factor=3)])
+        fs["rf3"].result(timeout=10)
+        t = topic_md(admin, "rf3", 3)
+        leaders = {p.id: p.leader for p in t.partitions.values()}
+        check(len(t.partitions) == 3 and sorted(leaders.values()) == list(BROKERS),
+              f"rf3 has 3 partitions with 3 distinct leaders {leaders}")
+        check(all(sorted(p.replicas) == list(BROKERS) and sorted(p.isrs) == list(BROKERS)
+                  for p in t.partitions.values()), "each partition has 3 replicas, all in sync")
+        # The broker the request went to answers once its own image has the topic.
+        # (the others follow the metadata log within a fetch).
+        for b, n in brokers.items():
+            one = AdminClient({"bootstrap.servers": f"127.0.0.1:{n.port}"})
+            end = time.time() + 2
+            while "rf3" not in metadata(one).topics and time.time() < end:
+                time.sleep(0.05)
+            check("rf3" in metadata(one).topics, f"broker {b} knows rf3")
+
+        fs = admin.create_topics([NewTopic("rf4", num_partitions=1, replication_factor=4)])
+        try:
+            fs["rf4"].result(timeout=10)
+            check(False, "replication factor 4 refused")
+        except Exception as e:  # KafkaException carrying a KafkaError
+            err = e.args[0] if e.args else None
+            code = err.code() if hasattr(err, "code") else None
+            check(code == INVALID_RF, f"replication factor 4 gets INVALID_REPLICATION_FACTOR "
+                                      f"({err})")
+
+        # ---- produce and consume through the leaders ----
+        # Idempotent: its producer id comes from a block the controller reserved.
+        p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
+                      "enable.idempotence": True})
+        delivered, failed = [], []
+
+        def report(err, msg):
+            (failed if err else delivered).append((msg.partition(), msg.offset(), err))
+
+        for i in range(300):
+            p.produce("rf3", value=f"v{i}".encode(), partition=i % 3, on_delivery=report)
+        p.flush(20)
+        check(len(delivered) == 300 and not failed,
+              f"300 records produced through the leaders ({len(failed)} failed)")
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": "cluster-test",
+                      "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+        c.assign([TopicPartition("rf3", i, 0) for i in range(3)])
+        got = set()
+        end = time.time() + 20
+        while len(got) < 300 and time.time() < end:
+            m = c.poll(0.2)
+            if m is not None and not m.error():
+                got.add(m.value().decode())
+        c.close()
+        check(got == {f"v{i}" for i in range(300)}, "the 300 records consumed from the leaders")
+
+        # Metadata's auto-creation goes through the controller too.
+        delivered.clear()
+        for i in range(10):
+            p.produce("auto-created", value=b"x", on_delivery=report)
+        p.flush(20)
+        check(len(delivered) == 10 and not failed,
+              "producing to a new topic auto-creates it through the controller")
+
+        # ---- a non-leader refuses ----
+        leader0 = leaders[0]
+        other = next(b for b in BROKERS if b != leader0)
+        conn = kproto.Conn("127.0.0.1", brokers[other].port)
+        conn.send(kp.encode_request(2, 7, 1, "cluster-test", {
+            "ReplicaId": -1, "Topics": [{"Name": "rf3", "Partitions": [
+                {"PartitionIndex": 0, "Timestamp": -1}]}]}))
+        _, lo = kp.decode_response(2, 7, conn.recv(10))
+        code = lo["Topics"][0]["Partitions"][0]["ErrorCode"]
+        check(code == NOT_LEADER, f"ListOffsets to non-leader {other} gets "
+                                  f"NOT_LEADER_OR_FOLLOWER ({code})")
+        topic_id = metadata_topic_id(kp, conn, "rf3")
+        conn.send(kp.encode_request(1, 16, 2, "cluster-test", {
+            "MaxWaitMs": 0, "MinBytes": 1, "SessionEpoch": -1, "Topics": [{
+                "TopicId": topic_id, "Partitions": [
+                    {"Partition": 0, "FetchOffset": 0, "PartitionMaxBytes": 65536}]}]}))
+        _, fr = kp.decode_response(1, 16, conn.recv(10))
+        part = fr["Responses"][0]["Partitions"][0]
+        cur = part["CurrentLeader"]
+        eps = {e["NodeId"]: e["Port"] for e in fr["NodeEndpoints"]}
+        check(part["ErrorCode"] == NOT_LEADER and cur["LeaderId"] == leader0 and
+              eps.get(leader0) == brokers[leader0].port,
+              f"Fetch v16 to non-leader gets NOT_LEADER_OR_FOLLOWER with leader {leader0} "
+              f"and its endpoint ({part['ErrorCode']}, {cur}, {eps})")
+        conn.close()
+
+        # ---- kill -9 of a leader ----
+        failovers = []
+        for cycle in range(a.cycles):
+            name = f"failover-{cycle}"
+            admin.create_topics([NewTopic(name, num_partitions=3, replication_factor=3)])[
+                name].result(timeout=10)
+            before = {q.id: (q.leader, leader_epoch(kp, brokers, name, q.id))
+                      for q in topic_md(admin, name, 3).partitions.values()}
+            victim = before[cycle % 3][0]
+            survivors = [b for b in BROKERS if b != victim]
+            via = AdminClient({"bootstrap.servers": f"127.0.0.1:{brokers[survivors[0]].port}"})
+            brokers[victim].kill9()
+            killed = time.time()
+            moved_at = None
+            while time.time() - killed < 5:
+                try:
+                    md = metadata(via, 1.0)
+                except Exception:
+                    continue
+                if name not in md.topics:
+                    continue
+                parts = md.topics[name].partitions
+                if victim not in md.brokers and all(
+                        parts[q].leader not in (victim, -1) for q in before):
+                    moved_at = time.time()
+                    break
+                time.sleep(0.01)
+            check(moved_at is not None,
+                  f"cycle {cycle}: broker {victim} gone and its leaderships moved")
+            elapsed = moved_at - killed
+            failovers.append(elapsed)
+            log(f"cycle {cycle}: kill -9 of broker {victim} -> new leaders visible in "
+                f"{elapsed * 1000:.0f} ms")
+            check(elapsed <= 2.0, f"cycle {cycle}: failover within 2 s ({elapsed:.2f}s)")
+            for q, (old_leader, old_epoch) in before.items():
+                if old_leader != victim:
+                    continue
+                new_epoch = leader_epoch(kp, brokers, name, q, only=survivors)
+                check(new_epoch == old_epoch + 1,
+                      f"cycle {cycle}: partition {q} leader epoch {old_epoch} -> {new_epoch}")
+            # Produce through the new leaders.
+            delivered.clear()
+            failed.clear()
+            for i in range(30):
+                p.produce(name, value=b"after", partition=i % 3, on_delivery=report)
+            p.flush(20)
+            check(len(delivered) == 30 and not failed,
+                  f"cycle {cycle}: produce through the new leaders ({len(failed)} failed)")
+            # Restart: it registers again (a new incarnation) and comes back.
+            brokers[victim].start()
+            back = time.time()
+            while victim not in live_brokers(via) and time.time() - back < 15:
+                time.sleep(0.05)
+            check(victim in live_brokers(via),
+                  f"cycle {cycle}: broker {victim} is back in Metadata after "
+                  f"{time.time() - back:.2f}s")
+        p.flush(5)
+
+        # ---- controlled shutdown: SIGTERM moves the leaderships before the broker stops ----
+        name = "graceful"
+        admin.create_topics([NewTopic(name, num_partitions=3, replication_factor=3)])[
+            name].result(timeout=10)
+        before = {q.id: (q.leader, leader_epoch(kp, brokers, name, q.id))
+                  for q in topic_md(admin, name, 3).partitions.values()}
+        victim = before[0][0]
+        survivors = [b for b in BROKERS if b != victim]
+        via = AdminClient({"bootstrap.servers": f"127.0.0.1:{brokers[survivors[0]].port}"})
+        metadata(via)
+        brokers[victim].proc.send_signal(signal.SIGTERM)
+        termed = time.time()
+        moved_at = None
+        while time.time() - termed < 5 and moved_at is None:
+            try:
+                md = metadata(via, 1.0)
+                parts = md.topics[name].partitions
+                if victim not in md.brokers and all(
+                        parts[q].leader not in (victim, -1) for q in before):
+                    moved_at = time.time()
+            except Exception:
+                pass
+        rc = brokers[victim].proc.wait(timeout=20)
+        check(rc == 0 and moved_at is not None,
+              f"SIGTERM of broker {victim}: clean stop and its leaderships moved")
+        graceful = moved_at - termed
+        check(graceful < 1.0, f"controlled shutdown moved them in {graceful * 1000:.0f} ms, "
+                              f"not after the 1.5 s session timeout")
+        check("controlled shutdown: leaderships moved" in brokers[victim].tail(60),
+              f"broker {victim} logged its controlled shutdown")
+        for q, (old_leader, old_epoch) in before.items():
+            if old_leader == victim:
+                check(leader_epoch(kp, brokers, name, q, only=survivors) == old_epoch + 1,
+                      f"partition {q} of {name}: leader epoch bumped")
+        brokers[victim].start()
+        back = time.time()
+        while victim not in live_brokers(via) and time.time() - back < 15:
+            time.sleep(0.05)
+        check(victim in live_brokers(via), f"broker {victim} is back after its restart")
+
+        # ---- forwarded changes: CreatePartitions and DeleteTopics through a broker ----
+        from confluent_kafka.admin import NewPartitions
+        admin.create_partitions([NewPartitions("rf3", 5)])["rf3"].result(timeout=10)
+        parts = topic_md(admin, "rf3", 5).partitions
+        check(len(parts) == 5 and all(len(parts[q].replicas) == 3 for q in parts),
+              "CreatePartitions through a broker: rf3 has 5 partitions of 3 replicas")
+        admin.delete_topics(["rf3"])["rf3"].result(timeout=10)
+        for b, n in brokers.items():
+            one = AdminClient({"bootstrap.servers": f"127.0.0.1:{n.port}"})
+            end = time.time() + 2
+            while "rf3" in metadata(one).topics and time.time() < end:
+                time.sleep(0.05)
+            check("rf3" not in metadata(one).topics,
+                  f"DeleteTopics through a broker: broker {b} forgot rf3")
+
+        unfenced = [ms for n in brokers.values() for ms in n.unfenced_ms()]
+        log(f"failover (kill -9 -> new leaders in Metadata), ms: "
+            f"{[round(x * 1000) for x in failovers]}; median "
+            f"{statistics.median(failovers) * 1000:.0f}, max {max(failovers) * 1000:.0f}")
+        if unfenced:
+            log(f"registration -> unfenced, ms: {unfenced}; median "
+                f"{statistics.median(unfenced):.0f}")
+        log(f"controlled shutdown (SIGTERM -> new leaders in Metadata): {graceful * 1000:.0f} ms")
+        rcs = {n.id: n.stop() for n in nodes}
+        check(all(rc == 0 for rc in rcs.values()), f"every node stops cleanly on SIGTERM {rcs}")
+        ok = True
+        return 0
+    except AssertionError as e:
+        log(f"FAIL: {e}")
+        return 1
+    finally:
+        for n in nodes:
+            if n.proc and n.proc.poll() is None:
+                n.proc.kill()
+                n.proc.wait()
+        if not ok:
+            for n in nodes:
+                log(f"--- node {n.id} log (tail) ---\n{n.tail()}")
+        if a.keep or not ok:
+            log(f"data and logs kept in {root}")
+        else:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def metadata_topic_id(kp, conn, topic: str) -> str:
+    conn.send(kp.encode_request(3, 12, 99, "cluster-test", {
+        "Topics": [{"Name": topic}], "AllowAutoTopicCreation": False}))
+    _, md = kp.decode_response(3, 12, conn.recv(10))
+    return md["Topics"][0]["TopicId"]
+
+
+def leader_epoch(kp, brokers, topic: str, partition: int, only=None) -> int:
+    """The partition's leader epoch as Metadata v12 tells it (confluent-kafka does not show it)."""
+    for b in (only or list(brokers)):
+        try:
+            conn = kproto.Conn("127.0.0.1", brokers[b].port, timeout=5)
+        except OSError:
+            continue
+        try:
+            conn.send(kp.encode_request(3, 12, 7, "cluster-test", {
+                "Topics": [{"Name": topic}], "AllowAutoTopicCreation": False}))
+            _, md = kp.decode_response(3, 12, conn.recv(5))
+        finally:
+            conn.close()
+        for pp in md["Topics"][0]["Partitions"]:
+            if pp["PartitionIndex"] == partition:
+                return pp["LeaderEpoch"]
+    return -1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
