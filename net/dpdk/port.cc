@@ -225,6 +225,34 @@ bool claim_interfaces(const std::vector<std::string>& argv, std::string* error) 
   return true;
 }
 
+// The af_packet and af_xdp PMDs open their sockets deep inside the EAL's device probe, where a
+// refusal surfaces as "no device". A socket of the same family opened here first names the
+// real cause: the missing capability (a plain user, or the hardened systemd unit without the
+// samsa-dpdk.conf drop-in) or the address family a seccomp filter forbids.
+bool check_socket_permissions(const std::vector<std::string>& argv, std::string* error) {
+  for (const auto& w : argv) {
+    const bool xdp = w.find("net_af_xdp") != std::string::npos;
+    if (!xdp && w.find("net_af_packet") == std::string::npos) continue;
+    const int fd = ::socket(xdp ? AF_XDP : AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0);
+    if (fd >= 0) {
+      ::close(fd);
+      continue;
+    }
+    const int e = errno;
+    if (e != EPERM && e != EACCES && e != EAFNOSUPPORT) continue;  // the PMD reports the rest
+    const char* family = xdp ? "AF_XDP" : "AF_PACKET";
+    *error = std::string("permission denied: ") + (xdp ? "net_af_xdp" : "net_af_packet") +
+             " needs an " + family + " socket, which was refused (" + std::strerror(e) +
+             "): it needs " + (xdp ? "CAP_NET_RAW, CAP_NET_ADMIN and CAP_BPF" : "CAP_NET_RAW") +
+             " and the " + family +
+             " address family. Under systemd the samsa unit grants neither: install its drop-in "
+             "(ln -s /usr/share/samsa/samsa-dpdk.conf /etc/systemd/system/samsa.service.d/, "
+             "then systemctl daemon-reload)";
+    return false;
+  }
+  return true;
+}
+
 // The EAL exists once per process; a second open() may only reuse it with the same words.
 std::mutex g_eal_mu;
 bool g_eal_done = false;
@@ -276,6 +304,10 @@ std::expected<std::unique_ptr<Port>, std::string> Port::open(const PortOptions& 
             "hugepages missing: samsa.dpdk.eal.args does not say --no-huge and no hugepages are "
             "free (/sys/kernel/mm/hugepages/*/free_hugepages); reserve some (e.g. echo 256 > "
             "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages) or add --no-huge -m 256";
+        return fail(g_eal_error);
+      }
+      if (std::string why; !check_socket_permissions(user, &why)) {
+        g_eal_error = why;
         return fail(g_eal_error);
       }
       if (std::string why; !claim_interfaces(user, &why)) {
