@@ -253,6 +253,18 @@ bool check_socket_permissions(const std::vector<std::string>& argv, std::string*
   return true;
 }
 
+// Whether this thread's effective set holds capability `cap` (the CapEff mask of /proc).
+bool has_capability(int cap) {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("CapEff:", 0) != 0) continue;
+    const unsigned long long mask = std::strtoull(line.c_str() + 7, nullptr, 16);
+    return (mask >> cap) & 1;
+  }
+  return true;  // unknown: do not guess at a permission problem
+}
+
 // The EAL exists once per process; a second open() may only reuse it with the same words.
 std::mutex g_eal_mu;
 bool g_eal_done = false;
@@ -423,7 +435,18 @@ std::expected<std::unique_ptr<Port>, std::string> Port::open(const PortOptions& 
     const std::string tail = log_tail();
     std::string why = rte_strerror(-rc);
     // af_xdp binds its socket here; the kernel refuses a queue another AF_XDP socket holds.
-    if (tail.find("xsk socket") != std::string::npos)
+    // Without CAP_SYS_ADMIN the same step fails earlier: libxdp looks XDP programs up by id
+    // (BPF_PROG_GET_FD_BY_ID), and registering the packet memory needs CAP_IPC_LOCK or a
+    // memlock limit above the pool.
+    const bool xsk = tail.find("xsk socket") != std::string::npos ||
+                     tail.find("create umem") != std::string::npos;
+    if (xsk && !has_capability(21 /*CAP_SYS_ADMIN*/))
+      why =
+          "permission denied: net_af_xdp as a non-root user needs CAP_SYS_ADMIN besides "
+          "CAP_NET_RAW, CAP_NET_ADMIN and CAP_BPF (libxdp looks XDP programs up by id), and "
+          "CAP_IPC_LOCK or a memlock limit above the packet pool; see samsa-dpdk.conf (" +
+          why + ")";
+    else if (tail.find("xsk socket") != std::string::npos)
       why = "in use: the kernel refused an AF_XDP socket on queue 0 of " + p->iface_ +
             " (another broker or AF_XDP program holds it?) (" + why + ")";
     return fail("device " + p->device_ + ": receive queue: " + why + tail);
