@@ -298,8 +298,8 @@ std::vector<std::string> eal_argv(const std::string& args, const std::string& cp
 
 std::expected<std::unique_ptr<Port>, std::string> Port::open(const PortOptions& opts) {
   auto fail = [](std::string m) { return std::unexpected(std::move(m)); };
-  if (opts.mtu < 576 || opts.mtu > 1500)
-    return fail("samsa.dpdk.mtu " + std::to_string(opts.mtu) + " is outside 576..1500");
+  if (opts.mtu < 576 || opts.mtu > 9000)
+    return fail("samsa.dpdk.mtu " + std::to_string(opts.mtu) + " is outside 576..9000");
   const std::vector<std::string> argv_s = eal_argv(opts.eal_args, allowed_cpus());
   {
     std::lock_guard lk(g_eal_mu);
@@ -393,16 +393,25 @@ std::expected<std::unique_ptr<Port>, std::string> Port::open(const PortOptions& 
       p->driver_ == "net_af_xdp" || p->driver_ == "net_af_packet" || p->driver_ == "net_tap";
   const unsigned flags =
       software || rte_eal_iova_mode() == RTE_IOVA_VA ? RTE_MEMPOOL_F_NO_IOVA_CONTIG : 0;
+  // One mbuf per frame, jumbo frames included (the receive path relies on it).
+  const std::uint32_t room_needed = RTE_PKTMBUF_HEADROOM + opts.mtu + RTE_ETHER_HDR_LEN;
+  if (room_needed > RTE_MBUF_DEFAULT_BUF_SIZE && p->driver_ == "net_af_xdp")
+    return fail("samsa.dpdk.mtu " + std::to_string(opts.mtu) +
+                ": net_af_xdp carries frames of at most 1500 bytes here (one page per frame)");
+  // The af_packet PMD also wants its ring's whole frame (framesz= minus its header) to fit:
+  // 1 KiB of slack above the MTU lets framesz=MTU rounded up to 1 KiB + 1 KiB do (9216 at 9000).
+  const auto room = static_cast<std::uint16_t>(room_needed <= RTE_MBUF_DEFAULT_BUF_SIZE
+                                                   ? RTE_MBUF_DEFAULT_BUF_SIZE
+                                                   : ((room_needed + 1023) & ~1023u) + 1024);
   rte_pktmbuf_pool_private pool_priv{};
-  pool_priv.mbuf_data_room_size = RTE_MBUF_DEFAULT_BUF_SIZE;
+  pool_priv.mbuf_data_room_size = room;
   pool_priv.mbuf_priv_size = priv;
   rte_mempool* mp = rte_mempool_create_empty(
-      pool_name.c_str(), opts.mbufs, sizeof(rte_mbuf) + priv + RTE_MBUF_DEFAULT_BUF_SIZE, 256,
+      pool_name.c_str(), opts.mbufs, sizeof(rte_mbuf) + priv + room, 256,
       sizeof(rte_pktmbuf_pool_private), static_cast<int>(rte_socket_id()), flags);
   const auto pool_failed = [&](int e) {
     if (mp) rte_mempool_free(mp);
-    const std::uint64_t need =
-        std::uint64_t(opts.mbufs) * (sizeof(rte_mbuf) + priv + RTE_MBUF_DEFAULT_BUF_SIZE);
+    const std::uint64_t need = std::uint64_t(opts.mbufs) * (sizeof(rte_mbuf) + priv + room);
     return fail(
         "no memory: DPDK could not allocate " + std::to_string(opts.mbufs) +
         " packet buffers (about " + std::to_string(need >> 20) + " MiB): " + rte_strerror(e) +
@@ -475,6 +484,22 @@ std::expected<std::unique_ptr<Port>, std::string> Port::open(const PortOptions& 
   std::memcpy(p->mac_, mac.addr_bytes, 6);
   std::uint16_t dev_mtu = 1500;
   if (rte_eth_dev_get_mtu(id, &dev_mtu) != 0) dev_mtu = 1500;
+  // A jumbo MTU asked for: the PMD sets it on the device (af_packet: on the interface, if its
+  // ring's framesz= holds such frames).
+  if (opts.mtu > dev_mtu) {
+    const int rc = rte_eth_dev_set_mtu(id, static_cast<std::uint16_t>(opts.mtu));
+    if (rc == 0) {
+      dev_mtu = static_cast<std::uint16_t>(opts.mtu);
+    } else if (p->driver_ == "net_af_packet" && !p->iface_.empty()) {
+      // ethdev caps af_packet at a standard frame; the kernel interface's MTU is the real
+      // limit (and the ring's framesz=, which the PMD already checked against the mbufs).
+      std::ifstream f("/sys/class/net/" + p->iface_ + "/mtu");
+      std::uint32_t kmtu = 0;
+      if (f >> kmtu && kmtu >= opts.mtu) dev_mtu = static_cast<std::uint16_t>(opts.mtu);
+    }
+    if (dev_mtu < opts.mtu)
+      LOG_WARN("dpdk: %s: setting MTU %u: %s", p->device_.c_str(), opts.mtu, rte_strerror(-rc));
+  }
   p->mtu_ = std::min<std::uint32_t>(opts.mtu, dev_mtu);
   if (p->mtu_ < opts.mtu)
     LOG_WARN("dpdk: %s has MTU %u; samsa.dpdk.mtu %u lowered to it", p->device_.c_str(), dev_mtu,
@@ -561,7 +586,7 @@ std::uint16_t Port::rx(Frame* out, std::uint16_t n) {
   const std::uint16_t got = rte_eth_rx_burst(id_, 0, m, n);
   std::uint16_t k = 0;
   for (std::uint16_t i = 0; i < got; ++i) {
-    if (m[i]->nb_segs != 1) {  // cannot happen below a 1500-byte MTU; never trust it
+    if (m[i]->nb_segs != 1) {  // the data room holds an MTU-sized frame; never trust it
       rte_pktmbuf_free(m[i]);
       continue;
     }

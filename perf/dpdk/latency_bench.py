@@ -4,7 +4,8 @@ the same veth pair, in one run.
 
   perf/dpdk/latency_bench.py --samsad build/daemon/samsad --perf build/perf/samsa-perf
       [--rates 5,20] [--reps 3] [--seconds 10] [--pmd af_packet|af_xdp] [--json out.json]
-      [-X samsad-key=value ...]
+      [--backends uring,dpdk,dpdk+pmd=af_xdp,dpdk+KEY=VALUE,uring+offload=off] [--mtu 9000]
+      [--no-max] [--markdown out.md] [-X samsad-key=value ...]
 
 The namespace and veth pair are veth_bench.py's: k0 (10.98.0.1, checksum offload off) for the
 client, d0 for samsad (a kernel address for uring; DPDK drives it for dpdk). For every
@@ -61,6 +62,9 @@ def start_samsad(a, backend: str, work: str) -> subprocess.Popen:
     if backend == "dpdk":
         vdev = ("net_af_xdp0,iface=d0,start_queue=0,queue_count=1" if pmd == "af_xdp"
                 else "net_af_packet0,iface=d0")
+        if a.mtu > 1500 and pmd == "af_packet":  # its ring must hold a jumbo frame
+            vdev += ",framesz=9216,blocksz=36864"
+            cmd += ["--override", f"samsa.dpdk.mtu={a.mtu}", "--override", "samsa.dpdk.mbufs=16383"]
         cmd += ["--override", "samsa.net.backend=dpdk",
                 "--override", f"samsa.dpdk.eal.args=--no-huge -m 512 --vdev={vdev}",
                 "--override", f"samsa.dpdk.ip={BROKER_IP}"]
@@ -256,6 +260,9 @@ def main() -> int:
     ap.add_argument("--dpdk-X", action="append", default=[], help="samsad override, dpdk only")
     ap.add_argument("--keep", action="store_true", help="keep each run's directory")
     ap.add_argument("--no-max", action="store_true", help="fixed rates only")
+    ap.add_argument("--mtu", type=int, default=1500,
+                    help="MTU of the veth pair (both backends); >1500: jumbo frames on DPDK too "
+                    "(af_packet only)")
     ap.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     a.rates = [float(x) for x in a.rates.split(",") if x]
@@ -272,6 +279,8 @@ def main() -> int:
         sh(*n, "link", "set", "lo", "up")
         sh(*n, "link", "add", "k0", "type", "veth", "peer", "name", "d0")
         sh(*n, "addr", "add", f"{CLIENT_IP}/24", "dev", "k0")
+        sh(*n, "link", "set", "k0", "mtu", str(a.mtu))
+        sh(*n, "link", "set", "d0", "mtu", str(a.mtu))
         sh(*n, "link", "set", "k0", "up")
         sh(*n, "link", "set", "d0", "up")
         sh("ip", "netns", "exec", NS, "ethtool", "-K", "k0", "tx", "off")
