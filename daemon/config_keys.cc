@@ -333,10 +333,11 @@ const std::vector<ConfigKey> kKeys = {
      T::int32,
      "1500",
      576,
-     1500,
+     9000,
      {},
      false,
-     "MTU of the DPDK device (TCP's MSS follows it; at most 1500: one mbuf per frame)."},
+     "MTU of the DPDK device (TCP's MSS follows it; above 1500 only with net_af_packet, whose "
+     "framesz= must hold the frame, or a PCI device)."},
     {"samsa.dpdk.idle.poll.us",
      T::int32,
      "50",

@@ -132,6 +132,17 @@ std::string format_status(const Value& r) {
     listeners += (listeners.empty() ? "" : ", ") + l.as_string();
   rows.emplace_back("listeners", listeners.empty() ? "-" : listeners);
   rows.emplace_back("backend", str(r, "backend"));
+  if (const Value* d = r.find("dpdk")) {
+    char busy[32];
+    std::snprintf(busy, sizeof busy, "%.1f%%", 100 * num(*d, "poll_busy_ratio"));
+    rows.emplace_back("dpdk", str(*d, "device") + " (" + str(*d, "driver") + ") on " +
+                                  str(*d, "interface") + ", " + str(*d, "ip") + " mac " +
+                                  str(*d, "mac") + " mtu " + str(*d, "mtu"));
+    rows.emplace_back("dpdk queues", str(*d, "rx_queues") + "/" + str(*d, "tx_queues") +
+                                         " rx/tx, polled by " + str(*d, "polled_by") + ", " +
+                                         str(*d, "tcp_connections") +
+                                         " TCP connections, poll busy " + busy);
+  }
   rows.emplace_back("config", str(r, "config_file"));
   rows.emplace_back("admin socket", str(r, "admin_socket"));
   rows.emplace_back("metrics", str(r, "metrics_listen"));

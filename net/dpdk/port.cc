@@ -225,6 +225,46 @@ bool claim_interfaces(const std::vector<std::string>& argv, std::string* error) 
   return true;
 }
 
+// The af_packet and af_xdp PMDs open their sockets deep inside the EAL's device probe, where a
+// refusal surfaces as "no device". A socket of the same family opened here first names the
+// real cause: the missing capability (a plain user, or the hardened systemd unit without the
+// samsa-dpdk.conf drop-in) or the address family a seccomp filter forbids.
+bool check_socket_permissions(const std::vector<std::string>& argv, std::string* error) {
+  for (const auto& w : argv) {
+    const bool xdp = w.find("net_af_xdp") != std::string::npos;
+    if (!xdp && w.find("net_af_packet") == std::string::npos) continue;
+    const int fd = ::socket(xdp ? AF_XDP : AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0);
+    if (fd >= 0) {
+      ::close(fd);
+      continue;
+    }
+    const int e = errno;
+    if (e != EPERM && e != EACCES && e != EAFNOSUPPORT) continue;  // the PMD reports the rest
+    const char* family = xdp ? "AF_XDP" : "AF_PACKET";
+    *error = std::string("permission denied: ") + (xdp ? "net_af_xdp" : "net_af_packet") +
+             " needs an " + family + " socket, which was refused (" + std::strerror(e) +
+             "): it needs " + (xdp ? "CAP_NET_RAW, CAP_NET_ADMIN and CAP_BPF" : "CAP_NET_RAW") +
+             " and the " + family +
+             " address family. Under systemd the samsa unit grants neither: install its drop-in "
+             "(ln -s /usr/share/samsa/samsa-dpdk.conf /etc/systemd/system/samsa.service.d/, "
+             "then systemctl daemon-reload)";
+    return false;
+  }
+  return true;
+}
+
+// Whether this thread's effective set holds capability `cap` (the CapEff mask of /proc).
+bool has_capability(int cap) {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("CapEff:", 0) != 0) continue;
+    const unsigned long long mask = std::strtoull(line.c_str() + 7, nullptr, 16);
+    return (mask >> cap) & 1;
+  }
+  return true;  // unknown: do not guess at a permission problem
+}
+
 // The EAL exists once per process; a second open() may only reuse it with the same words.
 std::mutex g_eal_mu;
 bool g_eal_done = false;
@@ -258,8 +298,8 @@ std::vector<std::string> eal_argv(const std::string& args, const std::string& cp
 
 std::expected<std::unique_ptr<Port>, std::string> Port::open(const PortOptions& opts) {
   auto fail = [](std::string m) { return std::unexpected(std::move(m)); };
-  if (opts.mtu < 576 || opts.mtu > 1500)
-    return fail("samsa.dpdk.mtu " + std::to_string(opts.mtu) + " is outside 576..1500");
+  if (opts.mtu < 576 || opts.mtu > 9000)
+    return fail("samsa.dpdk.mtu " + std::to_string(opts.mtu) + " is outside 576..9000");
   const std::vector<std::string> argv_s = eal_argv(opts.eal_args, allowed_cpus());
   {
     std::lock_guard lk(g_eal_mu);
@@ -276,6 +316,10 @@ std::expected<std::unique_ptr<Port>, std::string> Port::open(const PortOptions& 
             "hugepages missing: samsa.dpdk.eal.args does not say --no-huge and no hugepages are "
             "free (/sys/kernel/mm/hugepages/*/free_hugepages); reserve some (e.g. echo 256 > "
             "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages) or add --no-huge -m 256";
+        return fail(g_eal_error);
+      }
+      if (std::string why; !check_socket_permissions(user, &why)) {
+        g_eal_error = why;
         return fail(g_eal_error);
       }
       if (std::string why; !claim_interfaces(user, &why)) {
@@ -349,16 +393,25 @@ std::expected<std::unique_ptr<Port>, std::string> Port::open(const PortOptions& 
       p->driver_ == "net_af_xdp" || p->driver_ == "net_af_packet" || p->driver_ == "net_tap";
   const unsigned flags =
       software || rte_eal_iova_mode() == RTE_IOVA_VA ? RTE_MEMPOOL_F_NO_IOVA_CONTIG : 0;
+  // One mbuf per frame, jumbo frames included (the receive path relies on it).
+  const std::uint32_t room_needed = RTE_PKTMBUF_HEADROOM + opts.mtu + RTE_ETHER_HDR_LEN;
+  if (room_needed > RTE_MBUF_DEFAULT_BUF_SIZE && p->driver_ == "net_af_xdp")
+    return fail("samsa.dpdk.mtu " + std::to_string(opts.mtu) +
+                ": net_af_xdp carries frames of at most 1500 bytes here (one page per frame)");
+  // The af_packet PMD also wants its ring's whole frame (framesz= minus its header) to fit:
+  // 1 KiB of slack above the MTU lets framesz=MTU rounded up to 1 KiB + 1 KiB do (9216 at 9000).
+  const auto room = static_cast<std::uint16_t>(room_needed <= RTE_MBUF_DEFAULT_BUF_SIZE
+                                                   ? RTE_MBUF_DEFAULT_BUF_SIZE
+                                                   : ((room_needed + 1023) & ~1023u) + 1024);
   rte_pktmbuf_pool_private pool_priv{};
-  pool_priv.mbuf_data_room_size = RTE_MBUF_DEFAULT_BUF_SIZE;
+  pool_priv.mbuf_data_room_size = room;
   pool_priv.mbuf_priv_size = priv;
   rte_mempool* mp = rte_mempool_create_empty(
-      pool_name.c_str(), opts.mbufs, sizeof(rte_mbuf) + priv + RTE_MBUF_DEFAULT_BUF_SIZE, 256,
+      pool_name.c_str(), opts.mbufs, sizeof(rte_mbuf) + priv + room, 256,
       sizeof(rte_pktmbuf_pool_private), static_cast<int>(rte_socket_id()), flags);
   const auto pool_failed = [&](int e) {
     if (mp) rte_mempool_free(mp);
-    const std::uint64_t need =
-        std::uint64_t(opts.mbufs) * (sizeof(rte_mbuf) + priv + RTE_MBUF_DEFAULT_BUF_SIZE);
+    const std::uint64_t need = std::uint64_t(opts.mbufs) * (sizeof(rte_mbuf) + priv + room);
     return fail(
         "no memory: DPDK could not allocate " + std::to_string(opts.mbufs) +
         " packet buffers (about " + std::to_string(need >> 20) + " MiB): " + rte_strerror(e) +
@@ -391,7 +444,18 @@ std::expected<std::unique_ptr<Port>, std::string> Port::open(const PortOptions& 
     const std::string tail = log_tail();
     std::string why = rte_strerror(-rc);
     // af_xdp binds its socket here; the kernel refuses a queue another AF_XDP socket holds.
-    if (tail.find("xsk socket") != std::string::npos)
+    // Without CAP_SYS_ADMIN the same step fails earlier: libxdp looks XDP programs up by id
+    // (BPF_PROG_GET_FD_BY_ID), and registering the packet memory needs CAP_IPC_LOCK or a
+    // memlock limit above the pool.
+    const bool xsk = tail.find("xsk socket") != std::string::npos ||
+                     tail.find("create umem") != std::string::npos;
+    if (xsk && !has_capability(21 /*CAP_SYS_ADMIN*/))
+      why =
+          "permission denied: net_af_xdp as a non-root user needs CAP_SYS_ADMIN besides "
+          "CAP_NET_RAW, CAP_NET_ADMIN and CAP_BPF (libxdp looks XDP programs up by id), and "
+          "CAP_IPC_LOCK or a memlock limit above the packet pool; see samsa-dpdk.conf (" +
+          why + ")";
+    else if (tail.find("xsk socket") != std::string::npos)
       why = "in use: the kernel refused an AF_XDP socket on queue 0 of " + p->iface_ +
             " (another broker or AF_XDP program holds it?) (" + why + ")";
     return fail("device " + p->device_ + ": receive queue: " + why + tail);
@@ -420,6 +484,22 @@ std::expected<std::unique_ptr<Port>, std::string> Port::open(const PortOptions& 
   std::memcpy(p->mac_, mac.addr_bytes, 6);
   std::uint16_t dev_mtu = 1500;
   if (rte_eth_dev_get_mtu(id, &dev_mtu) != 0) dev_mtu = 1500;
+  // A jumbo MTU asked for: the PMD sets it on the device (af_packet: on the interface, if its
+  // ring's framesz= holds such frames).
+  if (opts.mtu > dev_mtu) {
+    const int rc = rte_eth_dev_set_mtu(id, static_cast<std::uint16_t>(opts.mtu));
+    if (rc == 0) {
+      dev_mtu = static_cast<std::uint16_t>(opts.mtu);
+    } else if (p->driver_ == "net_af_packet" && !p->iface_.empty()) {
+      // ethdev caps af_packet at a standard frame; the kernel interface's MTU is the real
+      // limit (and the ring's framesz=, which the PMD already checked against the mbufs).
+      std::ifstream f("/sys/class/net/" + p->iface_ + "/mtu");
+      std::uint32_t kmtu = 0;
+      if (f >> kmtu && kmtu >= opts.mtu) dev_mtu = static_cast<std::uint16_t>(opts.mtu);
+    }
+    if (dev_mtu < opts.mtu)
+      LOG_WARN("dpdk: %s: setting MTU %u: %s", p->device_.c_str(), opts.mtu, rte_strerror(-rc));
+  }
   p->mtu_ = std::min<std::uint32_t>(opts.mtu, dev_mtu);
   if (p->mtu_ < opts.mtu)
     LOG_WARN("dpdk: %s has MTU %u; samsa.dpdk.mtu %u lowered to it", p->device_.c_str(), dev_mtu,
@@ -506,7 +586,7 @@ std::uint16_t Port::rx(Frame* out, std::uint16_t n) {
   const std::uint16_t got = rte_eth_rx_burst(id_, 0, m, n);
   std::uint16_t k = 0;
   for (std::uint16_t i = 0; i < got; ++i) {
-    if (m[i]->nb_segs != 1) {  // cannot happen below a 1500-byte MTU; never trust it
+    if (m[i]->nb_segs != 1) {  // the data room holds an MTU-sized frame; never trust it
       rte_pktmbuf_free(m[i]);
       continue;
     }

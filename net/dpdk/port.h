@@ -27,7 +27,7 @@ struct Frame {
 struct PortOptions {
   // samsa.dpdk.eal.args, split on white space. Missing essentials are added (see port.cc).
   std::string eal_args;
-  std::uint32_t mtu = 1500;  // samsa.dpdk.mtu; at most 1500 (one mbuf per frame)
+  std::uint32_t mtu = 1500;  // samsa.dpdk.mtu; up to 9000 (one mbuf per frame, sized to it)
   std::uint32_t mbufs = 32767;
   // Bytes each mbuf keeps for the stack right after the mbuf header (the lwIP pbuf that
   // wraps a received frame lives there: no allocation per packet).

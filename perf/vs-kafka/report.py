@@ -12,6 +12,9 @@ LABEL = {"samsa": "samsa", "kafka-default": "Kafka default", "kafka-flush": "Kaf
 COLOR = {"samsa": "#1b9e77", "kafka-default": "#d95f02", "kafka-flush": "#7570b3"}
 
 
+# Everything from this line on in RESULTS.md is kept when the report is rewritten.
+KEEP_MARKER = "<!-- kept by vs-kafka/report.py: sections below are written by other tools -->"
+
 def keys(path):
     """'a.b.p99.9' -> ['a', 'b', 'p99.9']: percentile names keep their dots."""
     out = []
@@ -419,4 +422,10 @@ def write(results, out):
     errs = errors(results)
     L += ["## Errors", ""] + (errs or ["None: every run acknowledged and consumed every record."])
     L.append("")
-    (out / "RESULTS.md").write_text("\n".join(L))
+    # Sections other tools wrote by hand after this marker (perf/dpdk's) survive a rewrite.
+    kept = ""
+    if (out / "RESULTS.md").exists():
+        old = (out / "RESULTS.md").read_text()
+        at = old.find(KEEP_MARKER)
+        kept = old[at:] if at >= 0 else ""
+    (out / "RESULTS.md").write_text("\n".join(L) + ("\n" + kept if kept else ""))

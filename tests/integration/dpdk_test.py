@@ -154,7 +154,7 @@ def netem_available(ns: str) -> bool:
     return True
 
 
-def setup_namespace(ns: str, force_wire: bool) -> str:
+def setup_namespace(ns: str, force_wire: bool, mtu: int = 1500) -> str:
     """The namespace with k0 <-veth-> d0; returns the impairment mode: "netem" or "wire"."""
     sh("ip", "netns", "add", ns)
     n = ["ip", "-n", ns]
@@ -165,6 +165,9 @@ def setup_namespace(ns: str, force_wire: bool) -> str:
     if mode == "netem":
         sh(*n, "link", "add", "ifb0", "type", "ifb")
         sh(*n, "link", "set", "ifb0", "up")
+    if mtu != 1500:
+        for i in ifaces:
+            sh(*n, "link", "set", i, "mtu", str(mtu))
     link_up(n, ns, ifaces)
     return mode
 
@@ -204,7 +207,7 @@ def outer(a) -> int:
     inner = None
     t0 = time.monotonic()
     try:
-        mode = setup_namespace(ns, a.force_wire)
+        mode = setup_namespace(ns, a.force_wire, a.mtu)
         log(f"namespace {ns}: kernel k0 {KERNEL_IP} <-> DPDK d0 {DPDK_IP} ({a.pmd}), "
             f"impairment by {'tc netem (+ifb)' if mode == 'netem' else 'dpdk_wire.py'}")
         work = tempfile.mkdtemp(prefix="samsa-dpdk-")
@@ -243,10 +246,12 @@ def outer(a) -> int:
 
 
 class Samsad(h.SamsadProcess):
-    def __init__(self, path: str, work: str, pmd: str):
+    def __init__(self, path: str, work: str, pmd: str, mtu: int = 1500):
         vdev = ("net_af_xdp0,iface=d0,start_queue=0,queue_count=1" if pmd == "af_xdp"
                 else "net_af_packet0,iface=d0")
-        super().__init__(path, work, [
+        if mtu > 1500:  # the af_packet ring's frames must hold a jumbo frame
+            vdev += ",framesz=9216,blocksz=36864"
+        overrides = [
             "node.id=1",
             "samsa.net.backend=dpdk",
             f"samsa.dpdk.eal.args=--no-huge -m 512 --vdev={vdev}",
@@ -255,7 +260,10 @@ class Samsad(h.SamsadProcess):
             "num.partitions=3",
             "auto.create.topics.enable=true",
             "group.initial.rebalance.delay.ms=0",
-            "log.retention.check.interval.ms=500"], port=PORT, host=DPDK_IP)
+            "log.retention.check.interval.ms=500"]
+        if mtu != 1500:
+            overrides += [f"samsa.dpdk.mtu={mtu}", "samsa.dpdk.mbufs=16383"]
+        super().__init__(path, work, overrides, port=PORT, host=DPDK_IP)
         self.log_dir = self.data
         self.log_file = self.log_path
 
@@ -936,11 +944,33 @@ def crash_inner(a) -> int:
         return 1
 
 
+def jumbo_check(broker: Samsad, mtu: int) -> bool:
+    """The frames really were jumbo: samsad says so at start, and its receive counters at
+    shutdown average well above a standard frame (the bulk run's data came in large frames)."""
+    with open(broker.log_file, "rb") as f:
+        text = f.read().decode(errors="replace")
+    up = re.search(r"dpdk: \S+ \(net_af_packet on d0\) up: .* mtu (\d+),", text)
+    rx = re.findall(r"dpdk: rx (\d+) packets (\d+) bytes", text)
+    if not up or int(up.group(1)) != mtu:
+        log(f"FAIL: samsad did not bring d0 up with MTU {mtu}: {up and up.group(0)}")
+        return False
+    if not rx:
+        log("FAIL: no dpdk counters in samsad's log")
+        return False
+    packets, nbytes = (int(x) for x in rx[-1])
+    avg = nbytes / max(packets, 1)
+    log(f"jumbo: MTU {up.group(1)}, received {packets} frames averaging {avg:.0f} bytes")
+    if avg < 3000:
+        log(f"FAIL: received frames average {avg:.0f} bytes: not jumbo")
+        return False
+    return True
+
+
 def inner(a) -> int:
     if a.crash_rounds:
         return crash_inner(a)
     work = a.work
-    broker = Samsad(a.samsad, work, a.pmd)
+    broker = Samsad(a.samsad, work, a.pmd, a.mtu)
     imp = Impairment(a.mode, work)
     ok = False
     clients = [c for c in a.clients.split(",") if c]
@@ -970,7 +1000,10 @@ def inner(a) -> int:
             if not broker.alive():
                 raise Fail("samsad died during the attack:\n" + broker.tail())
         if a.bulk_mb > 0:
-            if a.mode == "wire":
+            if a.mtu > 1500:
+                log("jumbo frames: the bulk run goes without impairment (the wire program and "
+                    "the loss test are for standard frames)")
+            elif a.mode == "wire":
                 log("restarting samsad with dpdk_wire.py between k0 and d0")
                 problem = broker.stop()
                 if problem:
@@ -978,9 +1011,11 @@ def inner(a) -> int:
                 rewire_through_wire()
                 imp.start_wire()
                 broker.start()
-            imp.on()
+            if a.mtu <= 1500:
+                imp.on()
             res = bulk_flow(a.bulk_mb, a.bulk_timeout)
-            log(f"bulk under loss/delay/reorder: {json.dumps(res)}")
+            log(f"bulk {'under loss/delay/reorder' if a.mtu <= 1500 else 'with jumbo frames'}: "
+                f"{json.dumps(res)}")
             if not broker.alive():
                 raise Fail("samsad died during the bulk run:\n" + broker.tail())
         idle_check(broker)
@@ -1000,7 +1035,9 @@ def inner(a) -> int:
             log(f"FAIL: {problem}\n{broker.tail()}")
             ok = False
         elif ok:
-            ok = counters_check(broker, impaired=a.bulk_mb > 0)
+            ok = counters_check(broker, impaired=a.bulk_mb > 0 and a.mtu <= 1500)
+            if ok and a.mtu > 1500:
+                ok = jumbo_check(broker, a.mtu)
         if not ok:
             log("samsad log tail:\n" + broker.tail())
     return 0 if ok else 1
@@ -1030,6 +1067,9 @@ def main() -> int:
                     "rounds over the DPDK backend")
     ap.add_argument("--samsactl", help="also check samsactl status and metrics")
     ap.add_argument("--unavailable", help="the DPDK backend was not built: this reason")
+    ap.add_argument("--mtu", type=int, default=1500,
+                    help="MTU of the veth pair and samsa.dpdk.mtu (>1500: jumbo frames, "
+                    "af_packet only; the bulk run then goes without impairment)")
     ap.add_argument("--keep", action="store_true", help="keep the work dir")
     ap.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--mode", help=argparse.SUPPRESS)

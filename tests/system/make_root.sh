@@ -12,6 +12,9 @@ PKGS=systemd,systemd-sysv,dbus,kcat,man-db,procps,iproute2,util-linux,passwd
 PKGS+=,liburing2,libsnappy1v5,liblz4-1,libzstd1,zlib1g,libstdc++6,libsystemd0
 # samsad links DPDK's libraries (the dpdk network backend).
 PKGS+=,librte-eal23,librte-ethdev23,librte-mbuf23,librte-mempool23
+# ... and what its dpdk backend loads at run time (the .deb recommends them): the mbuf pool's
+# ring driver and the af_packet / af_xdp poll-mode drivers.
+PKGS+=,librte-mempool-ring23,librte-net-af-packet23,librte-net-af-xdp23
 STAMP=".samsa-root:$PKGS"
 
 mkdir -p "$(dirname "$ROOT")"

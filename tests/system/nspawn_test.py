@@ -12,7 +12,12 @@ checks the exposition; a stalled reactor (test hook) and SIGSTOP each get samsad
 the watchdog within WatchdogSec + TimeoutAbortSec + 5 s; systemd-analyze verify and security;
 dpkg -r keeps data and config, dpkg -P removes the config, keeps /var/lib/samsa and says so.
 Then the .rpm is installed with its scriptlets into a fresh copy of the root and the same unit
-starts there.
+starts there. Last, the .deb again in a container with a network namespace of its own (a veth
+pair): samsad on the DPDK backend (net_af_packet, --no-huge) is refused by the hardened unit
+with an error naming the samsa-dpdk.conf drop-in, starts with the drop-in linked in, serves
+kcat, runs as user samsa, and `samsactl status` names the backend; then net_af_xdp, refused
+with the drop-in as shipped (libxdp needs CAP_SYS_ADMIN) and serving with its af_xdp lines on;
+systemd-analyze security scores the unit with and without the drop-in.
 
 The container shares the host's network namespace, so ports are picked free on the host and
 given to samsad through a drop-in that adds --override flags to ExecStart (the shipped unit and
@@ -76,11 +81,12 @@ class Container:
         self.console = open(os.path.join(logdir, f"{name}-console.log"), "w")
         self.proc: subprocess.Popen | None = None
         self.leader = 0
+        self.extra_args: list[str] = []
 
     def boot(self):
         self.proc = subprocess.Popen(
             ["systemd-nspawn", "-D", self.root, "-b", "--register=no", "--keep-unit",
-             "--console=pipe", "-M", self.name],
+             "--console=pipe", "-M", self.name, *self.extra_args],
             stdin=subprocess.DEVNULL, stdout=self.console, stderr=subprocess.STDOUT,
             start_new_session=True)
         deadline = time.monotonic() + 60
@@ -194,13 +200,17 @@ def wait_restarted(c: Container, old_pid: int, limit: float) -> float | None:
 
 
 def kcat_roundtrip(c: Container, port: int, topic: str, n: int) -> bool:
+    return kcat_roundtrip_at(c, f"127.0.0.1:{port}", topic, n)
+
+
+def kcat_roundtrip_at(c: Container, broker: str, topic: str, n: int) -> bool:
     data = "".join(f"k{i}:v{i}\n" for i in range(n))
-    p = c.run(["kcat", "-b", f"127.0.0.1:{port}", "-P", "-t", topic, "-K:", "-X",
+    p = c.run(["kcat", "-b", broker, "-P", "-t", topic, "-K:", "-X",
                "acks=all"], check=False, input=data)
     if p.returncode != 0:
         log(f"kcat -P: {p.stderr}")
         return False
-    r = c.run(["kcat", "-b", f"127.0.0.1:{port}", "-C", "-t", topic, "-o", "beginning", "-e",
+    r = c.run(["kcat", "-b", broker, "-C", "-t", topic, "-o", "beginning", "-e",
                "-q", "-f", "%k:%s\\n"], check=False, timeout=60)
     got = [l for l in r.stdout.splitlines() if l]
     return sorted(got) == sorted(data.split())
@@ -455,14 +465,149 @@ def rpm_part(rpm: str, cache: str, work: str):
         c.poweroff()
 
 
+DPDK_NET = ("10.97.0.1", "10.97.0.2")  # the kernel peer k0, samsad's DPDK address on d0
+
+
+def security_score(c: Container) -> float:
+    r = c.run(["systemd-analyze", "security", "samsa.service"], check=False)
+    m = re.search(r"Overall exposure level for samsa.service: ([0-9.]+)", r.stdout)
+    return float(m.group(1)) if m else 99.0
+
+
+def dpdk_part(deb: str, cache: str, work: str):
+    """samsad on the DPDK backend under systemd: refused by the hardened unit alone, serving
+    kcat with the shipped samsa-dpdk.conf drop-in linked in. The container gets a network
+    namespace of its own holding a veth pair (k0 for kcat, d0 for DPDK's net_af_packet; no
+    hugepages in a container: --no-huge)."""
+    ns = f"samsa-sys-dpdk-{os.getpid()}"
+    kernel_ip, dpdk_ip = DPDK_NET
+    root = os.path.join(work, "root-dpdk")
+    copy_root(cache, root)
+    shutil.copy(deb, os.path.join(root, "root/samsa.deb"))
+    c = Container(root, "samsa-dpdk", work)
+    try:
+        for cmd in (["ip", "netns", "add", ns],
+                    ["ip", "-n", ns, "link", "set", "lo", "up"],
+                    ["ip", "-n", ns, "link", "add", "k0", "type", "veth", "peer", "name", "d0"],
+                    ["ip", "-n", ns, "addr", "add", f"{kernel_ip}/24", "dev", "k0"],
+                    ["ip", "-n", ns, "link", "set", "k0", "up"],
+                    ["ip", "-n", ns, "link", "set", "d0", "up"],
+                    # the kernel's segments must carry full checksums (FACTS.md)
+                    ["ip", "netns", "exec", ns, "ethtool", "-K", "k0", "tx", "off"]):
+            r = sh(cmd)
+            if r.returncode != 0:
+                raise RuntimeError(f"{cmd}: {r.stderr.strip()}")
+        # nspawn keeps CAP_NET_ADMIN only with a network of the container's own; CAP_BPF and
+        # CAP_IPC_LOCK are not in its default set, and its own seccomp filter refuses bpf()
+        # (af_xdp's XDP program). A host has all of these: the drop-ins grant them to samsad.
+        c.extra_args = [f"--network-namespace-path=/run/netns/{ns}",
+                        "--capability=CAP_NET_ADMIN,CAP_BPF,CAP_IPC_LOCK",
+                        "--system-call-filter=bpf"]
+        c.boot()
+        r = c.run(["dpkg", "-i", "/root/samsa.deb"], check=False)
+        check(r.returncode == 0, f"dpdk: dpkg -i: {r.returncode} {r.stderr.strip()[-300:]}")
+        exists = lambda p: c.run(["test", "-e", p], check=False).returncode == 0
+        check(exists("/usr/share/samsa/samsa-dpdk.conf"), "dpdk: the .deb ships samsa-dpdk.conf")
+        paths = c.show("samsa", "DropInPaths").get("DropInPaths", "")
+        check("samsa-dpdk" not in paths, f"dpdk: the drop-in is not active as installed: {paths!r}")
+        plain_score = security_score(c)
+
+        d = os.path.join(root, "etc/systemd/system/samsa.service.d")
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, "test.conf"), "w") as f:
+            f.write("[Service]\nExecStart=\n"
+                    "ExecStart=/usr/sbin/samsad --config /etc/samsa/samsa.properties"
+                    f" --override listeners=PLAINTEXT://{dpdk_ip}:9092"
+                    " --override samsa.net.backend=dpdk"
+                    " --override \"samsa.dpdk.eal.args=--no-huge -m 256"
+                    " --vdev=net_af_packet0,iface=d0\""
+                    f" --override samsa.dpdk.ip={dpdk_ip}"
+                    " --override samsa.dpdk.mbufs=8191\n"
+                    # a refused start must not loop for the test's whole budget
+                    "Restart=no\n")
+        c.run(["systemctl", "daemon-reload"])
+        cur = c.cursor()
+        r = c.run(["systemctl", "restart", "samsa"], check=False)
+        j = c.journal(cur)
+        refused = [l for l in j.splitlines() if "permission denied" in l]
+        check(r.returncode != 0 and c.show("samsa", "ActiveState").get("ActiveState") != "active",
+              f"dpdk: without the drop-in the unit does not start (systemctl exit {r.returncode})")
+        check(bool(refused) and "samsa-dpdk.conf" in refused[0] and "CAP_NET_RAW" in refused[0],
+              f"dpdk: ... and says why: {refused[:1] or j.strip()[-400:]}")
+
+        c.run(["ln", "-s", "/usr/share/samsa/samsa-dpdk.conf",
+               "/etc/systemd/system/samsa.service.d/samsa-dpdk.conf"])
+        c.run(["systemctl", "daemon-reload"])
+        c.run(["systemctl", "reset-failed", "samsa"], check=False)
+        cur = c.cursor()
+        r = c.run(["systemctl", "restart", "samsa"], check=False)
+        s = c.show("samsa", "ActiveState", "StatusText")
+        if not check(r.returncode == 0 and s.get("ActiveState") == "active",
+                     f"dpdk: with the drop-in the unit starts on net_af_packet: {s}"):
+            log("journal:\n" + c.journal(cur)[-3000:])
+        check(kcat_roundtrip_at(c, f"{dpdk_ip}:9092", "dpdk-system", 100),
+              "dpdk: kcat produces and consumes 100 records over the DPDK backend")
+        r = c.run(["samsactl", "status"], check=False)
+        check(r.returncode == 0 and "dpdk" in r.stdout and "net_af_packet" in r.stdout,
+              f"dpdk: samsactl status names the dpdk backend and its driver: {r.returncode}")
+        log("samsactl status (dpdk):\n" + r.stdout)
+        r = c.run(["ps", "-o", "user=", "-C", "samsad"], check=False)
+        check(r.stdout.strip() == "samsa", f"dpdk: samsad runs as user samsa: {r.stdout.strip()!r}")
+        dropin_score = security_score(c)
+
+        # net_af_xdp: with the drop-in as shipped, refused with the reason (libxdp needs
+        # CAP_SYS_ADMIN); with its commented-out af_xdp lines turned on, serving. CAP_IPC_LOCK
+        # only because this sandbox's hard memlock limit (8 MiB) is below the packet pool and
+        # systemd cannot raise it here (LimitMEMLOCK=infinity does on a host).
+        conf = os.path.join(d, "test.conf")
+        with open(conf) as f:
+            text = f.read()
+        with open(conf, "w") as f:
+            f.write(text.replace("--vdev=net_af_packet0,iface=d0",
+                                 "--vdev=net_af_xdp0,iface=d0,start_queue=0,queue_count=1"))
+        c.run(["systemctl", "daemon-reload"])
+        cur = c.cursor()
+        r = c.run(["systemctl", "restart", "samsa"], check=False)
+        j = c.journal(cur)
+        refused = [l for l in j.splitlines() if "start failed" in l]
+        check(r.returncode != 0 and bool(refused) and "CAP_SYS_ADMIN" in refused[0],
+              f"dpdk: net_af_xdp with the drop-in as shipped is refused with the reason: "
+              f"{refused[:1] or j.strip()[-400:]}")
+        with open(os.path.join(d, "zz-af-xdp.conf"), "w") as f:
+            f.write("[Service]\nCapabilityBoundingSet=CAP_SYS_ADMIN CAP_IPC_LOCK\n"
+                    "AmbientCapabilities=CAP_SYS_ADMIN CAP_IPC_LOCK\n")
+        c.run(["systemctl", "daemon-reload"])
+        c.run(["systemctl", "reset-failed", "samsa"], check=False)
+        cur = c.cursor()
+        r = c.run(["systemctl", "restart", "samsa"], check=False)
+        s = c.show("samsa", "ActiveState", "StatusText")
+        if check(r.returncode == 0 and "net_af_xdp" in s.get("StatusText", ""),
+                 f"dpdk: with the af_xdp lines the unit starts on net_af_xdp: {s}"):
+            check(kcat_roundtrip_at(c, f"{dpdk_ip}:9092", "dpdk-xdp", 100),
+                  "dpdk: kcat produces and consumes 100 records over net_af_xdp")
+        else:
+            log("journal:\n" + c.journal(cur)[-3000:])
+        log(f"systemd-analyze security: unit {plain_score}, unit + samsa-dpdk.conf {dropin_score}")
+        check(plain_score <= 3.0 and dropin_score <= 4.0,
+              f"dpdk: exposure {plain_score} alone (<= 3.0), {dropin_score} with the drop-in "
+              "(<= 4.0)")
+    finally:
+        if failures and c.leader:
+            log("journal of samsa.service:\n" + c.journal("", "-n", "60", "-o", "short-monotonic"))
+        c.poweroff()
+        sh(["ip", "netns", "del", ns])
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--build-dir", required=True)
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    ap.add_argument("--no-dpdk", metavar="WHY", help="samsad has no DPDK backend: skip that part")
     a = ap.parse_args()
     ci = os.environ.get("CI") == "true"
     missing = [t for t in ("systemd-nspawn", "nsenter", "debootstrap", "rpm", "rpmbuild",
-                           "lintian", "prometheus", "promtool", "cpack", "dpkg-shlibdeps")
+                           "lintian", "prometheus", "promtool", "cpack", "dpkg-shlibdeps", "ip",
+                           "ethtool")
                if not shutil.which(t)]
     if os.geteuid() != 0:
         missing.append("root")
@@ -486,6 +631,13 @@ def main() -> int:
         info = sh(["dpkg-deb", "-f", deb, "Depends"]).stdout.strip()
         log(f"Depends: {info}")
         check("liburing2" in info and "libsystemd0" in info, "runtime dependencies declared")
+        rec = sh(["dpkg-deb", "-f", deb, "Recommends"]).stdout.strip()
+        check("librte-net-af-packet23" in rec and "librte-mempool-ring23" in rec,
+              f"the DPDK drivers are recommended: {rec}")
+        for pkg, listing in ((deb, sh(["dpkg-deb", "-c", deb]).stdout),
+                             (rpm, sh(["rpm", "-qlp", rpm]).stdout)):
+            check("/usr/share/samsa/samsa-dpdk.conf" in listing,
+                  f"{os.path.basename(pkg)} ships /usr/share/samsa/samsa-dpdk.conf")
         conff = sh(["dpkg-deb", "-I", deb, "conffiles"]).stdout.strip()
         check(conff == "/etc/samsa/samsa.properties", f"conffiles: {conff!r}")
 
@@ -504,6 +656,12 @@ def main() -> int:
                                os.path.expanduser("~/.cache/samsa/debootstrap-bookworm"))
         deb_part(deb, cache, work)
         rpm_part(rpm, cache, work)
+        if a.no_dpdk:
+            log(f"the DPDK part is skipped: {a.no_dpdk}")
+            if ci:
+                check(False, f"CI=true: the DPDK part cannot run: {a.no_dpdk}")
+        else:
+            dpdk_part(deb, cache, work)
     except Exception as e:  # a broken step must fail the test, not hang it
         check(False, f"{type(e).__name__}: {e}")
     finally:
@@ -512,7 +670,7 @@ def main() -> int:
             log(f"work directory kept: {work}")
         else:
             # The roots are big; the logs (console, Prometheus) stay when something failed.
-            for d in ("root-deb", "root-rpm", "pkg"):
+            for d in ("root-deb", "root-rpm", "root-dpdk", "pkg"):
                 shutil.rmtree(os.path.join(work, d), ignore_errors=True)
             if failures:
                 log(f"logs kept in {work}")

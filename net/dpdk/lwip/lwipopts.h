@@ -52,7 +52,9 @@
 
 // ---- TCP ----
 #define LWIP_TCP 1
-#define TCP_MSS 1460
+// The largest MSS (jumbo frames, samsa.dpdk.mtu up to 9000): lwIP announces and uses
+// min(TCP_MSS, the interface's MTU - 40), so a 1500-byte MTU still gives 1460.
+#define TCP_MSS 8960
 #define TCP_CALCULATE_EFF_SEND_MSS 1
 // Window scaling lets one connection keep 512 KiB in flight each way (lwIP's 16-bit window
 // would cap a connection at 64 KiB per round trip).
@@ -60,7 +62,8 @@
 #define TCP_RCV_SCALE 4
 #define TCP_WND (512 * 1024)
 #define TCP_SND_BUF (512 * 1024)
-#define TCP_SND_QUEUELEN ((4 * TCP_SND_BUF) / TCP_MSS)
+// Counted in 1460-byte segments: the queue must not shrink with the jumbo TCP_MSS above.
+#define TCP_SND_QUEUELEN ((4 * TCP_SND_BUF) / 1460)
 #define TCP_SNDLOWAT (16 * 1024)
 #define TCP_SNDQUEUELOWAT (TCP_SND_QUEUELEN / 2)
 #define TCP_WND_UPDATE_THRESHOLD (TCP_WND / 8)
@@ -78,7 +81,7 @@
 #define LWIP_TCP_KEEPALIVE 1
 #define TCP_LISTEN_BACKLOG 1
 #define TCP_DEFAULT_LISTEN_BACKLOG 255
-#define TCP_OVERSIZE TCP_MSS
+#define TCP_OVERSIZE 1460
 #define LWIP_TCP_PCB_NUM_EXT_ARGS 0
 #define LWIP_CALLBACK_API 1
 #define LWIP_EVENT_API 0
