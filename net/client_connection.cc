@@ -1,0 +1,559 @@
+#include "net/client_connection.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+#include "base/bytes.h"
+#include "base/clock.h"
+#include "base/log.h"
+#include "io/offload.h"
+#include "net/ring_queue.h"
+
+namespace samsa::net {
+namespace {
+
+std::atomic<std::size_t> g_live{0};
+std::atomic<std::uint64_t> g_resolve_key{0};
+
+// Receive scratch for small pieces (size prefixes, small answers); a body larger than this is
+// received straight into its own buffer.
+constexpr std::size_t kScratchBytes = 64 * 1024;
+constexpr std::size_t kMaxIov = 64;
+
+struct Resolved {
+  int error = 0;  // positive errno (ENOENT for an unknown name)
+  sockaddr_storage addr{};
+  socklen_t len = 0;
+};
+
+Resolved resolve(const std::string& host, std::uint16_t port, bool numeric_only) {
+  Resolved out;
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV | (numeric_only ? AI_NUMERICHOST : 0);
+  addrinfo* res = nullptr;
+  const std::string service = std::to_string(port);
+  int rc = ::getaddrinfo(host.empty() ? "127.0.0.1" : host.c_str(), service.c_str(), &hints, &res);
+  if (rc != 0 || res == nullptr) {
+    out.error = rc == EAI_NONAME ? ENOENT : EHOSTUNREACH;
+    return out;
+  }
+  std::memcpy(&out.addr, res->ai_addr, res->ai_addrlen);
+  out.len = res->ai_addrlen;
+  ::freeaddrinfo(res);
+  return out;
+}
+
+}  // namespace
+
+class ClientConnection::Impl final : io::TurnHook {
+ public:
+  Impl(io::Reactor& r, ClientHandler& h, ClientOptions o)
+      : r_(r), h_(&h), opts_(std::move(o)), scratch_(kScratchBytes) {
+    g_live.fetch_add(1, std::memory_order_relaxed);
+    connect_op_.fn = &Impl::on_connect;
+    connect_op_.self = this;
+    recv_op_.fn = &Impl::on_recv;
+    recv_op_.self = this;
+    send_op_.fn = &Impl::on_send;
+    send_op_.self = this;
+    backoff_timer_.fn = &Impl::on_backoff;
+    backoff_timer_.self = this;
+    deadline_timer_.fn = &Impl::on_deadline;
+    deadline_timer_.self = this;
+    rng_ = reinterpret_cast<std::uintptr_t>(this) | 1;
+    iov_.reserve(kMaxIov);
+  }
+  ~Impl() {
+    if (fd_ >= 0) ::close(fd_);
+    g_live.fetch_sub(1, std::memory_order_relaxed);
+  }
+
+  void set_handle(ClientConnection* c) { handle_ = c; }
+
+  void start() { attempt(); }
+
+  bool send(Buffer frame) {
+    if (state_ != State::connected || frame.size() == 0) return false;
+    stats_.requests++;
+    send_q_.push_back(std::move(frame));
+    sent_at_.push_back(mono_ns());
+    arm_deadline();
+    wake();
+    return true;
+  }
+
+  bool connected() const { return state_ == State::connected; }
+  std::size_t inflight() const { return sent_at_.size(); }
+  const ClientStats& stats() const { return stats_; }
+  const std::string& host() const { return opts_.host; }
+  std::uint16_t port() const { return opts_.port; }
+
+  void reconnect() { fail(ECONNABORTED); }
+
+  void set_endpoint(const std::string& host, std::uint16_t port) {
+    if (host == opts_.host && port == opts_.port) return;
+    opts_.host = host;
+    opts_.port = port;
+    if (state_ == State::connected || state_ == State::connecting || state_ == State::resolving) {
+      fail(ECONNABORTED);
+    }
+  }
+
+  // The handle is gone: no more callbacks; free once the kernel is done with us.
+  void orphan() {
+    h_ = nullptr;
+    handle_ = nullptr;
+    r_.disarm(&backoff_timer_);
+    r_.disarm(&deadline_timer_);
+    if (state_ != State::closing) shut();
+    state_ = State::closing;
+    ++gen_;  // a resolution still on its way is ignored
+    maybe_free();
+  }
+
+ private:
+  enum class State : std::uint8_t { backoff, resolving, connecting, connected, closing };
+  struct Op : io::Completion {
+    Impl* self = nullptr;
+  };
+  struct ImplTimer : io::Timer {
+    Impl* self = nullptr;
+  };
+
+  void wake() { r_.at_turn_end(this); }
+
+  // ---- connecting ----
+
+  void attempt() {
+    state_ = State::resolving;
+    const std::uint64_t gen = ++gen_;
+    Resolved numeric = resolve(opts_.host, opts_.port, true);
+    if (numeric.error == 0) {
+      resolved(gen, numeric);
+      return;
+    }
+    // A name: getaddrinfo may block on DNS, so it runs on the reactor's offload thread.
+    ++ops_;
+    io::offload(
+        r_, g_resolve_key.fetch_add(1, std::memory_order_relaxed),
+        [host = opts_.host, port = opts_.port] { return resolve(host, port, false); },
+        [this, gen](Resolved res) {
+          --ops_;
+          if (gen == gen_ && state_ == State::resolving) resolved(gen, res);
+          if (state_ == State::closing) wake();
+          maybe_free();
+        });
+  }
+
+  void resolved(std::uint64_t, const Resolved& res) {
+    if (res.error != 0) {
+      attempt_failed(res.error);
+      return;
+    }
+    addr_ = res.addr;
+    addr_len_ = res.len;
+    int fd = ::socket(addr_.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+      attempt_failed(errno);
+      return;
+    }
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+    if (opts_.socket_send_buffer_bytes > 0) {
+      ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &opts_.socket_send_buffer_bytes, sizeof(int));
+    }
+    if (opts_.socket_receive_buffer_bytes > 0) {
+      ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &opts_.socket_receive_buffer_bytes, sizeof(int));
+    }
+    fd_ = fd;
+    state_ = State::connecting;
+    timed_out_ = false;
+    io_uring_sqe* s = r_.sqe(&connect_op_);
+    io_uring_prep_connect(s, fd_, reinterpret_cast<sockaddr*>(&addr_), addr_len_);
+    ++ops_;
+    connect_pending_ = true;
+    r_.arm(&deadline_timer_, mono_ns() + opts_.connect_timeout_ms * 1'000'000);
+  }
+
+  static void on_connect(io::Completion* c, int res, std::uint32_t) {
+    Impl* self = static_cast<Op*>(c)->self;
+    --self->ops_;
+    self->connect_pending_ = false;
+    if (self->state_ != State::connecting) {
+      if (self->state_ == State::closing) self->wake();
+      self->maybe_free();
+      return;
+    }
+    if (res < 0) {
+      self->attempt_failed(self->timed_out_ ? ETIMEDOUT : -res);
+      return;
+    }
+    self->r_.disarm(&self->deadline_timer_);
+    self->state_ = State::connected;
+    self->stats_.connects++;
+    self->arm_recv();
+    self->notify([self] { self->h_->on_connected(*self->handle_); });
+    self->maybe_free();
+  }
+
+  // An attempt that never connected: close what there is, wait the backoff, try again.
+  void attempt_failed(int error) {
+    stats_.connect_failures++;
+    LOG_DEBUG("connection to %s:%u: %s", opts_.host.c_str(), unsigned(opts_.port),
+              std::strerror(error));
+    pending_error_ = error;
+    begin_close();
+  }
+
+  // ---- failing and closing ----
+
+  void fail(int error) {
+    if (state_ == State::closing || state_ == State::backoff) return;
+    if (state_ == State::connected) {
+      stats_.disconnects++;
+      LOG_DEBUG("connection to %s:%u lost: %s", opts_.host.c_str(), unsigned(opts_.port),
+                std::strerror(error));
+    } else {
+      stats_.connect_failures++;
+    }
+    pending_error_ = error;
+    begin_close();
+  }
+
+  void begin_close() {
+    state_ = State::closing;
+    ++gen_;
+    r_.disarm(&deadline_timer_);
+    shut();
+    send_q_.clear();
+    sent_at_.clear();
+    in_frame_ = false;
+    hdr_have_ = 0;
+    cur_ = Buffer();
+    wake();  // on_turn_end reports it and, once the kernel is done, arms the backoff
+  }
+
+  // Stops the socket's operations; their completions still arrive.
+  void shut() {
+    if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);
+    if (connect_pending_) io_uring_prep_cancel(r_.sqe_noreply(), &connect_op_, 0);
+    if (recv_pending_) io_uring_prep_cancel(r_.sqe_noreply(), &recv_op_, 0);
+    if (send_pending_) io_uring_prep_cancel(r_.sqe_noreply(), &send_op_, 0);
+  }
+
+  void on_turn_end() override {
+    if (state_ == State::connected) {
+      flush();
+      return;
+    }
+    if (state_ != State::closing) return;
+    if (pending_error_ != 0) {
+      const int err = pending_error_;
+      pending_error_ = 0;
+      notify([this, err] { h_->on_disconnected(*handle_, err); });
+    }
+    if (!h_) {
+      maybe_free();
+      return;
+    }
+    if (state_ != State::closing) return;  // the handler changed the endpoint and it restarted
+    if (ops_ > 0) return;                  // the last completion wakes us again
+    if (fd_ >= 0) {
+      ::close(fd_);
+      fd_ = -1;
+    }
+    state_ = State::backoff;
+    r_.arm(&backoff_timer_, mono_ns() + next_backoff_ms() * 1'000'000);
+  }
+
+  std::int64_t next_backoff_ms() {
+    std::int64_t b = backoff_ms_ == 0 ? opts_.backoff_min_ms : backoff_ms_;
+    backoff_ms_ = std::min(b * 2, opts_.backoff_max_ms);
+    rng_ ^= rng_ << 13;
+    rng_ ^= rng_ >> 7;
+    rng_ ^= rng_ << 17;
+    const std::int64_t jitter = b / 5 > 0 ? static_cast<std::int64_t>(rng_ % (b / 5 + 1)) : 0;
+    return std::max<std::int64_t>(b - jitter, 1);
+  }
+
+  static void on_backoff(io::Timer* t) {
+    Impl* self = static_cast<ImplTimer*>(t)->self;
+    if (self->state_ == State::backoff) self->attempt();
+  }
+
+  static void on_deadline(io::Timer* t) {
+    Impl* self = static_cast<ImplTimer*>(t)->self;
+    if (self->state_ == State::connecting) {
+      self->timed_out_ = true;
+      io_uring_prep_cancel(self->r_.sqe_noreply(), &self->connect_op_, 0);
+      return;
+    }
+    if (self->state_ != State::connected || self->sent_at_.empty()) return;
+    const std::int64_t due = self->sent_at_.front() + self->opts_.request_timeout_ms * 1'000'000;
+    if (mono_ns() >= due) {
+      LOG_WARN("connection to %s:%u: no response for %lld ms, reconnecting",
+               self->opts_.host.c_str(), unsigned(self->opts_.port),
+               static_cast<long long>(self->opts_.request_timeout_ms));
+      self->fail(ETIMEDOUT);
+      return;
+    }
+    self->r_.arm(&self->deadline_timer_, due);
+  }
+
+  void arm_deadline() {
+    if (opts_.request_timeout_ms <= 0 || deadline_timer_.armed() || sent_at_.empty()) return;
+    r_.arm(&deadline_timer_, sent_at_.front() + opts_.request_timeout_ms * 1'000'000);
+  }
+
+  // Calls the handler, if there still is one. The handler may destroy the handle meanwhile;
+  // the guard keeps this alive until the completion or hook that called it returns.
+  template <class F>
+  void notify(F f) {
+    if (!h_) return;
+    ++in_callback_;
+    f();
+    --in_callback_;
+  }
+
+  void maybe_free() {
+    if (h_ || ops_ > 0 || in_callback_ > 0 || TurnHook::queued) return;
+    delete this;
+  }
+
+  // ---- receiving ----
+
+  void arm_recv() {
+    void* dst = scratch_.data();
+    std::size_t len = kScratchBytes;
+    if (in_frame_ && cur_.size() - cur_have_ >= kScratchBytes) {
+      // A large body goes straight into its buffer: no copy.
+      dst = cur_.data() + cur_have_;
+      len = cur_.size() - cur_have_;
+      direct_ = true;
+    } else {
+      direct_ = false;
+    }
+    io_uring_sqe* s = r_.sqe(&recv_op_);
+    io_uring_prep_recv(s, fd_, dst, len, 0);
+    recv_pending_ = true;
+    ++ops_;
+  }
+
+  static void on_recv(io::Completion* c, int res, std::uint32_t) {
+    Impl* self = static_cast<Op*>(c)->self;
+    --self->ops_;
+    self->recv_pending_ = false;
+    if (self->state_ != State::connected) {
+      if (self->state_ == State::closing) self->wake();
+      self->maybe_free();
+      return;
+    }
+    if (res <= 0) {
+      self->fail(res == 0 ? ECONNRESET : -res);
+      return;
+    }
+    self->stats_.bytes_in += static_cast<std::uint64_t>(res);
+    if (self->direct_) {
+      self->cur_have_ += static_cast<std::size_t>(res);
+      if (self->cur_have_ == self->cur_.size()) self->frame_done();
+    } else {
+      self->consume(self->scratch_.data(), static_cast<std::size_t>(res));
+    }
+    if (!self->h_) {
+      self->maybe_free();
+      return;
+    }
+    if (self->state_ == State::connected) self->arm_recv();
+  }
+
+  // Frames bytes from the scratch buffer; stops when the handler drops the connection.
+  void consume(const std::byte* p, std::size_t n) {
+    while (n > 0 && state_ == State::connected && h_) {
+      if (!in_frame_) {
+        const std::size_t take = std::min<std::size_t>(4 - hdr_have_, n);
+        std::memcpy(hdr_ + hdr_have_, p, take);
+        hdr_have_ += static_cast<std::uint32_t>(take);
+        p += take;
+        n -= take;
+        if (hdr_have_ < 4) return;
+        const std::int32_t size = load_be<std::int32_t>(hdr_);
+        hdr_have_ = 0;
+        if (size <= 0 || static_cast<std::uint32_t>(size) > opts_.max_frame_bytes) {
+          LOG_WARN("connection to %s:%u: response size %d outside 1..%u, reconnecting",
+                   opts_.host.c_str(), unsigned(opts_.port), size, opts_.max_frame_bytes);
+          fail(EPROTO);
+          return;
+        }
+        cur_ = Buffer(static_cast<std::size_t>(size));
+        cur_have_ = 0;
+        in_frame_ = true;
+      }
+      const std::size_t take = std::min(cur_.size() - cur_have_, n);
+      std::memcpy(cur_.data() + cur_have_, p, take);
+      cur_have_ += take;
+      p += take;
+      n -= take;
+      if (cur_have_ == cur_.size()) frame_done();
+    }
+  }
+
+  void frame_done() {
+    in_frame_ = false;
+    Buffer f = std::move(cur_);
+    cur_ = Buffer();
+    cur_have_ = 0;
+    if (sent_at_.empty()) {
+      LOG_WARN("connection to %s:%u: a response to no request, reconnecting", opts_.host.c_str(),
+               unsigned(opts_.port));
+      fail(EPROTO);
+      return;
+    }
+    sent_at_.pop_front();
+    r_.disarm(&deadline_timer_);
+    arm_deadline();
+    stats_.responses++;
+    backoff_ms_ = 0;
+    notify([this, &f] { h_->on_response(*handle_, std::move(f)); });
+  }
+
+  // ---- sending ----
+
+  void flush() {
+    if (send_pending_ || send_q_.empty() || fd_ < 0) return;
+    iov_.clear();
+    std::size_t len = 0;
+    for (std::size_t i = 0; i < send_q_.size() && iov_.size() < kMaxIov; ++i) {
+      Buffer& b = send_q_[i];
+      const std::size_t off = i == 0 ? front_off_ : 0;
+      iov_.push_back(iovec{b.data() + off, b.size() - off});
+      len += b.size() - off;
+    }
+    msg_ = msghdr{};
+    msg_.msg_iov = iov_.data();
+    msg_.msg_iovlen = iov_.size();
+    io_uring_sqe* s = r_.sqe(&send_op_);
+    io_uring_prep_sendmsg(s, fd_, &msg_, MSG_NOSIGNAL);
+    send_pending_ = true;
+    ++ops_;
+  }
+
+  static void on_send(io::Completion* c, int res, std::uint32_t) {
+    Impl* self = static_cast<Op*>(c)->self;
+    --self->ops_;
+    self->send_pending_ = false;
+    if (self->state_ != State::connected) {
+      if (self->state_ == State::closing) self->wake();
+      self->maybe_free();
+      return;
+    }
+    if (res < 0) {
+      self->fail(-res);
+      return;
+    }
+    self->stats_.bytes_out += static_cast<std::uint64_t>(res);
+    std::size_t n = static_cast<std::size_t>(res);
+    while (n > 0 && !self->send_q_.empty()) {
+      const std::size_t left = self->send_q_.front().size() - self->front_off_;
+      if (n < left) {
+        self->front_off_ += n;
+        break;
+      }
+      n -= left;
+      self->front_off_ = 0;
+      self->send_q_.pop_front();
+    }
+    if (!self->send_q_.empty()) self->wake();
+  }
+
+  io::Reactor& r_;
+  ClientHandler* h_;
+  ClientConnection* handle_ = nullptr;
+  ClientOptions opts_;
+  ClientStats stats_;
+  State state_ = State::backoff;
+  int fd_ = -1;
+  std::uint64_t gen_ = 0;
+  int ops_ = 0;
+  int pending_error_ = 0;
+  int in_callback_ = 0;
+  bool timed_out_ = false;
+  std::int64_t backoff_ms_ = 0;
+  std::uint64_t rng_ = 1;
+
+  sockaddr_storage addr_{};
+  socklen_t addr_len_ = 0;
+  Op connect_op_, recv_op_, send_op_;
+  bool connect_pending_ = false, recv_pending_ = false, send_pending_ = false;
+  ImplTimer backoff_timer_, deadline_timer_;
+
+  // Receiving: the size prefix, then the frame's own buffer.
+  Buffer scratch_;
+  bool direct_ = false;
+  std::byte hdr_[4]{};
+  std::uint32_t hdr_have_ = 0;
+  bool in_frame_ = false;
+  Buffer cur_;
+  std::size_t cur_have_ = 0;
+
+  // Sending: frames not yet wholly handed to the kernel (front_off_ into the first), and the
+  // send time of each request still waiting for its response.
+  RingQueue<Buffer> send_q_;
+  std::size_t front_off_ = 0;
+  RingQueue<std::int64_t> sent_at_;
+  std::vector<iovec> iov_;
+  msghdr msg_{};
+};
+
+std::unique_ptr<ClientConnection> ClientConnection::create(io::Reactor& r, ClientHandler& h,
+                                                           ClientOptions o) {
+  auto* impl = new Impl(r, h, std::move(o));
+  std::unique_ptr<ClientConnection> c(new ClientConnection(impl));
+  impl->set_handle(c.get());
+  impl->start();
+  return c;
+}
+
+ClientConnection::~ClientConnection() {
+  impl_->orphan();
+}
+bool ClientConnection::send(Buffer frame) {
+  return impl_->send(std::move(frame));
+}
+bool ClientConnection::connected() const {
+  return impl_->connected();
+}
+std::size_t ClientConnection::inflight() const {
+  return impl_->inflight();
+}
+void ClientConnection::reconnect() {
+  impl_->reconnect();
+}
+void ClientConnection::set_endpoint(const std::string& host, std::uint16_t port) {
+  impl_->set_endpoint(host, port);
+}
+const std::string& ClientConnection::host() const {
+  return impl_->host();
+}
+std::uint16_t ClientConnection::port() const {
+  return impl_->port();
+}
+const ClientStats& ClientConnection::stats() const {
+  return impl_->stats();
+}
+std::size_t ClientConnection::live_count() {
+  return g_live.load(std::memory_order_relaxed);
+}
+
+}  // namespace samsa::net
