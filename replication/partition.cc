@@ -291,9 +291,23 @@ void Partition::remove_waiter(PartitionWaiter* w) {
   w->linked = false;
 }
 
-void Partition::on_log_advanced(io::Log& log) {
+void Partition::enable_replica(const ReplicaOptions& o, bool replica_hw) {
+  if (replica_) return;
+  replica_log_ = std::make_unique<IoReplicaLog>(*log_);
+  replica_ = std::make_unique<ReplicaState>(o, *replica_log_);
+  replica_hw_ = replica_hw;
+}
+
+void Partition::on_log_advanced(io::Log&) {
   if (dup_head_) complete_duplicates();
-  std::int64_t hw = log.durable_end_offset();
+  if (replica_) replica_->on_log_advanced();
+  update_high_watermark();
+}
+
+void Partition::update_high_watermark() {
+  // The ReplicaState's HW never moves back on a leader; a follower's follows the leader's.
+  std::int64_t hw =
+      replica_hw_ && replica_ ? replica_->high_watermark() : log_->durable_end_offset();
   if (hw == high_watermark_) return;
   high_watermark_ = hw;
   // Waking may make a waiter unlink itself (or others); detach the list first.

@@ -1,7 +1,7 @@
 // replication::Partition — what a partition means on top of its io::Log: leadership and leader
 // epoch, the high watermark consumers may read up to, the long polls waiting for data, and the
 // idempotent producers' state (sequence checks, duplicates, snapshots).
-// (The ISR of a cluster is added here when replication lands.)
+// On a cluster node it also holds the replica's ReplicaState (leader and follower logic, HW).
 // Owned by one reactor's Shard; every call happens on that reactor's thread.
 #pragma once
 
@@ -16,6 +16,8 @@
 #include "net/kafka/errors.h"
 #include "replication/metadata_records.h"
 #include "replication/producer_state.h"
+#include "replication/replica_log.h"
+#include "replication/replica_state.h"
 
 namespace samsa::replication {
 
@@ -79,8 +81,19 @@ class Partition final : private io::Log::Listener {
   std::expected<io::AppendResult, AppendError> append(io::AppendOp* op);
 
   // Consumers read below this. A single replica's high watermark is its durable end: nothing
-  // a consumer has seen can vanish in a power cut.
+  // a consumer has seen can vanish in a power cut. With replica_hw, the ReplicaState's.
   std::int64_t high_watermark() const { return high_watermark_; }
+
+  // A cluster replica: its replication state machine over this log (made once, on the first
+  // metadata that names this node a replica). replica_hw: the high watermark is the
+  // ReplicaState's (the ISR's durable end) instead of this log's durable end. Off until the
+  // follower fetchers run (replication/FETCHERS.md): without them an RF>1 HW would never move.
+  void enable_replica(const ReplicaOptions& o, bool replica_hw);
+  ReplicaState* replica() { return replica_.get(); }
+  const ReplicaState* replica() const { return replica_.get(); }
+  // The replica's state may have moved the HW (a follower's fetch, new metadata, a fetched
+  // answer): publish it and wake the long polls.
+  void update_high_watermark();
   std::int64_t log_start_offset() const { return log_->log_start_offset(); }
   // Last stable offset: equal to the high watermark until transactions exist.
   std::int64_t last_stable_offset() const { return high_watermark_; }
@@ -113,6 +126,9 @@ class Partition final : private io::Log::Listener {
   std::unique_ptr<io::Log> log_;
   PartitionOptions opts_;
   std::int64_t high_watermark_ = 0;
+  std::unique_ptr<IoReplicaLog> replica_log_;
+  std::unique_ptr<ReplicaState> replica_;
+  bool replica_hw_ = false;
   PartitionWaiter* waiters_ = nullptr;
   ProducerStateTable producers_;
   // Duplicate batches waiting for their originals to be written/durable (AppendOp::next).

@@ -1,6 +1,7 @@
 #include "replication/shard.h"
 
 #include <algorithm>
+#include <charconv>
 #include <functional>
 
 #include "base/clock.h"
@@ -108,6 +109,27 @@ void Shard::open_partition(const TopicState& t, const PartitionState& p) {
   partitions_.emplace(Key{t.name, p.partition}, std::move(part));
 }
 
+void Shard::sync_replica(Partition& part, const TopicState& t, const PartitionState& p) {
+  if (opts_.node_id < 0) return;  // a single node: no replication, as before
+  if (!part.replica()) {
+    ReplicaOptions o = opts_.replica;
+    o.broker_id = opts_.node_id;
+    part.enable_replica(o, opts_.replica_hw);
+  }
+  ReplicaState& rs = *part.replica();
+  std::int32_t min_isr = 1;
+  const std::string v = topic_config_value(t.configs, opts_.defaults, "min.insync.replicas");
+  std::from_chars(v.data(), v.data() + v.size(), min_isr);
+  rs.set_min_insync_replicas(min_isr);
+  rs.set_broker_epoch(broker_epoch_);
+  // Leading needs this process's registration, unfenced, in the image: an earlier incarnation's
+  // leadership is not ours (its unsynced tail may be gone). The controller moves it to a new
+  // epoch, which we then apply; following or stopping is always safe.
+  if (p.leader == opts_.node_id && !registered_) return;
+  rs.apply_metadata(p, mono_ms());
+  part.update_high_watermark();
+}
+
 void Shard::apply(ImagePtr image) {
   image_ = std::move(image);
   // Close partitions whose topic is gone or was re-created under a new id.
@@ -128,10 +150,13 @@ void Shard::apply(ImagePtr image) {
     set_aside_strays();
   }
   registered_ = opts_.node_id < 0;
+  broker_epoch_ = -1;
   if (!registered_) {
     auto b = image_->brokers().find(opts_.node_id);
-    registered_ = b != image_->brokers().end() && !b->second.fenced &&
-                  b->second.incarnation_id == opts_.incarnation_id;
+    const bool mine =
+        b != image_->brokers().end() && b->second.incarnation_id == opts_.incarnation_id;
+    if (mine) broker_epoch_ = b->second.epoch;
+    registered_ = mine && !b->second.fenced;
   }
   for (const auto& [name, topic] : image_->topics()) {
     for (const auto& p : topic->partitions) {
@@ -144,6 +169,7 @@ void Shard::apply(ImagePtr image) {
         existing->set_leader_epoch(p.leader_epoch);
         existing->set_leader_here(leads);
         existing->log().set_config(make_log_config(topic->configs, opts_.defaults));
+        sync_replica(*existing, *topic, p);
         continue;
       }
       // A deleted topic re-created under the same name while the old partition still drains
@@ -151,6 +177,7 @@ void Shard::apply(ImagePtr image) {
       // (finish_retired), never on top of it.
       if (retiring(name, p.partition)) continue;
       open_partition(*topic, p);
+      if (Partition* opened = find_replica(name, p.partition)) sync_replica(*opened, *topic, p);
     }
   }
   finish_retired();

@@ -42,6 +42,11 @@ class Shard {
     // This process's broker registration: partitions are led here only while the image holds it
     // unfenced (not the previous incarnation's, whose unsynced tail a restart lost).
     Uuid incarnation_id{};
+    // A cluster node's replicas each get a ReplicaState (broker_id is node_id; min.insync.replicas
+    // comes from the topic), kept in step with the image by apply().
+    ReplicaOptions replica;
+    // The ReplicaStates' high watermarks are the partitions' (Partition::enable_replica).
+    bool replica_hw = false;
   };
 
   Shard(io::Reactor& r, Options opts);
@@ -99,6 +104,8 @@ class Shard {
   io::LogDir* dir_for(const io::PartitionId& id);
   void set_aside_strays();
   void open_partition(const TopicState& t, const PartitionState& p);
+  // Gives the replica its ReplicaState if it has none, and applies the partition's metadata.
+  void sync_replica(Partition& part, const TopicState& t, const PartitionState& p);
   void retire(std::unique_ptr<Partition> p, bool remove_data);
   void finish_retired();
   bool retiring(std::string_view topic, std::int32_t partition) const;
@@ -116,7 +123,8 @@ class Shard {
   std::vector<Retired> closing_;
   std::map<std::string, std::string> failed_;
   bool strays_checked_ = false;
-  bool registered_ = true;  // this process's registration is in the image, unfenced
+  bool registered_ = true;          // this process's registration is in the image, unfenced
+  std::int64_t broker_epoch_ = -1;  // this process's registration's epoch, -1 if none
   struct RetryTimer : io::Timer {
     Shard* shard = nullptr;
   } retry_timer_;

@@ -1,9 +1,11 @@
-// replication::Shard following metadata images: partitions opened and retired, and a topic
-// deleted and re-created under the same name while the old partition still drains appends.
+// replication::Shard following metadata images: partitions opened and retired, a topic deleted
+// and re-created under the same name while the old partition still drains appends, and a
+// cluster node's replicas kept in step with the image by their ReplicaStates.
 #include "replication/shard.h"
 
 #include <gtest/gtest.h>
 
+#include "base/clock.h"
 #include "io/testing.h"
 
 namespace samsa::replication {
@@ -61,6 +63,136 @@ TEST_F(ShardTest, ARecreatedTopicNeverOpensTheOldDirectory) {
   EXPECT_EQ(fresh->topic_id(), new_id);
   EXPECT_EQ(fresh->log().log_end_offset(), 0);  // the old records are gone
   EXPECT_TRUE(std::filesystem::exists(dir / "t-0"));
+}
+
+// ---- a cluster node (node.id 1) ----
+
+const Uuid kIncarnation{7};
+
+ImagePtr cluster_image(std::vector<MetadataRecord> records) {
+  auto img = std::make_shared<MetadataImage>();
+  for (auto& r : records)
+    EXPECT_TRUE(std::visit([&](auto& rec) { return bool(img->apply(rec)); }, r));
+  return img;
+}
+
+std::vector<MetadataRecord> three_brokers() {
+  std::vector<MetadataRecord> v;
+  for (std::int32_t b = 1; b <= 3; ++b) {
+    v.push_back(RegisterBrokerRecord{b, b == 1 ? kIncarnation : Uuid{9}, 10 * b, {}, {}, true});
+    v.push_back(BrokerRegistrationChangeRecord{b, 10 * b, -1, 0});
+  }
+  v.push_back(TopicRecord{"t", Uuid{3}});
+  return v;
+}
+
+class ClusterShardTest : public ShardTest {
+ protected:
+  void SetUp() override {
+    ShardTest::SetUp();
+    shard.reset();
+    Shard::Options o;
+    o.log_dirs = {log_dir.get()};
+    o.node_id = 1;
+    o.incarnation_id = kIncarnation;
+    o.replica_hw = true;
+    o.defaults["min.insync.replicas"] = "2";
+    shard = std::make_unique<Shard>(*reactor, o);
+  }
+};
+
+TEST_F(ClusterShardTest, ReplicasFollowTheImage) {
+  auto recs = three_brokers();
+  recs.push_back(PartitionRecord{Uuid{3}, 0, {1, 2, 3}, {1, 2, 3}, 1, 4, 6});
+  shard->apply(cluster_image(recs));
+  Partition* p = shard->find("t", 0);
+  ASSERT_NE(p, nullptr);
+  ASSERT_NE(p->replica(), nullptr);
+  EXPECT_EQ(p->replica()->role(), ReplicaRole::leader);
+  EXPECT_EQ(p->replica()->leader_epoch(), 4);
+  EXPECT_EQ(p->replica()->isr(), (std::vector<std::int32_t>{1, 2, 3}));
+  EXPECT_EQ(p->log().leader_epochs().latest_epoch(), 4);  // the epoch starts at election
+
+  // The ISR shrinks (same leader epoch): still the leader, with the new ISR.
+  recs.push_back(PartitionChangeRecord{Uuid{3}, 0, std::vector<std::int32_t>{1, 2}});
+  shard->apply(cluster_image(recs));
+  EXPECT_EQ(p->replica()->role(), ReplicaRole::leader);
+  EXPECT_EQ(p->replica()->isr(), (std::vector<std::int32_t>{1, 2}));
+  EXPECT_EQ(p->replica()->partition_epoch(), 7);
+
+  // Leadership moves to broker 2: a follower of 2 in the next epoch, served to no client.
+  recs.push_back(PartitionChangeRecord{Uuid{3}, 0, std::nullopt, 2});
+  shard->apply(cluster_image(recs));
+  EXPECT_EQ(shard->find("t", 0), nullptr);
+  ASSERT_EQ(shard->find_replica("t", 0), p);
+  EXPECT_EQ(p->replica()->role(), ReplicaRole::follower);
+  EXPECT_EQ(p->replica()->leader_id(), 2);
+  EXPECT_EQ(p->replica()->leader_epoch(), 5);
+}
+
+TEST_F(ClusterShardTest, ANewReplicaOfAFencedIncarnationDoesNotLead) {
+  auto recs = three_brokers();
+  recs.push_back(BrokerRegistrationChangeRecord{1, 10, 1, 0});  // this node fenced
+  recs.push_back(PartitionRecord{Uuid{3}, 0, {1, 2, 3}, {1, 2, 3}, 1, 4, 6});
+  shard->apply(cluster_image(recs));
+  Partition* p = shard->find_replica("t", 0);
+  ASSERT_NE(p, nullptr);
+  ASSERT_NE(p->replica(), nullptr);
+  EXPECT_EQ(p->replica()->role(), ReplicaRole::none);
+  // Unfenced: the same metadata now makes it the leader.
+  recs.push_back(BrokerRegistrationChangeRecord{1, 10, -1, 0});
+  shard->apply(cluster_image(recs));
+  EXPECT_EQ(p->replica()->role(), ReplicaRole::leader);
+}
+
+struct Waiter : PartitionWaiter {
+  void on_partition_advanced() override { ++woken; }
+  int woken = 0;
+};
+
+TEST_F(ClusterShardTest, TheHighWatermarkWaitsForTheIsr) {
+  auto recs = three_brokers();
+  recs.push_back(PartitionRecord{Uuid{3}, 0, {1, 2, 3}, {1, 2, 3}, 1, 4, 6});
+  shard->apply(cluster_image(recs));
+  Partition* p = shard->find("t", 0);
+  ASSERT_NE(p, nullptr);
+  io::testing::OwnedAppend op(io::testing::make_batch(5, 1000));
+  ASSERT_TRUE(p->append(&op).has_value());
+  ASSERT_TRUE(reactor->run_until([&] { return p->log().durable_end_offset() == 5; }));
+  EXPECT_EQ(p->high_watermark(), 0);  // synced here, but the followers have not fetched it
+  Waiter w;
+  p->add_waiter(&w);
+  ReplicaFetch f{2, 20, 4, 5, 4};
+  EXPECT_EQ(p->replica()->on_replica_fetch(f, mono_ms()).error, kafka::ErrorCode::none);
+  p->update_high_watermark();
+  EXPECT_EQ(p->high_watermark(), 0);  // broker 3 is in the ISR too
+  f.replica_id = 3;
+  f.broker_epoch = 30;
+  EXPECT_EQ(p->replica()->on_replica_fetch(f, mono_ms()).error, kafka::ErrorCode::none);
+  p->update_high_watermark();
+  EXPECT_EQ(p->high_watermark(), 5);
+  EXPECT_EQ(w.woken, 1);
+}
+
+TEST(SingleNodeShard, HasNoReplicaState) {
+  io::testing::TempDir dir;
+  auto r = io::Reactor::create({.name = "test"});
+  ASSERT_TRUE(r.has_value());
+  auto d = io::LogDir::open(dir.path());
+  ASSERT_TRUE(d.has_value());
+  Shard::Options o;
+  o.log_dirs = {d->get()};
+  o.replica_hw = true;  // ignored without a node id
+  Shard shard(**r, o);
+  shard.apply(image_with("t", Uuid{1}, 1));
+  Partition* p = shard.find("t", 0);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->replica(), nullptr);
+  io::testing::OwnedAppend op(io::testing::make_batch(2, 1000));
+  ASSERT_TRUE(p->append(&op).has_value());
+  ASSERT_TRUE((*r)->run_until([&] { return p->high_watermark() == 2; }));
+  shard.close_all();
+  (*r)->run_until([&] { return shard.closed(); });
 }
 
 }  // namespace
