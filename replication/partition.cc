@@ -272,10 +272,11 @@ void Partition::complete_duplicates() {
 
 void Partition::add_waiter(PartitionWaiter* w) {
   if (w->linked) return;
+  PartitionWaiter*& head = w->log_end ? log_waiters_ : waiters_;
   w->prev = nullptr;
-  w->next = waiters_;
-  if (waiters_) waiters_->prev = w;
-  waiters_ = w;
+  w->next = head;
+  if (head) head->prev = w;
+  head = w;
   w->linked = true;
 }
 
@@ -284,11 +285,24 @@ void Partition::remove_waiter(PartitionWaiter* w) {
   if (w->prev) {
     w->prev->next = w->next;
   } else {
-    waiters_ = w->next;
+    (w->log_end ? log_waiters_ : waiters_) = w->next;
   }
   if (w->next) w->next->prev = w->prev;
   w->prev = w->next = nullptr;
   w->linked = false;
+}
+
+void Partition::wake_all(PartitionWaiter*& head) {
+  // Waking may make a waiter unlink itself (or others); detach the list first.
+  PartitionWaiter* w = head;
+  head = nullptr;
+  while (w) {
+    PartitionWaiter* next = w->next;
+    w->prev = w->next = nullptr;
+    w->linked = false;
+    w->on_partition_advanced();
+    w = next;
+  }
 }
 
 void Partition::enable_replica(const ReplicaOptions& o, bool replica_hw) {
@@ -301,6 +315,10 @@ void Partition::enable_replica(const ReplicaOptions& o, bool replica_hw) {
 void Partition::on_log_advanced(io::Log&) {
   if (dup_head_) complete_duplicates();
   if (replica_) replica_->on_log_advanced();
+  if (log_waiters_ && log_->written_end_offset() != log_woken_end_) {
+    log_woken_end_ = log_->written_end_offset();
+    wake_all(log_waiters_);
+  }
   update_high_watermark();
 }
 
@@ -310,16 +328,9 @@ void Partition::update_high_watermark() {
       replica_hw_ && replica_ ? replica_->high_watermark() : log_->durable_end_offset();
   if (hw == high_watermark_) return;
   high_watermark_ = hw;
-  // Waking may make a waiter unlink itself (or others); detach the list first.
-  PartitionWaiter* w = waiters_;
-  waiters_ = nullptr;
-  while (w) {
-    PartitionWaiter* next = w->next;
-    w->prev = w->next = nullptr;
-    w->linked = false;
-    w->on_partition_advanced();
-    w = next;
-  }
+  wake_all(waiters_);
+  // A follower's parked fetch carries the HW too: it learns of the move at once.
+  wake_all(log_waiters_);
 }
 
 io::Result<void> Partition::close() {

@@ -21,12 +21,14 @@
 
 namespace samsa::replication {
 
-// A parked fetch (long poll) on this partition. Woken when the high watermark moves.
+// A parked fetch (long poll) on this partition. Woken when the high watermark moves; with
+// log_end (a follower's fetch, which reads above the HW) also when the log end moves.
 struct PartitionWaiter {
   virtual void on_partition_advanced() = 0;
   PartitionWaiter* prev = nullptr;
   PartitionWaiter* next = nullptr;
   bool linked = false;
+  bool log_end = false;
 
  protected:
   ~PartitionWaiter() = default;
@@ -114,6 +116,7 @@ class Partition final : private io::Log::Listener {
   void on_log_advanced(io::Log& log) override;
   void on_log_rolled(io::Log& log, std::int64_t new_base) override;
   void load_producer_state();
+  static void wake_all(PartitionWaiter*& head);
   void write_snapshot(std::int64_t offset);
   void complete_duplicates();
 
@@ -130,6 +133,8 @@ class Partition final : private io::Log::Listener {
   std::unique_ptr<ReplicaState> replica_;
   bool replica_hw_ = false;
   PartitionWaiter* waiters_ = nullptr;
+  PartitionWaiter* log_waiters_ = nullptr;  // log_end waiters
+  std::int64_t log_woken_end_ = -1;         // the written end log_waiters_ last saw
   ProducerStateTable producers_;
   // Duplicate batches waiting for their originals to be written/durable (AppendOp::next).
   io::AppendOp* dup_head_ = nullptr;

@@ -8,6 +8,12 @@
 // opens a session on this reactor; an incremental one names the session and its next epoch,
 // carries only changed partitions, and is answered with only the partitions that have records,
 // errors or moved offsets. The request then reads every partition of the session.
+//
+// A follower's fetch (replica id >= 0) of a partition whose leader has a ReplicaState (a
+// cluster node) goes through ReplicaState::on_replica_fetch: its offset is recorded (the HW may
+// move, which wakes the partition's long polls), it reads up to the log end rather than the HW,
+// and a diverged follower gets the diverging epoch instead of records. Its long poll also
+// wakes when the leader's log end moves.
 #include <algorithm>
 #include <deque>
 #include <tuple>
@@ -20,6 +26,7 @@
 #include "daemon/handlers/leader_hint.h"
 #include "net/kafka/gen/fetch_request.h"
 #include "net/kafka/gen/fetch_response.h"
+#include "replication/cluster_wire.h"
 
 namespace samsa::daemon::handlers {
 namespace {
@@ -36,6 +43,11 @@ struct Part final : replication::PartitionWaiter, io::ReadAheadPool::Waiter {
   std::int64_t fetch_offset = 0;
   std::int32_t max_bytes = 0;
   std::int32_t leader_epoch = -1;
+  // A follower's fetch: its replica fields, and what the leader's ReplicaState answered.
+  bool replica = false;
+  replication::ReplicaFetch rf;
+  std::optional<io::LeaderEpochCache::EpochEnd> diverging;
+  std::int64_t seen_end = -1;  // the leader's written end at the last read
   // How the client named the topic (the answer repeats it): a view into the request body, or
   // into the context's copy of a session's names (a session can change while the fetch waits).
   std::string_view asked_topic;
@@ -155,13 +167,33 @@ bool read_part(Part& p, ReactorContext& rc) {
                                                     : ErrorCode::unknown_leader_epoch;
     return true;
   }
-  p.high_watermark = part->high_watermark();
-  p.last_stable = part->last_stable_offset();
-  p.log_start = part->log_start_offset();
-  const std::int64_t limit = p.ctx->body.isolation_level == 1 ? p.last_stable : p.high_watermark;
-  if (p.fetch_offset < p.log_start || p.fetch_offset > part->log().log_end_offset()) {
-    p.error = ErrorCode::offset_out_of_range;
-    return true;
+  std::int64_t limit = 0;
+  if (p.replica && part->replica()) {
+    // Once per read round: a re-read after a long poll reports the same offset again, which
+    // only refreshes the follower's last fetch time.
+    auto a = part->replica()->on_replica_fetch(p.rf, mono_ms());
+    part->update_high_watermark();
+    p.high_watermark = part->high_watermark();
+    p.last_stable = p.high_watermark;
+    p.log_start = part->log_start_offset();
+    p.seen_end = part->log().written_end_offset();
+    p.diverging = a.diverging;
+    if (a.error != ErrorCode::none) {
+      p.error = a.error;
+      return true;
+    }
+    if (a.diverging) return true;  // no records: the follower truncates first
+    // Not capped at the HW: the follower needs the records for the HW to pass them.
+    limit = p.seen_end;
+  } else {
+    p.high_watermark = part->high_watermark();
+    p.last_stable = part->last_stable_offset();
+    p.log_start = part->log_start_offset();
+    limit = p.ctx->body.isolation_level == 1 ? p.last_stable : p.high_watermark;
+    if (p.fetch_offset < p.log_start || p.fetch_offset > part->log().log_end_offset()) {
+      p.error = ErrorCode::offset_out_of_range;
+      return true;
+    }
   }
   if (p.fetch_offset >= limit) return true;
   // Without a pool buffer yet, an empty one: what is in memory is read, anything else asked.
@@ -278,7 +310,8 @@ void run_group(FetchCtx* ctx, std::size_t gi, Phase phase, ReactorContext& rc) {
       for (std::size_t pi : g.parts) {
         Part& p = ctx->parts[pi];
         replication::Partition* part = rc.shard->find(p.topic, p.partition);
-        if (!part || part->high_watermark() != p.high_watermark) {
+        if (!part || part->high_watermark() != p.high_watermark ||
+            (p.replica && part->log().written_end_offset() != p.seen_end)) {
           moved = true;  // changed since the read: no need to wait
           continue;
         }
@@ -408,6 +441,10 @@ void respond(FetchCtx* raw) {
     pd.log_start_offset = p.log_start;
     if (ctx->body.isolation_level == 0) pd.aborted_transactions = std::nullopt;
     pd.records.set_empty();
+    if (p.diverging) {
+      pd.diverging_epoch.epoch = p.diverging->epoch;
+      pd.diverging_epoch.end_offset = p.diverging->end_offset;
+    }
     if (p.error == ErrorCode::none) {
       // The response limit: the first partition with data is sent whole (a batch larger
       // than every limit must still get through); later ones only while they fit.
@@ -487,6 +524,7 @@ void merge_repeated(std::vector<Part>& parts, bool by_id) {
     keep.fetch_offset = later.fetch_offset;
     keep.max_bytes = later.max_bytes;
     keep.leader_epoch = later.leader_epoch;
+    keep.rf = later.rf;
     drop[idx[k]] = true;
     any = true;
     idx[k] = idx[k - 1];  // the run's survivor carries on
@@ -624,9 +662,11 @@ void fetch(RequestPtr r) {
   ctx->parts.resize(n);
   std::vector<std::size_t> group_of_shard(req.rc.broker->reactor_count(), SIZE_MAX);
   std::size_t pi = 0;
+  const std::int32_t replica_id = replication::fetch_replica_id(body, req.version());
+  const std::int64_t replica_epoch = req.version() >= 15 ? body.replica_state.replica_epoch : -1;
   auto add = [&](std::string_view name, const replication::Uuid& id, std::int32_t partition,
                  std::int64_t fetch_offset, std::int32_t partition_max_bytes,
-                 std::int32_t leader_epoch) {
+                 std::int32_t leader_epoch, std::int32_t last_fetched_epoch) {
     const replication::TopicState* topic = ctx->by_id ? image.topic(id) : image.topic(name);
     Part& p = ctx->parts[pi];
     p.ctx = raw;
@@ -638,6 +678,12 @@ void fetch(RequestPtr r) {
     // still comes: the log's read never returns less).
     p.max_bytes = std::min({partition_max_bytes, body.max_bytes, req.rc.settings->fetch_max_bytes});
     p.leader_epoch = leader_epoch;
+    if (replica_id >= 0) {
+      p.replica = true;
+      p.log_end = true;
+      p.rf = replication::ReplicaFetch{replica_id, replica_epoch, leader_epoch, fetch_offset,
+                                       last_fetched_epoch};
+    }
     if (!topic) {
       p.error = ctx->by_id ? ErrorCode::unknown_topic_id : ErrorCode::unknown_topic_or_partition;
     } else if (partition < 0 || static_cast<std::size_t>(partition) >= topic->partitions.size()) {
@@ -652,13 +698,13 @@ void fetch(RequestPtr r) {
       if (ctx->session_topics.empty() || ctx->session_topics.back() != sp.topic)
         ctx->session_topics.emplace_back(sp.topic);
       add(ctx->session_topics.back(), sp.topic_id, sp.partition, sp.fetch_offset, sp.max_bytes,
-          sp.current_leader_epoch);
+          sp.current_leader_epoch, sp.last_fetched_epoch);
     }
   } else {
     for (const auto& t : body.topics)
       for (const auto& fp : t.partitions)
         add(t.topic, t.topic_id, fp.partition, fp.fetch_offset, fp.partition_max_bytes,
-            fp.current_leader_epoch);
+            fp.current_leader_epoch, fp.last_fetched_epoch);
     merge_repeated(ctx->parts, ctx->by_id);
   }
   for (std::size_t i = 0; i < ctx->parts.size(); ++i) {

@@ -7,7 +7,9 @@ librdkafka) and raw requests (tests/clients/kproto.py).
 
 Checks: the 3 brokers are in Metadata; a topic with replication factor 3 and 3 partitions gets 3
 distinct leaders; produce and consume through the leaders work; a raw ListOffsets and Fetch to a
-non-leader get NOT_LEADER_OR_FOLLOWER (Fetch v16 with the current leader and its endpoint);
+non-leader get NOT_LEADER_OR_FOLLOWER (Fetch v16 with the current leader and its endpoint); a
+follower's Fetch (ReplicaState) to a leader is answered by its ReplicaState (records, diverging
+epoch, a non-replica refused);
 replication factor 4 gets INVALID_REPLICATION_FACTOR; kill -9 of a partition leader -> within
 2 s it is gone from Metadata and its leaderships moved with the leader epoch bumped; restarted,
 it registers again and is back. Prints the failover times (kill -9 to the new leader visible in
@@ -299,6 +301,43 @@ def main() -> int:
               eps.get(leader0) == brokers[leader0].port,
               f"Fetch v16 to non-leader gets NOT_LEADER_OR_FOLLOWER with leader {leader0} "
               f"and its endpoint ({part['ErrorCode']}, {cur}, {eps})")
+        conn.close()
+
+        # ---- a follower's Fetch to the leader (ReplicaState, Fetch v16) ----
+        # The leader's ReplicaState answers it: the follower's offset counts, a tail the
+        # leader's log does not have gets the diverging epoch, a broker that is no replica
+        # is refused.
+        epoch0 = leader_epoch(kp, brokers, "rf3", 0)
+        conn = kproto.Conn("127.0.0.1", brokers[leader0].port)
+
+        def follower_fetch(replica: int, offset: int, last_epoch: int) -> dict:
+            conn.send(kp.encode_request(1, 16, 3, "cluster-test", {
+                "ReplicaState": {"ReplicaId": replica, "ReplicaEpoch": -1},
+                "MaxWaitMs": 0, "MinBytes": 1, "SessionEpoch": -1, "Topics": [{
+                    "TopicId": topic_id, "Partitions": [{
+                        "Partition": 0, "CurrentLeaderEpoch": epoch0, "FetchOffset": offset,
+                        "LastFetchedEpoch": last_epoch, "PartitionMaxBytes": 1 << 20}]}]}))
+            _, r = kp.decode_response(1, 16, conn.recv(10))
+            return r["Responses"][0]["Partitions"][0]
+
+        def batches(part: dict) -> int:
+            return len((part["Records"] or {}).get("batches", []))
+
+        first = follower_fetch(other, 0, -1)
+        hw0 = first["HighWatermark"]
+        check(first["ErrorCode"] == 0 and batches(first) > 0 and hw0 == 100,
+              f"a follower's Fetch from offset 0 gets records and the HW 100 ({first['ErrorCode']}, "
+              f"{hw0}, {batches(first)} batches)")
+        ahead = follower_fetch(other, hw0 + 10, epoch0)
+        div = ahead["DivergingEpoch"]
+        check(ahead["ErrorCode"] == 0 and div["Epoch"] == epoch0 and div["EndOffset"] == hw0 and
+              batches(ahead) == 0,
+              f"a follower ahead of the leader in its epoch gets the diverging epoch "
+              f"{{{epoch0}, {hw0}}} and no records ({ahead['ErrorCode']}, {div})")
+        stranger = follower_fetch(99, 0, -1)
+        check(stranger["ErrorCode"] == NOT_LEADER,
+              f"a Fetch from broker 99, no replica, gets NOT_LEADER_OR_FOLLOWER "
+              f"({stranger['ErrorCode']})")
         conn.close()
 
         # ---- kill -9 of a leader ----
