@@ -32,6 +32,7 @@
 #include "net/memory_budget.h"
 #include "net/transport.h"
 #include "replication/controller.h"
+#include "replication/replica_fetcher.h"
 #include "replication/shard.h"
 
 namespace samsa::daemon {
@@ -59,6 +60,8 @@ struct ReactorContext {
   std::size_t index = 0;
   io::Reactor* reactor = nullptr;
   std::unique_ptr<replication::Shard> shard;
+  // A cluster broker's follower side: fetches its followed partitions from their leaders.
+  std::unique_ptr<replication::ReplicaFetcher> fetcher;
   replication::ImagePtr image;
   std::shared_ptr<const BrokerSettings> settings;
   std::vector<std::unique_ptr<KafkaDispatcher>> dispatchers;  // one per listener

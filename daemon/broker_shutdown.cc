@@ -106,6 +106,7 @@ void Broker::shutdown() {
   for (ReactorThread* t : running) {
     t->ctx->reactor->post_fn([t] {
       ReactorContext& ctx = *t->ctx;
+      if (ctx.fetcher) ctx.fetcher->stop();  // no more appends to the logs about to close
       ctx.shard->close_all();
       struct Poll : io::Timer {
         ReactorContext* ctx;

@@ -61,6 +61,13 @@ void Broker::run_reactor(ReactorThread* t) {
       so.node_id = settings_->clustered() ? settings_->node_id : -1;
       so.incarnation_id = incarnation_;
       ctx.shard = std::make_unique<replication::Shard>(*ctx.reactor, std::move(so));
+      if (settings_->cluster.role == ProcessRole::broker) {
+        replication::ReplicaFetcher::Options fo;
+        fo.node_id = settings_->node_id;
+        fo.listener = settings_->cluster.inter_broker_listener;
+        ctx.fetcher =
+            std::make_unique<replication::ReplicaFetcher>(*ctx.reactor, *ctx.shard, std::move(fo));
+      }
     }
   }
   cv_.notify_all();
@@ -100,6 +107,7 @@ void Broker::run_reactor(ReactorThread* t) {
   ctx.transports.clear();
   if (dpdk_ && ctx.index == 0) dpdk_->detach();
   ctx.dispatchers.clear();
+  ctx.fetcher.reset();  // its appends completed when the shard closed its logs
   ctx.shard.reset();
 }
 
@@ -354,6 +362,7 @@ void Broker::publish(replication::ImagePtr image) {
       if (!ctx.shard) return;
       ctx.image = image;
       ctx.shard->apply(image);
+      if (ctx.fetcher) ctx.fetcher->reconcile();
       if (!t->ready && !ctx.shutting_down) {
         std::string error;
         for (std::size_t l = 0; l < ctx.settings->listeners.size() && error.empty(); ++l) {

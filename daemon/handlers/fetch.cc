@@ -168,6 +168,11 @@ bool read_part(Part& p, ReactorContext& rc) {
     return true;
   }
   std::int64_t limit = 0;
+  if (p.replica && part->replica() && rc.shutting_down) {
+    // Stopping: followers go elsewhere (their fetches would keep the drain busy forever).
+    p.error = ErrorCode::not_leader_or_follower;
+    return true;
+  }
   if (p.replica && part->replica()) {
     // Once per read round: a re-read after a long poll reports the same offset again, which
     // only refreshes the follower's last fetch time.

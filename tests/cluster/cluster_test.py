@@ -277,6 +277,11 @@ def main() -> int:
         check(len(delivered) == 10 and not failed,
               "producing to a new topic auto-creates it through the controller")
 
+        # ---- the followers replicate ----
+        diff = replicated(brokers, "rf3", {q: leaders[q] for q in range(3)})
+        check(not diff, f"the followers of rf3 hold byte-identical copies of the leaders' "
+                        f"segments ({diff or 'all equal'})")
+
         # ---- a non-leader refuses ----
         leader0 = leaders[0]
         other = next(b for b in BROKERS if b != leader0)
@@ -350,6 +355,17 @@ def main() -> int:
                       for q in topic_md(admin, name, 3).partitions.values()}
             victim = before[cycle % 3][0]
             survivors = [b for b in BROKERS if b != victim]
+            # Records the leaders hold and the followers copied before the kill.
+            delivered.clear()
+            failed.clear()
+            for i in range(60):
+                p.produce(name, value=f"before-{i}".encode(), partition=i % 3,
+                          on_delivery=report)
+            p.flush(20)
+            check(len(delivered) == 60 and not failed,
+                  f"cycle {cycle}: 60 records produced before the kill ({len(failed)} failed)")
+            diff = replicated(brokers, name, {q: lq for q, (lq, _) in before.items()})
+            check(not diff, f"cycle {cycle}: the followers copied them ({diff or 'all equal'})")
             via = AdminClient({"bootstrap.servers": f"127.0.0.1:{brokers[survivors[0]].port}"})
             brokers[victim].kill9()
             killed = time.time()
@@ -388,6 +404,11 @@ def main() -> int:
             p.flush(20)
             check(len(delivered) == 30 and not failed,
                   f"cycle {cycle}: produce through the new leaders ({len(failed)} failed)")
+            got = consume_all(",".join(f"127.0.0.1:{brokers[b].port}" for b in survivors), name,
+                              3, 90)
+            check(sorted(got) == sorted([f"before-{i}" for i in range(60)] + ["after"] * 30),
+                  f"cycle {cycle}: the new leaders serve the 60 records from before the kill "
+                  f"and the 30 after ({len(got)} read)")
             # Restart: it registers again (a new incarnation) and comes back.
             brokers[victim].start()
             back = time.time()
@@ -480,6 +501,49 @@ def main() -> int:
             log(f"data and logs kept in {root}")
         else:
             shutil.rmtree(root, ignore_errors=True)
+
+
+def segment_bytes(node, topic: str, partition: int) -> bytes:
+    path = os.path.join(node.dir, "data", f"{topic}-{partition}", "00000000000000000000.log")
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
+
+
+def replicated(brokers, topic: str, leaders: dict[int, int], timeout: float = 5.0) -> str:
+    """Waits until every follower's first segment of each partition is byte-identical to its
+    leader's (the fetchers append the leader's batches at the leader's offsets, unchanged);
+    returns "" then, else what still differs."""
+    end = time.time() + timeout
+    while True:
+        diff = []
+        for q, leader in leaders.items():
+            want = segment_bytes(brokers[leader], topic, q)
+            for b in brokers:
+                if b != leader and segment_bytes(brokers[b], topic, q) != want:
+                    diff.append(f"{topic}-{q} on {b}: {len(segment_bytes(brokers[b], topic, q))}"
+                                f" of {len(want)} bytes")
+        if not diff or time.time() > end:
+            return "; ".join(diff)
+        time.sleep(0.05)
+
+
+def consume_all(bootstrap: str, topic: str, partitions: int, want: int,
+                timeout: float = 20.0) -> list[str]:
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{topic}",
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    c.assign([TopicPartition(topic, i, 0) for i in range(partitions)])
+    got = []
+    end = time.time() + timeout
+    while len(got) < want and time.time() < end:
+        m = c.poll(0.2)
+        if m is not None and not m.error():
+            got.append(m.value().decode())
+    c.close()
+    return got
 
 
 def metadata_topic_id(kp, conn, topic: str) -> str:
