@@ -242,6 +242,22 @@ std::expected<io::AppendResult, AppendError> Partition::append(io::AppendOp* op)
   return *r;
 }
 
+io::Result<io::AppendResult> Partition::append_replicated(io::AppendOp* op) {
+  auto r = log_->append_replicated(op);
+  if (!r) return r;
+  std::size_t pos = 0;
+  while (pos + io::batch::kHeaderSize <= op->batch.size()) {
+    const io::BatchInfo info = io::batch::parse_header(op->batch.data() + pos);
+    if (info.length <= 0) break;
+    if (info.producer_id >= 0) {
+      producers_.update(info, info.base_offset, info.base_offset + info.last_offset_delta,
+                        info.max_timestamp >= 0 ? info.max_timestamp : wall_ms());
+    }
+    pos += static_cast<std::size_t>(info.length);
+  }
+  return r;
+}
+
 void Partition::complete_duplicates() {
   io::AppendOp** link = &dup_head_;
   io::AppendOp* ready = nullptr;

@@ -81,6 +81,10 @@ class Partition final : private io::Log::Listener {
   // its last five batches is not stored again: op->result gets the original offsets and
   // op->done runs once those are written (acks=1) or durable (acks=all), like a fresh append.
   std::expected<io::AppendResult, AppendError> append(io::AppendOp* op);
+  // Follower append of batches copied from the leader (offsets kept, io::Log::append_replicated),
+  // recording their producers as the leader did, so this replica removes duplicates once it
+  // leads.
+  io::Result<io::AppendResult> append_replicated(io::AppendOp* op);
 
   // Consumers read below this. A single replica's high watermark is its durable end: nothing
   // a consumer has seen can vanish in a power cut. With replica_hw, the ReplicaState's.

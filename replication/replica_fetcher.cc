@@ -65,7 +65,10 @@ struct ReplicaFetcher::Source final : net::ClientHandler {
     if (in_flight) {
       LOG_DEBUG("replica fetcher: connection to broker %d lost: %s", leader, std::strerror(error));
     }
-    // The partitions' ReplicaStates give their fetch up after fetch_timeout_ms.
+    // No answer will come: the partitions may fetch again as soon as a connection is back.
+    for (const auto& e : sent)
+      if (Partition* p = f->shard_.find_replica(e.key.first, e.key.second))
+        if (ReplicaState* rs = p->replica()) rs->abandon_fetch();
     in_flight = false;
     sent.clear();
   }
@@ -262,7 +265,7 @@ void ReplicaFetcher::on_response(Source& s, net::Buffer frame) {
         slot->op.durability = io::Durability::durable;
         slot->op.error.reset();
         slot->op.next = nullptr;
-        auto r = p->log().append_replicated(&slot->op);
+        auto r = p->append_replicated(&slot->op);
         if (!r) {
           ++stats_.append_errors;
           LOG_WARN("replica fetcher: %s-%d: appending %zu bytes at %lld: %s", m->key.first.c_str(),

@@ -175,6 +175,9 @@ class ReplicaState {
   // idle (call again later).
   std::optional<FollowerFetchRequest> next_fetch(std::int64_t now_ms);
   FollowerStep on_fetch_response(const FollowerFetchResponse& r, std::int64_t now_ms);
+  // The fetch in flight will get no answer (its connection closed): next_fetch may send a new
+  // one at once instead of after fetch_timeout_ms. A late answer to it is then ignored.
+  void abandon_fetch() { in_flight_.reset(); }
   // The driver appended a replicated batch of `epoch` at base_offset (keeps the epoch cache).
   void note_replicated_batch(std::int32_t epoch, std::int64_t base_offset);
   // The follower has fetched without divergence in this epoch: its log is a prefix of the

@@ -169,6 +169,24 @@ TEST(ReplicaState, FollowerTruncatesToAPrefixOfTheLeaderAndFetchesOnlyDurableOff
   EXPECT_EQ(rs.on_fetch_response(ok, 7), FollowerStep::ignore);
 }
 
+TEST(ReplicaState, AnAbandonedFetchIsReplacedAtOnceAndItsLateAnswerIgnored) {
+  MemLog log;
+  log.add(0, 5);
+  ReplicaState rs(opts(2), log);
+  rs.apply_metadata(part(1, 2, {1, 2, 3}), 0);
+  auto f = rs.next_fetch(0);
+  ASSERT_TRUE(f.has_value());
+  EXPECT_FALSE(rs.next_fetch(1).has_value());
+  rs.abandon_fetch();  // its connection closed
+  auto g = rs.next_fetch(2);
+  ASSERT_TRUE(g.has_value());
+  EXPECT_NE(g->request_id, f->request_id);
+  FollowerFetchResponse late{f->request_id, {}, 5, 7};
+  EXPECT_EQ(rs.on_fetch_response(late, 3), FollowerStep::ignore);
+  FollowerFetchResponse ok{g->request_id, {}, 5, 7};
+  EXPECT_EQ(rs.on_fetch_response(ok, 4), FollowerStep::append);
+}
+
 TEST(ReplicaState, IsrShrinksAfterTheLagTimeAndTheRemovalCountsOnlyOnceCommitted) {
   MemLog log;
   ReplicaState rs(opts(1), log);
