@@ -15,6 +15,18 @@
 
 namespace samsa::daemon {
 
+namespace {
+
+// Stops a loop thread's reactor and waits for it. Safe to call again: a joined thread is no
+// longer joinable, so the second call (the path that skipped the orderly steps) does nothing.
+void stop_and_join(std::thread& thread, io::Reactor* reactor) {
+  if (!thread.joinable()) return;
+  if (reactor) reactor->stop();
+  thread.join();
+}
+
+}  // namespace
+
 void Broker::shutdown() {
   if (stopping_.exchange(true)) return;
   const State was = state_.exchange(State::stopping, std::memory_order_acq_rel);
@@ -95,14 +107,8 @@ void Broker::shutdown() {
   }
   // 4. The controller (it may still be finishing a change), the coordinator (its writes in
   // flight complete on the shards, which are still running), then the shards' logs.
-  if (controller_thread_.joinable()) {
-    if (controller_reactor_) controller_reactor_->stop();
-    controller_thread_.join();
-  }
-  if (coordinator_thread_.joinable()) {
-    if (coordinator_reactor_) coordinator_reactor_->stop();
-    coordinator_thread_.join();
-  }
+  stop_and_join(controller_thread_, controller_reactor_);
+  stop_and_join(coordinator_thread_, coordinator_reactor_);
   for (ReactorThread* t : running) {
     t->ctx->reactor->post_fn([t] {
       ReactorContext& ctx = *t->ctx;
@@ -127,14 +133,8 @@ void Broker::shutdown() {
   }
   for (auto& t : reactors_)
     if (t->thread.joinable()) t->thread.join();
-  if (controller_thread_.joinable()) {
-    if (controller_reactor_) controller_reactor_->stop();
-    controller_thread_.join();
-  }
-  if (coordinator_thread_.joinable()) {
-    if (coordinator_reactor_) coordinator_reactor_->stop();
-    coordinator_thread_.join();
-  }
+  stop_and_join(controller_thread_, controller_reactor_);
+  stop_and_join(coordinator_thread_, coordinator_reactor_);
   if (retention_) retention_->stop();
   // The reactors are done; what they handed the offload is finished before the clean marker.
   offload_.reset();

@@ -40,7 +40,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from veth_bench import BROKER_IP, CLIENT_IP, NS, PORT, cpu_seconds, sh  # noqa: E402
+from veth_bench import (BROKER_IP, PORT, cpu_seconds, run_in_namespace,  # noqa: E402
+                         sh)
 
 PCTS = ("p50", "p99", "p99.9")
 
@@ -273,24 +274,7 @@ def main() -> int:
             setattr(a, k, os.path.abspath(getattr(a, k)))
     if a.inner:
         return inner(a)
-    try:
-        sh("ip", "netns", "add", NS)
-        n = ["ip", "-n", NS]
-        sh(*n, "link", "set", "lo", "up")
-        sh(*n, "link", "add", "k0", "type", "veth", "peer", "name", "d0")
-        sh(*n, "addr", "add", f"{CLIENT_IP}/24", "dev", "k0")
-        sh(*n, "link", "set", "k0", "mtu", str(a.mtu))
-        sh(*n, "link", "set", "d0", "mtu", str(a.mtu))
-        sh(*n, "link", "set", "k0", "up")
-        sh(*n, "link", "set", "d0", "up")
-        sh("ip", "netns", "exec", NS, "ethtool", "-K", "k0", "tx", "off")
-        return subprocess.run(["ip", "netns", "exec", NS, "/usr/bin/python3",
-                               os.path.abspath(__file__), "--inner"] + sys.argv[1:]).returncode
-    finally:
-        for pid in subprocess.run(["ip", "netns", "pids", NS], capture_output=True,
-                                  text=True).stdout.split():
-            os.kill(int(pid), signal.SIGKILL)
-        subprocess.run(["ip", "netns", "del", NS])
+    return run_in_namespace(os.path.abspath(__file__), a.mtu)
 
 
 if __name__ == "__main__":

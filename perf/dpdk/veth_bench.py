@@ -138,6 +138,31 @@ def inner(a) -> int:
     return 0
 
 
+def run_in_namespace(script: str, mtu: int = 1500) -> int:
+    """Makes the namespace with its veth pair (k0 for the client, checksum offload off; d0 for
+    samsad), runs `script --inner` with this process's arguments inside it, and removes the
+    namespace and everything in it afterwards."""
+    try:
+        sh("ip", "netns", "add", NS)
+        n = ["ip", "-n", NS]
+        sh(*n, "link", "set", "lo", "up")
+        sh(*n, "link", "add", "k0", "type", "veth", "peer", "name", "d0")
+        sh(*n, "addr", "add", f"{CLIENT_IP}/24", "dev", "k0")
+        if mtu != 1500:
+            sh(*n, "link", "set", "k0", "mtu", str(mtu))
+            sh(*n, "link", "set", "d0", "mtu", str(mtu))
+        sh(*n, "link", "set", "k0", "up")
+        sh(*n, "link", "set", "d0", "up")
+        sh("ip", "netns", "exec", NS, "ethtool", "-K", "k0", "tx", "off")
+        return subprocess.run(["ip", "netns", "exec", NS, "/usr/bin/python3", script,
+                               "--inner"] + sys.argv[1:]).returncode
+    finally:
+        for pid in subprocess.run(["ip", "netns", "pids", NS], capture_output=True,
+                                  text=True).stdout.split():
+            os.kill(int(pid), signal.SIGKILL)
+        subprocess.run(["ip", "netns", "del", NS])
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--samsad", required=True)
@@ -149,22 +174,7 @@ def main() -> int:
     a.samsad = os.path.abspath(a.samsad)
     if a.inner:
         return inner(a)
-    try:
-        sh("ip", "netns", "add", NS)
-        n = ["ip", "-n", NS]
-        sh(*n, "link", "set", "lo", "up")
-        sh(*n, "link", "add", "k0", "type", "veth", "peer", "name", "d0")
-        sh(*n, "addr", "add", f"{CLIENT_IP}/24", "dev", "k0")
-        sh(*n, "link", "set", "k0", "up")
-        sh(*n, "link", "set", "d0", "up")
-        sh("ip", "netns", "exec", NS, "ethtool", "-K", "k0", "tx", "off")
-        return subprocess.run(["ip", "netns", "exec", NS, "/usr/bin/python3",
-                               os.path.abspath(__file__), "--inner"] + sys.argv[1:]).returncode
-    finally:
-        for pid in subprocess.run(["ip", "netns", "pids", NS], capture_output=True,
-                                  text=True).stdout.split():
-            os.kill(int(pid), signal.SIGKILL)
-        subprocess.run(["ip", "netns", "del", NS])
+    return run_in_namespace(os.path.abspath(__file__))
 
 
 if __name__ == "__main__":

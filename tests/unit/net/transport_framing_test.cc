@@ -41,11 +41,15 @@ TEST(TransportFraming, PeerIsTheClientsAddress) {
 }
 
 TEST(TransportFraming, ListensOnIpv6) {
-  if (kDpdk) GTEST_SKIP() << "the DPDK backend speaks IPv4 only";
   TestHandler h;
   ListenerConfig cfg = test_config();
   cfg.host = "::1";
   Server srv(h, cfg);
+  if (kDpdk) {
+    // The DPDK backend speaks IPv4 only: an IPv6 listener is refused, naming the address.
+    EXPECT_NE(srv.error().find("listener host ::1"), std::string::npos) << srv.error();
+    return;
+  }
   if (srv.error().find("Cannot assign") != std::string::npos ||
       srv.error().find("not supported") != std::string::npos) {
     GTEST_SKIP() << "no IPv6 loopback here: " << srv.error();
