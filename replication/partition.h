@@ -103,8 +103,9 @@ class Partition final : private io::Log::Listener {
 
   // A cluster replica: its replication state machine over this log (made once, on the first
   // metadata that names this node a replica). replica_hw: the high watermark is the
-  // ReplicaState's (the ISR's durable end) instead of this log's durable end. Off until the
-  // follower fetchers run (replication/FETCHERS.md): without them an RF>1 HW would never move.
+  // ReplicaState's (the ISR's durable end) instead of this log's durable end: on wherever the
+  // follower fetchers and the ISR keeper run (cluster brokers), without which an RF>1 HW would
+  // never move.
   void enable_replica(const ReplicaOptions& o, bool replica_hw);
   ReplicaState* replica() { return replica_.get(); }
   const ReplicaState* replica() const { return replica_.get(); }
