@@ -157,6 +157,8 @@ void Broker::run_controller() {
             : settings_->cluster.role == ProcessRole::controller ? Mode::controller
                                                                  : Mode::single;
   co.session_timeout_ms = settings_->cluster.session_timeout_ms;
+  co.auto_leader_rebalance = settings_->cluster.auto_leader_rebalance;
+  co.leader_imbalance_check_ms = settings_->cluster.leader_imbalance_check_ms;
   const Mode co_mode = co.mode;
   co.node_id = settings_->node_id;
   co.log_dir = log_dirs_.front().get();

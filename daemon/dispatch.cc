@@ -27,6 +27,7 @@ const std::array kHandlers = {
     ApiHandler{key(ApiKey::create_topics), 2, 7, &handlers::create_topics},
     ApiHandler{key(ApiKey::delete_topics), 1, 6, &handlers::delete_topics},
     ApiHandler{key(ApiKey::create_partitions), 0, 3, &handlers::create_partitions},
+    ApiHandler{key(ApiKey::elect_leaders), 0, 2, &handlers::elect_leaders},
     ApiHandler{key(ApiKey::delete_records), 0, 2, &handlers::delete_records},
     ApiHandler{key(ApiKey::offset_for_leader_epoch), 2, 4, &handlers::offset_for_leader_epoch},
     ApiHandler{key(ApiKey::describe_configs), 1, 4, &handlers::describe_configs},
@@ -64,7 +65,7 @@ const std::array kHandlers = {
 bool forwarded(std::int16_t k) {
   return k == key(ApiKey::create_topics) || k == key(ApiKey::delete_topics) ||
          k == key(ApiKey::create_partitions) || k == key(ApiKey::alter_configs) ||
-         k == key(ApiKey::incremental_alter_configs);
+         k == key(ApiKey::elect_leaders) || k == key(ApiKey::incremental_alter_configs);
 }
 
 const ApiHandler* find_handler(std::int16_t k) {

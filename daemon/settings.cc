@@ -80,6 +80,8 @@ std::expected<std::shared_ptr<const BrokerSettings>, std::string> make_settings(
   ClusterSettings& cl = s->cluster;
   cl.session_timeout_ms = c.get_int("broker.session.timeout.ms");
   cl.heartbeat_interval_ms = c.get_int("broker.heartbeat.interval.ms");
+  cl.auto_leader_rebalance = c.get_bool("auto.leader.rebalance.enable");
+  cl.leader_imbalance_check_ms = c.get_int("leader.imbalance.check.interval.seconds") * 1000;
   cl.replica_lag_time_max_ms = c.get_int("replica.lag.time.max.ms");
   cl.replica_fetch_wait_max_ms = static_cast<std::int32_t>(c.get_int("replica.fetch.wait.max.ms"));
   cl.replica_fetch_max_bytes = static_cast<std::int32_t>(c.get_int("replica.fetch.max.bytes"));

@@ -47,6 +47,8 @@ struct ClusterSettings {
   std::string inter_broker_listener;         // inter.broker.listener.name (default: first listener)
   std::int64_t session_timeout_ms = 1500;    // broker.session.timeout.ms
   std::int64_t heartbeat_interval_ms = 250;  // broker.heartbeat.interval.ms
+  bool auto_leader_rebalance = true;         // auto.leader.rebalance.enable
+  std::int64_t leader_imbalance_check_ms = 300'000;  // leader.imbalance.check.interval.seconds
   // Follower fetching and the ISR (replica.*; Kafka's names).
   std::int64_t replica_lag_time_max_ms = 30000;
   std::int32_t replica_fetch_wait_max_ms = 500;

@@ -108,6 +108,9 @@ class Controller {
   struct Options {
     Mode mode = Mode::single;
     std::int64_t session_timeout_ms = 1500;  // broker.session.timeout.ms (controller mode)
+    // auto.leader.rebalance.enable / leader.imbalance.check.interval.seconds (controller mode)
+    bool auto_leader_rebalance = true;
+    std::int64_t leader_imbalance_check_ms = 300'000;
     std::int32_t node_id = 1;
     io::LogDir* log_dir = nullptr;  // where __cluster_metadata-0 lives
     TopicDefaults defaults;
@@ -176,6 +179,16 @@ class Controller {
   // ---- controller mode (replication/controller_cluster.cc) ----
   void register_broker(const BrokerRegistration& reg, std::function<void(RegistrationAnswer)> done);
   void broker_heartbeat(const Heartbeat& hb, std::function<void(HeartbeatAnswer)> done);
+  // ElectLeaders (ControllerState::elect_leaders), committed before done runs. On a single
+  // node every partition is led by its one replica: ELECTION_NOT_NEEDED.
+  void elect_leaders(bool unclean,
+                     std::optional<std::vector<std::pair<std::string, std::int32_t>>> which,
+                     std::function<void(kafka::ErrorCode, std::vector<ElectionResult>)> done);
+  // auto.leader.rebalance.enable and leader.imbalance.check.interval.seconds (controller mode).
+  void set_leader_rebalance(bool enabled, std::int64_t interval_ms) {
+    opts_.auto_leader_rebalance = enabled;
+    opts_.leader_imbalance_check_ms = interval_ms;
+  }
   // A leader's ISR changes (AlterPartition), one answer per item in order; the accepted ones
   // are committed (one batch) before done runs.
   void alter_partition(std::vector<AlterPartitionItem> items,
@@ -250,6 +263,7 @@ class Controller {
   struct TickTimer : io::Timer {
     Controller* self = nullptr;
   } tick_;
+  std::int64_t next_rebalance_ms_ = 0;  // auto.leader.rebalance.enable's next check
   struct ParkedRead {
     std::int64_t offset;
     std::int32_t max_bytes;

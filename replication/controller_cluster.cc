@@ -104,6 +104,43 @@ void Controller::alter_partition(std::vector<AlterPartitionItem> items,
                });
 }
 
+void Controller::elect_leaders(
+    bool unclean, std::optional<std::vector<std::pair<std::string, std::int32_t>>> which,
+    std::function<void(kafka::ErrorCode, std::vector<ElectionResult>)> done) {
+  if (!state_) {
+    // A single node: each partition's one replica leads it already.
+    std::vector<ElectionResult> out;
+    if (which) {
+      for (const auto& [name, part] : *which) {
+        const TopicState* t = image_->topic(name);
+        const bool known = t && part >= 0 && static_cast<std::size_t>(part) < t->partitions.size();
+        out.push_back(
+            {name, part,
+             known ? ErrorCode::election_not_needed : ErrorCode::unknown_topic_or_partition,
+             known ? "" : "no such partition"});
+      }
+    }
+    done(opts_.mode == Mode::single ? ErrorCode::none : ErrorCode::not_controller, std::move(out));
+    return;
+  }
+  state_->advance_next_offset(log_->log_end_offset());
+  auto p = state_->elect_leaders(unclean, which ? &*which : nullptr);
+  std::size_t elected = 0;
+  for (const auto& r : p.answer)
+    if (r.error == ErrorCode::none) ++elected;
+  if (elected)
+    LOG_INFO("ElectLeaders (%s): %zu partitions get a new leader",
+             unclean ? "unclean" : "preferred", elected);
+  if (p.records.empty()) {
+    done(ErrorCode::none, std::move(p.answer));
+    return;
+  }
+  commit_state(std::move(p.records),
+               [answer = std::move(p.answer), done = std::move(done)](bool ok) mutable {
+                 done(ok ? ErrorCode::none : ErrorCode::kafka_storage_error, std::move(answer));
+               });
+}
+
 void Controller::on_tick() {
   const std::int64_t now = wall_ms();
   state_->advance_next_offset(log_->log_end_offset());
@@ -119,6 +156,20 @@ void Controller::on_tick() {
     commit_state(std::move(records), [](bool ok) {
       if (!ok) LOG_ERROR("metadata: fencing records could not be written");
     });
+  }
+  // auto.leader.rebalance.enable: leaderships go back to their preferred replicas (a broker
+  // that restarted after a failover leads its share again).
+  const std::int64_t mono = mono_ms();
+  if (opts_.auto_leader_rebalance && mono >= next_rebalance_ms_) {
+    next_rebalance_ms_ = mono + opts_.leader_imbalance_check_ms;
+    auto moves = state_->rebalance_leaders();
+    if (!moves.empty()) {
+      LOG_INFO("auto leader rebalance: %zu partitions back to their preferred leaders",
+               moves.size());
+      commit_state(std::move(moves), [](bool ok) {
+        if (!ok) LOG_ERROR("metadata: leader rebalance records could not be written");
+      });
+    }
   }
   // Metadata fetches whose wait is over get what there is (nothing).
   for (auto it = parked_reads_.begin(); it != parked_reads_.end();) {

@@ -208,6 +208,78 @@ std::vector<MetadataRecord> ControllerState::tick(std::int64_t now_ms) {
   return out;
 }
 
+Proposal<std::vector<ElectionResult>> ControllerState::elect_leaders(
+    bool unclean, const std::vector<std::pair<std::string, std::int32_t>>* which) {
+  Proposal<std::vector<ElectionResult>> out;
+  // The outcome for one partition, and the change it needs (leader, new ISR) if any.
+  auto decide = [&](const TopicState& t, const PartitionState& p, ElectionResult& r) {
+    if (!unclean) {
+      const std::int32_t preferred = p.replicas.empty() ? -1 : p.replicas.front();
+      if (p.leader == preferred) {
+        r.error = ErrorCode::election_not_needed;
+        return;
+      }
+      if (!contains(p.isr, preferred) || !usable(preferred)) {
+        r.error = ErrorCode::preferred_leader_not_available;
+        r.message = "the preferred replica " + std::to_string(preferred) +
+                    (usable(preferred) ? " is not in the ISR" : " is not a live broker");
+        return;
+      }
+      emit(out.records, PartitionChangeRecord{t.id, p.partition, std::nullopt, preferred});
+      return;
+    }
+    if (p.leader >= 0) {
+      r.error = ErrorCode::election_not_needed;
+      return;
+    }
+    for (std::int32_t id : p.replicas) {
+      if (contains(p.isr, id) && usable(id)) {
+        emit(out.records, PartitionChangeRecord{t.id, p.partition, std::nullopt, id});
+        return;
+      }
+    }
+    for (std::int32_t id : p.replicas) {
+      if (usable(id)) {
+        // Unclean: only this replica's log survives as the partition's.
+        emit(out.records,
+             PartitionChangeRecord{t.id, p.partition, std::vector<std::int32_t>{id}, id});
+        return;
+      }
+    }
+    r.error = ErrorCode::eligible_leaders_not_available;
+    r.message = "no replica is a live broker";
+  };
+  if (!which) {
+    std::vector<std::pair<std::string, std::int32_t>> all;
+    for (const auto& [name, t] : image_.topics())
+      for (const auto& p : t->partitions)
+        all.emplace_back(name, p.partition);
+    for (const auto& [name, part] : all) {
+      const TopicState* t = image_.topic(name);
+      ElectionResult r{name, part, ErrorCode::none, {}};
+      decide(*t, t->partitions[static_cast<std::size_t>(part)], r);
+      if (r.error != ErrorCode::election_not_needed) out.answer.push_back(std::move(r));
+    }
+    return out;
+  }
+  for (const auto& [name, part] : *which) {
+    ElectionResult r{name, part, ErrorCode::none, {}};
+    const TopicState* t = image_.topic(name);
+    if (!t || part < 0 || static_cast<std::size_t>(part) >= t->partitions.size()) {
+      r.error = ErrorCode::unknown_topic_or_partition;
+      r.message = "no such partition";
+    } else {
+      decide(*t, t->partitions[static_cast<std::size_t>(part)], r);
+    }
+    out.answer.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::vector<MetadataRecord> ControllerState::rebalance_leaders() {
+  return elect_leaders(false, nullptr).records;
+}
+
 Proposal<AlterPartitionAnswer> ControllerState::alter_partition(const AlterPartitionItem& req) {
   Proposal<AlterPartitionAnswer> p;
   auto& a = p.answer;

@@ -87,6 +87,14 @@ struct AlterPartitionItem {
   AlterPartitionProposal proposal;
 };
 
+// One partition's outcome of ElectLeaders.
+struct ElectionResult {
+  std::string topic;
+  std::int32_t partition = 0;
+  kafka::ErrorCode error = kafka::ErrorCode::none;
+  std::string message;
+};
+
 template <class Answer>
 struct Proposal {
   std::vector<MetadataRecord> records;  // to propose; the answer goes out once they commit
@@ -126,6 +134,16 @@ class ControllerState {
   Proposal<AlterPartitionAnswer> alter_partition(const AlterPartitionItem& req);
   // Brokers silent for broker.session.timeout.ms are fenced (their leaderships move).
   std::vector<MetadataRecord> tick(std::int64_t now_ms);
+  // ElectLeaders. Preferred: the first replica leads again when it is in the ISR and usable
+  // (ELECTION_NOT_NEEDED when it leads, PREFERRED_LEADER_NOT_AVAILABLE otherwise). Unclean: a
+  // partition with no leader gets a usable ISR member, or else the first usable replica (the
+  // ISR becomes that replica alone: records only the old ISR held may be lost), or
+  // ELIGIBLE_LEADERS_NOT_AVAILABLE. `which` null: every partition, with results only for
+  // those an election was needed for (as Kafka answers a null list).
+  Proposal<std::vector<ElectionResult>> elect_leaders(
+      bool unclean, const std::vector<std::pair<std::string, std::int32_t>>* which);
+  // auto.leader.rebalance.enable: preferred elections wherever they would succeed.
+  std::vector<MetadataRecord> rebalance_leaders();
   // A topic with partitions x replication_factor replicas spread over the unfenced brokers
   // (round robin from a rotating start), leaders first in each list. INVALID_REPLICATION_FACTOR
   // when it exceeds them.

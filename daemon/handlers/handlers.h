@@ -19,6 +19,7 @@ void list_offsets(RequestPtr r);
 void create_topics(RequestPtr r);
 void delete_topics(RequestPtr r);
 void create_partitions(RequestPtr r);
+void elect_leaders(RequestPtr r);
 // Topic configs and dynamic broker settings (configs.cc).
 void describe_configs(RequestPtr r);
 void alter_configs(RequestPtr r);

@@ -1,5 +1,5 @@
-// CreateTopics, DeleteTopics and CreatePartitions: validated and committed by the controller
-// thread; answered from the origin reactor once every reactor has applied the change.
+// CreateTopics, DeleteTopics, CreatePartitions and ElectLeaders: validated and committed by the
+// controller thread; answered from the origin reactor once every reactor has applied the change.
 #include "base/log.h"
 #include "daemon/broker.h"
 #include "daemon/handlers/handlers.h"
@@ -10,6 +10,8 @@
 #include "net/kafka/gen/create_topics_response.h"
 #include "net/kafka/gen/delete_topics_request.h"
 #include "net/kafka/gen/delete_topics_response.h"
+#include "net/kafka/gen/elect_leaders_request.h"
+#include "net/kafka/gen/elect_leaders_response.h"
 #include "replication/topic_config.h"
 
 namespace samsa::daemon::handlers {
@@ -174,6 +176,58 @@ void create_partitions(RequestPtr r) {
           if (o.error == ErrorCode::none)
             LOG_INFO("added partitions to topic %s", res.name.c_str());
           resp.results.push_back(std::move(res));
+        }
+        r->reply(resp);
+      });
+}
+
+// ElectLeaders: preferred (type 0; v0 has no type) or unclean (type 1) elections, decided and
+// committed by the controller (replication::ControllerState::elect_leaders).
+void elect_leaders(RequestPtr r) {
+  kafka::ElectLeadersRequest req;
+  if (!r->decode(req)) return;
+  if (req.election_type != 0 && req.election_type != 1) {
+    kafka::ElectLeadersResponse resp;
+    resp.error_code = kafka::code(ErrorCode::invalid_request);
+    r->reply(resp);
+    return;
+  }
+  std::optional<std::vector<std::pair<std::string, std::int32_t>>> which;
+  if (req.topic_partitions) {
+    std::size_t n = 0;
+    for (const auto& t : *req.topic_partitions)
+      n += t.partitions.size();
+    if (!r->charge(n * (sizeof(replication::ElectionResult) + 64), "its partitions")) return;
+    which.emplace();
+    for (const auto& t : *req.topic_partitions)
+      for (std::int32_t p : t.partitions)
+        which->emplace_back(t.topic, p);
+  }
+  const bool unclean = req.election_type == 1;
+  using Result = std::pair<ErrorCode, std::vector<replication::ElectionResult>>;
+  via_controller<Result>(
+      std::move(r),
+      [unclean, which = std::move(which)](replication::Controller& c, auto done) mutable {
+        c.elect_leaders(unclean, std::move(which),
+                        [done = std::move(done)](
+                            ErrorCode e, std::vector<replication::ElectionResult> out) mutable {
+                          done(Result{e, std::move(out)});
+                        });
+      },
+      [](RequestPtr r, Result res) {
+        kafka::ElectLeadersResponse resp;
+        resp.error_code = kafka::code(res.first);
+        for (auto& o : res.second) {
+          if (resp.replica_election_results.empty() ||
+              resp.replica_election_results.back().topic != o.topic) {
+            resp.replica_election_results.emplace_back();
+            resp.replica_election_results.back().topic = o.topic;
+          }
+          kafka::ElectLeadersResponse::PartitionResult pr;
+          pr.partition_id = o.partition;
+          pr.error_code = kafka::code(o.error);
+          pr.error_message = o.message.empty() ? std::nullopt : std::optional(std::move(o.message));
+          resp.replica_election_results.back().partition_result.push_back(std::move(pr));
         }
         r->reply(resp);
       });

@@ -166,7 +166,8 @@ def main() -> int:
               "samsa.reactors": "1"}
     controller = Node(a.samsad, root, CONTROLLER_ID,
                       dict(common, **{"process.roles": "controller",
-                                      "listeners": f"CONTROLLER://127.0.0.1:{cport}"}))
+                                      "listeners": f"CONTROLLER://127.0.0.1:{cport}",
+                                      "leader.imbalance.check.interval.seconds": "1"}))
     brokers = {}
     for b in BROKERS:
         port = free_port()
@@ -350,6 +351,7 @@ def main() -> int:
 
         # ---- kill -9 of a leader ----
         failovers = []
+        rebalanced = []
         for cycle in range(a.cycles):
             name = f"failover-{cycle}"
             admin.create_topics([NewTopic(name, num_partitions=3, replication_factor=3)])[
@@ -425,6 +427,31 @@ def main() -> int:
             diff = replicated(brokers, name, now_leaders, timeout=10)
             check(not diff, f"cycle {cycle}: every replica holds its leader's bytes "
                             f"({diff or 'all equal'})")
+            # auto.leader.rebalance.enable (checked every second here): once back in the ISR,
+            # the restarted broker leads its preferred partitions again.
+            t_back = time.time()
+            while time.time() - t_back < 10:
+                parts = topic_md(via, name, 3).partitions.values()
+                if all(q.leader == q.replicas[0] for q in parts):
+                    break
+                time.sleep(0.05)
+            check(all(q.leader == q.replicas[0] for q in topic_md(via, name, 3).partitions.values()),
+                  f"cycle {cycle}: leaderships back on the preferred replicas after "
+                  f"{time.time() - t_back:.2f}s")
+            rebalanced.append(time.time() - t_back)
+            # ElectLeaders through a broker (forwarded): nothing left to elect, and an unknown
+            # partition named.
+            c2 = kproto.Conn("127.0.0.1", brokers[survivors[0]].port)
+            c2.send(kp.encode_request(43, 2, 5, "cluster-test", {
+                "ElectionType": 0, "TimeoutMs": 10000,
+                "TopicPartitions": [{"Topic": name, "Partitions": [0, 1, 2, 7]}]}))
+            _, el = kp.decode_response(43, 2, c2.recv(10))
+            c2.close()
+            codes = {r["PartitionId"]: r["ErrorCode"]
+                     for t in el["ReplicaElectionResults"] for r in t["PartitionResult"]}
+            check(el["ErrorCode"] == 0 and codes == {0: 84, 1: 84, 2: 84, 7: 3},
+                  f"cycle {cycle}: ElectLeaders answers ELECTION_NOT_NEEDED for balanced "
+                  f"partitions and UNKNOWN_TOPIC_OR_PARTITION for partition 7 ({codes})")
         p.flush(5)
 
         # ---- the ISR: a stalled follower leaves it (acks=all then refused below
@@ -551,6 +578,8 @@ def main() -> int:
             log(f"registration -> unfenced, ms: {unfenced}; median "
                 f"{statistics.median(unfenced):.0f}")
         log(f"controlled shutdown (SIGTERM -> new leaders in Metadata): {graceful * 1000:.0f} ms")
+        log(f"restart -> preferred leaders again (auto rebalance), s: "
+            f"{[round(x, 2) for x in rebalanced]}")
         # The idempotent producer stays open while the nodes stop, controller first: a
         # request it leaves waiting on a forward to the stopped controller must not hold a
         # broker's stop (the cluster link gives such forwards up at once when stopping).

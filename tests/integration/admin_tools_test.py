@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The admin APIs against a live samsad, driven the way operators drive Kafka: Apache Kafka
 4.1.1's CLI tools (kafka-topics, kafka-configs, kafka-delete-records, kafka-log-dirs,
-kafka-get-offsets, kafka-consumer-groups, kafka-cluster), Debian's confluent-kafka AdminClient
+kafka-get-offsets, kafka-consumer-groups, kafka-cluster, kafka-leader-election), Debian's confluent-kafka AdminClient
 (librdkafka), and hand-encoded requests where no installed tool sends them. Every config change
 is checked for its effect, not just for its answer:
 
@@ -276,6 +276,16 @@ def test_partitions_records_dirs(b: Samsad, cl: Client):
            f"kafka-log-dirs names the log dir ({[d.get('logDir') for d in dirs]})")
     checks(sorted(parts) == sorted([f"del-{i}" for i in range(2)] + [f"adm-{i}" for i in range(5)]) and
            parts["del-0"] > 0, f"... with every partition asked for and its size ({parts})")
+
+    # ElectLeaders: a single node's one replica already leads every partition.
+    rc, out = tool("kafka-leader-election", "--bootstrap-server", b.bootstrap, "--election-type",
+                   "preferred", "--topic", "adm", "--partition", "0")
+    checks(rc == 0 and "Valid replica already elected for partitions adm-0" in out,
+           f"kafka-leader-election --election-type preferred ({out.strip()[-90:]})")
+    rc, out = tool("kafka-leader-election", "--bootstrap-server", b.bootstrap, "--election-type",
+                   "unclean", "--topic", "nope", "--partition", "0")
+    checks(rc != 0 and "UnknownTopicOrPartition" in out,
+           f"kafka-leader-election on an unknown partition fails with its error ({out.strip()[-90:]})")
 
     rc, out = tool("kafka-cluster", "cluster-id", "--bootstrap-server", b.bootstrap)
     with open(os.path.join(b.data, "meta.properties")) as f:

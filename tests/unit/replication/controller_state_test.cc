@@ -165,6 +165,74 @@ TEST(ControllerState, AlterPartitionIsValidated) {
       ErrorCode::ineligible_replica);
 }
 
+TEST(ControllerState, PreferredLeadersReturnOnceBackInTheIsr) {
+  Cluster c;
+  c.create();
+  const auto replicas = c.p().replicas;
+  const std::int32_t preferred = replicas[0];
+  using Parts = std::vector<std::pair<std::string, std::int32_t>>;
+  const Parts t0{{"t", 0}};
+  auto elect = [&](const Parts* which) { return c.cs.elect_leaders(false, which); };
+  auto one = elect(&t0);
+  ASSERT_EQ(one.answer.size(), 1u);
+  EXPECT_EQ(one.answer[0].error, ErrorCode::election_not_needed);
+  EXPECT_TRUE(elect(nullptr).answer.empty());  // a null list names only elections needed
+  // The preferred leader is fenced: leadership moves, and it cannot come back while fenced.
+  c.cs.heartbeat({preferred, c.epoch[preferred], c.cs.next_offset(), true, false}, 10);
+  const std::int32_t other = c.p().leader;
+  ASSERT_NE(other, preferred);
+  auto fenced = elect(&t0);
+  EXPECT_EQ(fenced.answer[0].error, ErrorCode::preferred_leader_not_available);
+  EXPECT_NE(fenced.answer[0].message.find("not a live broker"), std::string::npos);
+  // Back and unfenced but not yet in the ISR: still not.
+  c.cs.heartbeat({preferred, c.epoch[preferred], c.cs.next_offset(), false, false}, 20);
+  auto behind = elect(&t0);
+  EXPECT_EQ(behind.answer[0].error, ErrorCode::preferred_leader_not_available);
+  EXPECT_NE(behind.answer[0].message.find("not in the ISR"), std::string::npos);
+  EXPECT_TRUE(c.cs.rebalance_leaders().empty());
+  // The leader adds it back to the ISR: the automatic rebalance makes it lead again.
+  std::vector<IsrMember> isr;
+  for (std::int32_t id : c.p().isr)
+    isr.push_back({id, c.epoch[id]});
+  isr.push_back({preferred, c.epoch[preferred]});
+  auto grow = c.cs.alter_partition(AlterPartitionItem{
+      other, c.epoch[other], kTopic, 0, {1, c.p().leader_epoch, c.p().partition_epoch, isr}});
+  ASSERT_EQ(grow.answer.error, ErrorCode::none);
+  const std::int32_t epoch_before = c.p().leader_epoch;
+  auto moves = c.cs.rebalance_leaders();
+  ASSERT_EQ(moves.size(), 1u);
+  EXPECT_EQ(c.p().leader, preferred);
+  EXPECT_EQ(c.p().leader_epoch, epoch_before + 1);
+  EXPECT_TRUE(c.cs.rebalance_leaders().empty());
+  const Parts unknown{{"t", 5}, {"nope", 0}};
+  auto u = elect(&unknown);
+  ASSERT_EQ(u.answer.size(), 2u);
+  EXPECT_EQ(u.answer[0].error, ErrorCode::unknown_topic_or_partition);
+  EXPECT_EQ(u.answer[1].error, ErrorCode::unknown_topic_or_partition);
+}
+
+TEST(ControllerState, AnUncleanElectionTakesALiveReplicaOutsideTheIsr) {
+  Cluster c;
+  c.create();
+  const auto replicas = c.p().replicas;
+  using Parts = std::vector<std::pair<std::string, std::int32_t>>;
+  const Parts t0{{"t", 0}};
+  EXPECT_EQ(c.cs.elect_leaders(true, &t0).answer[0].error, ErrorCode::election_not_needed);
+  for (std::int32_t b : {replicas[1], replicas[2], replicas[0]})
+    c.cs.heartbeat({b, c.epoch[b], c.cs.next_offset(), true, false}, 10);
+  ASSERT_EQ(c.p().leader, -1);
+  EXPECT_EQ(c.cs.elect_leaders(true, &t0).answer[0].error,
+            ErrorCode::eligible_leaders_not_available);
+  // Only a replica outside the ISR comes back: the clean path leaves the partition offline,
+  // the unclean election gives it to that replica, alone in the ISR.
+  c.cs.heartbeat({replicas[1], c.epoch[replicas[1]], c.cs.next_offset(), false, false}, 20);
+  ASSERT_EQ(c.p().leader, -1);
+  auto u = c.cs.elect_leaders(true, &t0);
+  EXPECT_EQ(u.answer[0].error, ErrorCode::none);
+  EXPECT_EQ(c.p().leader, replicas[1]);
+  EXPECT_EQ(c.p().isr, (std::vector<std::int32_t>{replicas[1]}));
+}
+
 TEST(ControllerState, ControlledShutdownMovesLeadershipThenLetsTheBrokerStop) {
   Cluster c;
   c.create();
