@@ -22,6 +22,7 @@ struct PendingAppend : io::AppendOp {
   std::vector<std::byte> bytes;
   OffsetsStore::AppendDone reply;
   io::Reactor* home = nullptr;
+  replication::Partition* partition = nullptr;  // the leader's, on its shard's thread
 };
 
 // Any thread: hands the outcome to the coordinator's thread, which owns (and frees) the op.
@@ -30,6 +31,16 @@ void finish_append(PendingAppend* op, std::optional<io::Error> err) {
     std::unique_ptr<PendingAppend> own(op);
     own->reply(std::move(err));
   });
+}
+
+// The partition's thread, once the batch is durable on this leader (op->result holds its
+// offsets). The one place where a coordinator write is declared committed: a commit, an
+// assignment or a deletion is answered from here. In a cluster, "committed" is meant to be what
+// acks=all means for Produce: the high watermark (the ISR's durable end) has passed
+// op->result.last_offset; the wait for it belongs here, and nowhere else in the coordinator.
+// Until the leader's HW tracks the ISR, this answers after the leader's own fsync.
+void when_committed(PendingAppend* op) {
+  finish_append(op, std::nullopt);
 }
 
 bool pread_full(int fd, std::byte* out, std::size_t n, std::uint64_t pos, std::string* why) {
@@ -67,9 +78,14 @@ void PartitionStore::append(std::int32_t partition, std::vector<std::byte> batch
     }
     op->batch = op->bytes;
     op->durability = io::Durability::durable;
+    op->partition = part;
     op->done = [](io::AppendOp* a) {
       auto* self = static_cast<PendingAppend*>(a);
-      finish_append(self, self->error);
+      if (self->error) {
+        finish_append(self, self->error);
+      } else {
+        when_committed(self);
+      }
     };
     if (auto r = part->append(op); !r) {
       finish_append(
@@ -84,7 +100,7 @@ struct PartitionStore::Load {
   BatchVisitor visit;
   LoadDone done;
   std::int64_t next = -1;
-  std::int64_t end = -1;  // the partition's high watermark when the load began
+  std::int64_t end = -1;  // the partition's written end when the load began
 };
 
 void PartitionStore::load(std::int32_t partition, BatchVisitor visit, LoadDone done) {
@@ -113,7 +129,11 @@ void PartitionStore::load_step(Load* l) {
       return;
     }
     if (l->end < 0) {
-      l->end = part->high_watermark();
+      // To the log's end, as Kafka's loader reads: a new leader's log is the partition's
+      // history from now on, including what it holds above a high watermark that has not
+      // caught up with its followers yet. (A single node at start: its HW, nothing is in
+      // flight.)
+      l->end = part->log().written_end_offset();
       l->next = part->log_start_offset();
     }
     if (l->next >= l->end) {
