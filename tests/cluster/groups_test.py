@@ -16,6 +16,9 @@ Checks:
   a survivor answers it; the time from the kill is printed), OffsetFetch there returns every
   offset committed before the kill, the consumers go on consuming new records without reading
   the old ones again, and a third consumer joining rebalances the group on the new coordinator;
+- the new coordinator stopped (SIGSTOP) past the session timeout: the next leader takes the
+  group over with the same offsets, and the stopped broker, once running again, has unloaded
+  the partition and answers NOT_COORDINATOR; the group goes on consuming;
 - throughout, no partition is ever assigned to two members at once, and every record a consumer
   gets comes from a partition assigned to it then; at the end the committed offsets are the
   topic's end offsets.
@@ -28,6 +31,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -126,8 +130,7 @@ class Members:
         c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": GROUP,
                       "client.id": name, "enable.auto.commit": False,
                       "auto.offset.reset": "earliest", "session.timeout.ms": 6000,
-                      "heartbeat.interval.ms": 500, "topic.metadata.refresh.interval.ms": 1000,
-                      **({"debug": os.environ["GT_DEBUG"]} if os.environ.get("GT_DEBUG") else {})})
+                      "heartbeat.interval.ms": 500, "topic.metadata.refresh.interval.ms": 1000})
         self.assigned[name] = set()
         self.got[name] = []
 
@@ -423,6 +426,65 @@ def main() -> int:
             err, committed = raw.offset_fetch(new_coordinator, GROUP)
             if (err == 0 and committed == expected) or time.time() > end:
                 break
+        check(err == 0 and committed == expected, f"the commits are the end offsets "
+                                                  f"{committed}")
+
+        # ---- resignation on a live broker: the coordinator is fenced (SIGSTOP beyond the
+        # session timeout), leadership moves, and once it runs again it unloads the partition
+        # and answers NOT_COORDINATOR ----
+        paused = new_coordinator
+        last = next(b for b in survivors if b != paused)
+        diff = replicated({b: brokers[b] for b in survivors}, "__consumer_offsets", {gp: paused},
+                          timeout=10)
+        check(not diff, f"broker {last} copied __consumer_offsets-{gp} ({diff or 'all equal'})")
+        brokers[paused].proc.send_signal(signal.SIGSTOP)
+        stopped = time.time()
+        answer = None
+        while time.time() - stopped < 15:
+            members.poll_round(0)
+            answer = raw.find_coordinator(last, GROUP)
+            if answer[0] == 0 and answer[1] == last:
+                break
+            time.sleep(0.01)
+        handover = time.time() - stopped
+        brokers[paused].proc.send_signal(signal.SIGCONT)
+        check(answer is not None and answer[1] == last,
+              f"broker {paused} stopped: FindCoordinator names broker {last} after "
+              f"{handover * 1000:.0f} ms ({answer})")
+        unloaded = f"unloaded __consumer_offsets-{gp}"
+        end = time.time() + 15
+        while time.time() < end:
+            members.poll_round(0.02)
+            err, _ = raw.offset_fetch(paused, GROUP)
+            if err == NOT_COORDINATOR and unloaded in brokers[paused].tail(400):
+                break
+        check(err == NOT_COORDINATOR and unloaded in brokers[paused].tail(400),
+              f"broker {paused}, running again, unloaded the partition and answers "
+              f"NOT_COORDINATOR ({err})")
+        end = time.time() + 15
+        while True:
+            members.poll_round(0.02)
+            err, committed = raw.offset_fetch(last, GROUP)
+            if err not in RETRIABLE_GROUP_ERRORS or time.time() > end:
+                break
+        check(err == 0 and committed == expected,
+              f"broker {last} serves the same offsets ({committed}, error {err})")
+        before_d = len(members.values())
+        n_ok, n_failed = produce(p, "d", 300)
+        check(n_ok == 300 and n_failed == 0, f"300 more records produced ({n_failed} failed)")
+        fourth = {f"d-{i}" for i in range(300)}
+        check(members.consume_until(fourth, 60), "the group consumed them after the handover")
+        again = [v for v in members.values()[before_d:] if not v.startswith("d-")]
+        check(not again, f"nothing committed before the handover was read again ({len(again)})")
+        expected = {q: (600 + 600 + 300 + 300) // TOPIC_PARTITIONS
+                    for q in range(TOPIC_PARTITIONS)}
+        end = time.time() + 20
+        while True:
+            members.poll_round(0.02)
+            members.commit_all()
+            err, committed = raw.offset_fetch(last, GROUP)
+            if (err == 0 and committed == expected) or time.time() > end:
+                break
         check(err == 0 and committed == expected, f"the final commits are the end offsets "
                                                   f"{committed}")
         check(not members.violations, f"no partition was held by two members at once, no record "
@@ -431,7 +493,7 @@ def main() -> int:
         log(f"commit errors seen by the consumers (retried): {members.commit_errors[:5]}")
         log(f"coordinator failover (kill -9 -> FindCoordinator answers the new leader): "
             f"{moved * 1000:.0f} ms; offsets served there {loaded_at * 1000:.0f} ms after the "
-            f"kill")
+            f"kill; SIGSTOP -> FindCoordinator answers the next leader: {handover * 1000:.0f} ms")
         members.close()
         members = None
         del p
