@@ -4,7 +4,7 @@
 // (as any client's CreateTopics would go), and its coordinator serves exactly the partitions this
 // broker leads, following the metadata images the reactors apply (Kafka's onElection and
 // onResignation).
-#include <climits>
+#include <cstdint>
 
 #include "base/clock.h"
 #include "base/log.h"
