@@ -127,7 +127,9 @@ void GroupCoordinator::shutdown() {
 
 ErrorCode GroupCoordinator::check_group_id(std::string_view group_id) const {
   if (shutting_down_ || partitions_ <= 0) return ErrorCode::coordinator_not_available;
-  switch (load_state_[static_cast<std::size_t>(partition_of(group_id))]) {
+  switch (slots_[static_cast<std::size_t>(partition_of(group_id))].state) {
+    case LoadState::inactive:
+      return ErrorCode::not_coordinator;
     case LoadState::loading:
       return ErrorCode::coordinator_load_in_progress;
     case LoadState::failed:
@@ -164,7 +166,7 @@ GroupCoordinator::Group* GroupCoordinator::create_group(const std::string& group
   return raw;
 }
 
-void GroupCoordinator::erase_group(Group* g) {
+void GroupCoordinator::erase_group(Group* g, ErrorCode parked_error) {
   reactor_.disarm(&g->join_timer);
   reactor_.disarm(&g->sync_timer);
   ParkedAnswers parked;
@@ -175,7 +177,7 @@ void GroupCoordinator::erase_group(Group* g) {
   for (auto& [pid, p] : g->pending)
     reactor_.disarm(&p->timer);
   groups_.erase(g->id);
-  parked.fail(ErrorCode::unknown_member_id);
+  parked.fail(parked_error);
 }
 
 std::optional<GroupCoordinator::GroupSnapshot> GroupCoordinator::snapshot(
@@ -299,7 +301,7 @@ void GroupCoordinator::list_groups(ListRequest req, Done<ListResult> done) {
   if (loading_ > 0) res.error = ErrorCode::coordinator_load_in_progress;
   for (const auto& [id, g] : groups_) {
     if (g->state == GroupState::dead) continue;
-    if (load_state_[static_cast<std::size_t>(g->partition)] != LoadState::loaded) continue;
+    if (!serving(g->partition)) continue;
     const std::string_view state = state_name(g->state);
     if (!req.states.empty() &&
         std::none_of(req.states.begin(), req.states.end(),

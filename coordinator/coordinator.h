@@ -1,14 +1,16 @@
 // coordinator::GroupCoordinator — Kafka's classic consumer group protocol (JoinGroup,
 // SyncGroup, Heartbeat, LeaveGroup) and committed offsets, for every group whose
-// __consumer_offsets partition this node leads (on a single node: all of them).
+// __consumer_offsets partition this node leads (on a single node: all of them; on a cluster
+// broker: those activate() names, as leadership moves).
 //
 // Threading: one thread ("coordinator") with its own io::Reactor owns this object; every
 // method is called on that thread and every callback is invoked on it, either before the call
 // returns (answers known at once) or later (a JoinGroup parked until the rebalance completes, a
 // commit acknowledged once its batch is durable). Session, rebalance and initial-delay timeouts
 // are timers on that reactor. State is kept in memory and written to __consumer_offsets through
-// an OffsetsStore; start() replays those partitions (last write wins, tombstones delete), and
-// groups of a partition still loading answer COORDINATOR_LOAD_IN_PROGRESS.
+// an OffsetsStore; start() (or activate(), partition by partition) replays those partitions
+// (last write wins, tombstones delete), groups of a partition still loading answer
+// COORDINATOR_LOAD_IN_PROGRESS, and those of a partition led elsewhere NOT_COORDINATOR.
 //
 // The request structs are the protocol's content without its wire versions; the daemon maps
 // versions (MEMBER_ID_REQUIRED from JoinGroup v4, per-member LeaveGroup from v3, ...) onto
@@ -261,15 +263,37 @@ class GroupCoordinator {
   GroupCoordinator(const GroupCoordinator&) = delete;
   GroupCoordinator& operator=(const GroupCoordinator&) = delete;
 
-  // Starts serving with the offsets topic's partition count: replays every partition. Until
-  // then every group answers COORDINATOR_NOT_AVAILABLE.
-  void start(std::int32_t partitions);
+  // Who leads the partitions of __consumer_offsets.
+  enum class Leadership : std::uint8_t {
+    all,      // a single node: every partition, from start() on
+    elected,  // a cluster broker: those activate() names, until deactivate()
+  };
+  // Starts serving with the offsets topic's partition count. Until then every group answers
+  // COORDINATOR_NOT_AVAILABLE. Leadership::all replays every partition now; with
+  // Leadership::elected no partition is served until activate() (groups of the others answer
+  // NOT_COORDINATOR). Later calls do nothing.
+  void start(std::int32_t partitions, Leadership leadership = Leadership::all);
+  // This node leads partition p in leader_epoch (Kafka's onElection): p is replayed (its groups
+  // answer COORDINATOR_LOAD_IN_PROGRESS meanwhile), then served. A partition already loading
+  // or served only takes the newer epoch; an epoch older than p's last activation or
+  // resignation is stale and ignored.
+  void activate(std::int32_t p, std::int32_t leader_epoch);
+  // This node no longer leads p as of leader_epoch (Kafka's onResignation): p's groups are
+  // dropped from memory (requests parked in them are answered NOT_COORDINATOR), a replay in
+  // flight is discarded when it ends, writes in flight are answered NOT_COORDINATOR, and p's
+  // groups answer NOT_COORDINATOR until the next activate(). Stale when leader_epoch is older
+  // than the epoch p is served in: ignored then.
+  void deactivate(std::int32_t p, std::int32_t leader_epoch);
+  // p is loading or served (activated and not resigned since).
+  bool active(std::int32_t p) const;
+  // p has been replayed and is served.
+  bool serving(std::int32_t p) const;
   // Stops serving: parked JoinGroup/SyncGroup requests are answered NOT_COORDINATOR at once,
   // new requests get COORDINATOR_NOT_AVAILABLE; writes in flight still complete.
   void shutdown();
 
   bool started() const { return partitions_ > 0; }
-  // Every partition has been replayed.
+  // Every partition this node leads has been replayed.
   bool loaded() const;
   std::int32_t partitions() const { return partitions_; }
   std::int32_t partition_of(std::string_view group) const {
@@ -319,6 +343,8 @@ class GroupCoordinator {
     std::uint64_t records_loaded = 0;
     std::uint64_t batches_written = 0;
     std::uint64_t records_rewritten = 0;
+    std::uint64_t partitions_loaded = 0;    // replays completed (activations that served)
+    std::uint64_t partitions_unloaded = 0;  // resignations of loading or served partitions
   };
   const Stats& stats() const { return stats_; }
 
@@ -326,17 +352,31 @@ class GroupCoordinator {
   struct Member;
   struct Group;
   struct PendingMember;
-  enum class LoadState : std::uint8_t { loading, loaded, failed };
+  enum class LoadState : std::uint8_t { inactive, loading, loaded, failed };
+  // One partition of __consumer_offsets as this coordinator sees it.
+  struct Slot {
+    LoadState state = LoadState::inactive;
+    // The leader epoch of the last activation or resignation.
+    std::int32_t epoch = -1;
+    // Bumped by every activation and resignation: a replay or a write started under an older
+    // term finds its partition handed over since (a stale load is not applied, a write that
+    // raced a resignation is answered NOT_COORDINATOR).
+    std::uint64_t term = 0;
+    bool failed_before = false;  // the load error was logged
+    std::int64_t load_started_ns = 0;
+  };
 
   // Common checks for a request about group_id: the coordinator serves, the partition is loaded.
   ErrorCode check_group_id(std::string_view group_id) const;
   Group* find_group(std::string_view group_id);
   const Group* find_group(std::string_view group_id) const;
   Group* create_group(const std::string& group_id);
-  void erase_group(Group* g);
+  // Answers the requests parked in the group with parked_error.
+  void erase_group(Group* g, ErrorCode parked_error = ErrorCode::unknown_member_id);
 
   // Loading.
   void load_partition(std::int32_t p);
+  void unload_partition(std::int32_t p);
   void replay_batch(std::int32_t p, std::span<const std::byte> batch);
   void on_loaded(std::int32_t p, std::optional<io::Error> err);
   void apply_group_value(std::int32_t p, const std::string& group_id, GroupValue v);
@@ -390,9 +430,9 @@ class GroupCoordinator {
   std::unique_ptr<OffsetsStore> store_;
   ProducerIdManager producer_ids_;
   std::int32_t partitions_ = 0;
-  std::vector<LoadState> load_state_;
-  std::vector<bool> load_failed_before_;
-  std::size_t loading_ = 0;
+  Leadership leadership_ = Leadership::all;
+  std::vector<Slot> slots_;
+  std::size_t loading_ = 0;  // partitions loading or failed (retried)
   bool shutting_down_ = false;
   std::uint64_t next_incarnation_ = 1;
   std::unordered_map<std::string, std::unique_ptr<Group>> groups_;

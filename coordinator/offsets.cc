@@ -190,7 +190,7 @@ void GroupCoordinator::expire_offsets(std::int64_t now_ms) {
   std::vector<Group*> candidates;
   for (auto& [id, g] : groups_) {
     if (g->state == GroupState::dead) continue;
-    if (load_state_[static_cast<std::size_t>(g->partition)] != LoadState::loaded) continue;
+    if (!serving(g->partition)) continue;
     candidates.push_back(g.get());
   }
   for (Group* g : candidates) {

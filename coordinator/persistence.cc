@@ -23,24 +23,104 @@ ErrorCode store_error(const io::Error& e) {
 // ---------------------------------------------------------------------------------------------
 // Loading
 
-void GroupCoordinator::start(std::int32_t partitions) {
+void GroupCoordinator::start(std::int32_t partitions, Leadership leadership) {
   if (partitions_ > 0 || partitions <= 0) return;
   partitions_ = partitions;
-  load_state_.assign(static_cast<std::size_t>(partitions), LoadState::loading);
-  load_failed_before_.assign(static_cast<std::size_t>(partitions), false);
-  loading_ = static_cast<std::size_t>(partitions);
-  LOG_INFO("group coordinator: loading %d partitions of %s", partitions, kOffsetsTopic.data());
-  for (std::int32_t p = 0; p < partitions; ++p)
-    load_partition(p);
+  leadership_ = leadership;
+  slots_.assign(static_cast<std::size_t>(partitions), Slot{});
+  if (leadership == Leadership::all) {
+    LOG_INFO("group coordinator: loading %d partitions of %s", partitions, kOffsetsTopic.data());
+    for (std::int32_t p = 0; p < partitions; ++p) {
+      Slot& s = slots_[static_cast<std::size_t>(p)];
+      s.state = LoadState::loading;
+      s.term = 1;
+      s.load_started_ns = mono_ns();
+      ++loading_;
+    }
+    for (std::int32_t p = 0; p < partitions; ++p)
+      load_partition(p);
+  } else {
+    LOG_INFO("group coordinator: %s has %d partitions; serving those led here",
+             kOffsetsTopic.data(), partitions);
+  }
   reactor_.arm(&expiry_timer_, mono_ns() + opts_.offsets_retention_check_interval_ms * 1'000'000);
   if (opts_.state_rewrite_interval_ms > 0)
     reactor_.arm(&rewrite_timer_, mono_ns() + opts_.state_rewrite_interval_ms * 1'000'000);
 }
 
+bool GroupCoordinator::active(std::int32_t p) const {
+  return p >= 0 && p < partitions_ &&
+         slots_[static_cast<std::size_t>(p)].state != LoadState::inactive;
+}
+
+bool GroupCoordinator::serving(std::int32_t p) const {
+  return p >= 0 && p < partitions_ &&
+         slots_[static_cast<std::size_t>(p)].state == LoadState::loaded;
+}
+
+void GroupCoordinator::activate(std::int32_t p, std::int32_t leader_epoch) {
+  if (shutting_down_ || p < 0 || p >= partitions_) return;
+  Slot& s = slots_[static_cast<std::size_t>(p)];
+  if (leader_epoch < s.epoch) {
+    LOG_DEBUG("group coordinator: %s-%d: election in leader epoch %d is older than %d; ignored",
+              kOffsetsTopic.data(), p, leader_epoch, s.epoch);
+    return;
+  }
+  // Still the leader in a newer epoch: the state in memory is the log's, nothing to replay.
+  if (s.state != LoadState::inactive) {
+    s.epoch = leader_epoch;
+    return;
+  }
+  s.state = LoadState::loading;
+  s.epoch = leader_epoch;
+  ++s.term;
+  s.failed_before = false;
+  s.load_started_ns = mono_ns();
+  ++loading_;
+  LOG_INFO("group coordinator: loading %s-%d (leader epoch %d)", kOffsetsTopic.data(), p,
+           leader_epoch);
+  load_partition(p);
+}
+
+void GroupCoordinator::deactivate(std::int32_t p, std::int32_t leader_epoch) {
+  if (p < 0 || p >= partitions_) return;
+  Slot& s = slots_[static_cast<std::size_t>(p)];
+  if (leader_epoch < s.epoch) {
+    LOG_DEBUG("group coordinator: %s-%d: resignation in leader epoch %d is older than %d; ignored",
+              kOffsetsTopic.data(), p, leader_epoch, s.epoch);
+    return;
+  }
+  s.epoch = leader_epoch;
+  if (s.state == LoadState::inactive) return;
+  if (s.state != LoadState::loaded) --loading_;
+  s.state = LoadState::inactive;
+  ++s.term;
+  ++stats_.partitions_unloaded;
+  unload_partition(p);
+}
+
+void GroupCoordinator::unload_partition(std::int32_t p) {
+  std::vector<Group*> doomed;
+  for (auto& [id, g] : groups_)
+    if (g->partition == p) doomed.push_back(g.get());
+  // Members waiting in JoinGroup or SyncGroup look for the new coordinator.
+  for (Group* g : doomed)
+    erase_group(g, ErrorCode::not_coordinator);
+  LOG_INFO("group coordinator: unloaded %s-%d (leader epoch %d): %zu groups", kOffsetsTopic.data(),
+           p, slots_[static_cast<std::size_t>(p)].epoch, doomed.size());
+}
+
 void GroupCoordinator::load_partition(std::int32_t p) {
+  // Callbacks of a load that a resignation overtook find a newer term and change nothing.
+  const std::uint64_t term = slots_[static_cast<std::size_t>(p)].term;
   store_->load(
-      p, [this, p](std::span<const std::byte> batch) { replay_batch(p, batch); },
-      [this, p](std::optional<io::Error> err) { on_loaded(p, std::move(err)); });
+      p,
+      [this, p, term](std::span<const std::byte> batch) {
+        if (slots_[static_cast<std::size_t>(p)].term == term) replay_batch(p, batch);
+      },
+      [this, p, term](std::optional<io::Error> err) {
+        if (slots_[static_cast<std::size_t>(p)].term == term) on_loaded(p, std::move(err));
+      });
 }
 
 void GroupCoordinator::replay_batch(std::int32_t p, std::span<const std::byte> batch) {
@@ -145,15 +225,15 @@ void GroupCoordinator::apply_group_value(std::int32_t p, const std::string& grou
 }
 
 void GroupCoordinator::on_loaded(std::int32_t p, std::optional<io::Error> err) {
-  auto& st = load_state_[static_cast<std::size_t>(p)];
+  Slot& slot = slots_[static_cast<std::size_t>(p)];
   if (err) {
     // Said once per partition; the retries that follow (every load_retry_ms) stay quiet.
-    if (!load_failed_before_[static_cast<std::size_t>(p)]) {
+    if (!slot.failed_before) {
       LOG_ERROR("group coordinator: loading %s-%d failed (%s); retrying", kOffsetsTopic.data(), p,
                 err->detail.c_str());
-      load_failed_before_[static_cast<std::size_t>(p)] = true;
+      slot.failed_before = true;
     }
-    st = LoadState::failed;
+    slot.state = LoadState::failed;
     // Drop what was replayed so far: the retry starts over.
     std::vector<Group*> doomed;
     for (auto& [id, g] : groups_)
@@ -164,9 +244,10 @@ void GroupCoordinator::on_loaded(std::int32_t p, std::optional<io::Error> err) {
       reactor_.arm(&retry_timer_, mono_ns() + opts_.load_retry_ms * 1'000'000);
     return;
   }
-  st = LoadState::loaded;
+  slot.state = LoadState::loaded;
   --loading_;
-  if (load_failed_before_[static_cast<std::size_t>(p)])
+  ++stats_.partitions_loaded;
+  if (slot.failed_before)
     LOG_INFO("group coordinator: loaded %s-%d after all", kOffsetsTopic.data(), p);
   std::size_t groups = 0;
   for (auto& [id, g] : groups_) {
@@ -174,6 +255,12 @@ void GroupCoordinator::on_loaded(std::int32_t p, std::optional<io::Error> err) {
     ++groups;
     for (auto& [mid, m] : g->members)
       touch_member(*m, m->session_timeout_ms);
+  }
+  if (leadership_ == Leadership::elected) {
+    LOG_INFO("group coordinator: loaded %s-%d (leader epoch %d): %zu groups in %lld ms",
+             kOffsetsTopic.data(), p, slot.epoch, groups,
+             static_cast<long long>((mono_ns() - slot.load_started_ns) / 1'000'000));
+    return;
   }
   LOG_DEBUG("group coordinator: loaded %s-%d: %zu groups", kOffsetsTopic.data(), p, groups);
   if (loading_ == 0)
@@ -185,9 +272,9 @@ void GroupCoordinator::on_load_retry(io::Timer* t) {
   auto* self = static_cast<RetryTimer*>(t)->self;
   if (self->shutting_down_) return;
   for (std::int32_t p = 0; p < self->partitions_; ++p) {
-    auto& st = self->load_state_[static_cast<std::size_t>(p)];
-    if (st != LoadState::failed) continue;
-    st = LoadState::loading;
+    Slot& s = self->slots_[static_cast<std::size_t>(p)];
+    if (s.state != LoadState::failed) continue;
+    s.state = LoadState::loading;
     self->load_partition(p);
   }
 }
@@ -241,15 +328,23 @@ void GroupCoordinator::store_records(
     keys.emplace_back(reinterpret_cast<const char*>(k.data()), k.size());
     ++in_flight_keys_[keys.back()];
   }
-  store_->append(
-      partition, std::move(buf),
-      [this, keys = std::move(keys), done = std::move(done)](std::optional<io::Error> err) mutable {
-        for (const auto& k : keys) {
-          auto it = in_flight_keys_.find(k);
-          if (it != in_flight_keys_.end() && --it->second == 0) in_flight_keys_.erase(it);
-        }
-        done(std::move(err));
-      });
+  const std::uint64_t term = slots_[static_cast<std::size_t>(partition)].term;
+  store_->append(partition, std::move(buf),
+                 [this, partition, term, keys = std::move(keys),
+                  done = std::move(done)](std::optional<io::Error> err) mutable {
+                   for (const auto& k : keys) {
+                     auto it = in_flight_keys_.find(k);
+                     if (it != in_flight_keys_.end() && --it->second == 0)
+                       in_flight_keys_.erase(it);
+                   }
+                   // Leadership moved while the batch was written: whether the new leader has
+                   // it is not ours to say, so the client asks the new coordinator again.
+                   if (!err && slots_[static_cast<std::size_t>(partition)].term != term)
+                     err = io::Error{io::Errc::not_found, std::string(kOffsetsTopic) + "-" +
+                                                              std::to_string(partition) +
+                                                              " is no longer led here"};
+                   done(std::move(err));
+                 });
 }
 
 void GroupCoordinator::on_rewrite_timer(io::Timer* t) {
@@ -270,7 +365,7 @@ void GroupCoordinator::rewrite_state() {
       by_partition[static_cast<std::size_t>(g->partition)].push_back(g.get());
   std::size_t total = 0;
   for (std::int32_t p = 0; p < partitions_; ++p) {
-    if (load_state_[static_cast<std::size_t>(p)] != LoadState::loaded) continue;
+    if (!serving(p)) continue;
     std::vector<std::pair<Bytes, std::optional<Bytes>>> chunk;
     std::size_t chunk_bytes = 0;
     auto add = [&](Bytes key, Bytes value) {

@@ -80,6 +80,10 @@ struct ReactorContext {
   std::unique_ptr<io::ReadAheadPool> read_ahead;
   ParkedRequest* parked = nullptr;  // intrusive list
   bool shutting_down = false;
+  // A cluster broker: the partitions of __consumer_offsets this shard leads, with their leader
+  // epochs, as last told to the group coordinator (Broker::follow_offsets_leaders).
+  std::map<std::int32_t, std::int32_t> offsets_led;
+  bool offsets_seen = false;  // the coordinator was told the topic's partition count
 
   void park(ParkedRequest* p) {
     p->parked_prev = nullptr;
@@ -203,8 +207,12 @@ class Broker {
   void run_reactor(ReactorThread* t);
   void run_controller();
   void run_coordinator();
-  // Creates __consumer_offsets if needed (through the controller), then starts the coordinator.
+  // Creates __consumer_offsets if needed (through the controller), then starts the coordinator
+  // (broker_groups.cc). A cluster broker's coordinator starts, and follows the leaders of the
+  // topic's partitions, from the images its reactors apply (follow_offsets_leaders).
   void start_group_coordinator();
+  void create_offsets_topic();
+  void follow_offsets_leaders(ReactorContext& ctx);
   void publish(replication::ImagePtr image);
   // Installs new settings (listeners stay as started) everywhere; config_mu_ held.
   void apply_settings(std::shared_ptr<const BrokerSettings> next);
@@ -271,6 +279,13 @@ class Broker {
   // This process's registration (a broker leads only under its own, unfenced).
   replication::Uuid incarnation_ = replication::random_uuid();
   void start_link();
+  // A cluster broker asks for __consumer_offsets again every second until its image has it
+  // (create_offsets_topic; controller thread only, as are the two flags).
+  struct OffsetsRetry : io::Timer {
+    Broker* self = nullptr;
+  } offsets_retry_;
+  bool offsets_wait_logged_ = false;
+  bool offsets_error_logged_ = false;
 };
 
 template <class F>
@@ -295,5 +310,11 @@ void Broker::on_coordinator(F&& f) {
 
 // The group coordinator's options from the configuration (start and every settings change).
 coordinator::GroupCoordinator::Options coordinator_options(const Config& c);
+
+// offsets.topic.replication.factor on a cluster whose configuration does not set it (Kafka's
+// default; a single node keeps samsa's 1).
+inline constexpr std::int16_t kClusterOffsetsReplicationFactor = 3;
+// __consumer_offsets as samsad creates it (broker_groups.cc).
+replication::TopicSpec offsets_topic_spec(const Config& cfg, bool cluster);
 
 }  // namespace samsa::daemon

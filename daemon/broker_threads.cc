@@ -322,58 +322,6 @@ void Broker::run_coordinator() {
   coordinator_.reset();
 }
 
-void Broker::start_group_coordinator() {
-  // A cluster's group coordinators follow the leaders of __consumer_offsets' partitions: that
-  // comes with replication (replication/README.md); until then only a single node has groups.
-  if (settings()->clustered()) {
-    LOG_INFO("consumer groups are not served by cluster nodes yet");
-    return;
-  }
-  const Config cfg = config();
-  const auto partitions = static_cast<std::int32_t>(cfg.get_int("offsets.topic.num.partitions"));
-  const auto rf = static_cast<std::int16_t>(cfg.get_int("offsets.topic.replication.factor"));
-  const std::string retention_ms = std::to_string(coordinator_options(cfg).offsets_retention_ms);
-  on_controller([this, partitions, rf, retention_ms](replication::Controller& c) {
-    auto begin = [this](std::int32_t n) {
-      on_coordinator([n](coordinator::GroupCoordinator& g) { g.start(n); });
-    };
-    const std::string name(coordinator::kOffsetsTopic);
-    if (const auto* t = c.image()->topic(name)) {
-      const auto n = static_cast<std::int32_t>(t->partitions.size());
-      if (n != partitions)
-        LOG_WARN("%s has %d partitions, offsets.topic.num.partitions says %d; keeping %d",
-                 name.c_str(), n, partitions, n);
-      begin(n);
-      return;
-    }
-    // cleanup.policy=compact as Kafka has it. samsa's logs do not compact yet and their
-    // retention ignores the policy, so the topic keeps offsets.retention.minutes of records
-    // and no size limit: the coordinator rewrites its live state every quarter of that, so
-    // retention only ever drops superseded records (Kafka ignores retention.ms on a
-    // compact-only topic, so the override stays harmless once compaction lands).
-    replication::TopicSpec spec{name,
-                                partitions,
-                                rf,
-                                {{"cleanup.policy", "compact"},
-                                 {"segment.bytes", "104857600"},
-                                 {"retention.ms", retention_ms},
-                                 {"retention.bytes", "-1"}}};
-    c.create_topics({std::move(spec)}, false,
-                    [&c, name, begin](std::vector<replication::TopicOutcome> out) {
-                      const auto& o = out.front();
-                      if (o.error == kafka::ErrorCode::none) {
-                        LOG_INFO("created %s with %d partitions", name.c_str(), o.partitions);
-                        begin(o.partitions);
-                      } else if (const auto* t = c.image()->topic(name)) {
-                        begin(static_cast<std::int32_t>(t->partitions.size()));
-                      } else {
-                        LOG_ERROR("cannot create %s (%s): consumer groups are unavailable",
-                                  name.c_str(), o.message.c_str());
-                      }
-                    });
-  });
-}
-
 // Controller thread: hand the image to every reactor; each applies it to its shard, starts
 // listening the first time, and reports back.
 void Broker::publish(replication::ImagePtr image) {
@@ -389,6 +337,7 @@ void Broker::publish(replication::ImagePtr image) {
       ctx.image = image;
       ctx.shard->apply(image);
       if (ctx.fetcher) ctx.fetcher->reconcile();
+      if (ctx.settings->cluster.role == ProcessRole::broker) follow_offsets_leaders(ctx);
       if (!t->ready && !ctx.shutting_down) {
         std::string error;
         for (std::size_t l = 0; l < ctx.settings->listeners.size() && error.empty(); ++l) {

@@ -76,52 +76,83 @@ bool topic_partition_exists(const Request& r, const std::string& topic, std::int
 
 }  // namespace
 
+namespace {
+
+struct Coordinator {
+  std::int32_t node_id = -1;
+  std::string host;
+  std::int32_t port = -1;
+};
+
+// Where group `key` is coordinated: the leader of its __consumer_offsets partition (this node on
+// a single node, once the topic exists), at its endpoint on the listener the client came
+// through; nullopt while the topic does not exist or the partition has no live leader.
+std::optional<Coordinator> group_coordinator(const Request& r, std::string_view key) {
+  const auto& s = *r.rc.settings;
+  const std::size_t listener = std::min(r.dispatcher.listener(), s.advertised.size() - 1);
+  const replication::TopicState* t = r.rc.image->topic(coordinator::kOffsetsTopic);
+  if (!t || t->partitions.empty()) return std::nullopt;
+  if (!s.clustered()) {
+    const Endpoint& ep = s.advertised[listener];
+    return Coordinator{s.node_id, ep.host, ep.port};
+  }
+  const auto n = static_cast<std::int32_t>(t->partitions.size());
+  const auto& p = t->partitions[static_cast<std::size_t>(coordinator::partition_for(key, n))];
+  if (p.leader < 0) return std::nullopt;
+  auto b = r.rc.image->brokers().find(p.leader);
+  if (b == r.rc.image->brokers().end() || b->second.fenced) return std::nullopt;
+  for (const auto& e : b->second.endpoints)
+    if (e.name == s.advertised[listener].name) return Coordinator{p.leader, e.host, e.port};
+  return std::nullopt;
+}
+
+}  // namespace
+
 void find_coordinator(RequestPtr r) {
   kafka::FindCoordinatorRequest req;
   if (!r->decode(req)) return;
-  const auto& s = *r->rc.settings;
-  const Endpoint& ep = s.advertised[std::min(r->dispatcher.listener(), s.advertised.size() - 1)];
-  // This node leads every partition of __consumer_offsets once the topic exists; until then
-  // (the first moments after the first start) clients retry.
-  const bool ready = r->rc.image->topic(coordinator::kOffsetsTopic) != nullptr;
   struct Answer {
     ErrorCode error;
     std::optional<std::string> message;
+    Coordinator at;
   };
   // Kafka answers success with the message "NONE" before v4 and "" in v4's per-key entries.
   const std::optional<std::string> ok_message = r->version() < 4 ? "NONE" : "";
-  auto answer = [&](std::int8_t type) -> Answer {
+  // Until the topic exists (the first moments after the first start) or while the group's
+  // partition has no leader (a failover), clients retry.
+  auto answer = [&](std::int8_t type, std::string_view key) -> Answer {
     if (type == kGroupKey) {
-      if (ready) return {ErrorCode::none, ok_message};
-      return {ErrorCode::coordinator_not_available, "The coordinator is not available."};
+      if (auto c = group_coordinator(*r, key)) return {ErrorCode::none, ok_message, std::move(*c)};
+      return {ErrorCode::coordinator_not_available, "The coordinator is not available.", {}};
     }
     // Transactions are not served yet. COORDINATOR_NOT_AVAILABLE would make clients retry
     // until they time out; UNSUPPORTED_VERSION is not retriable, so the Java client's
     // initTransactions() fails at once, naming the error.
-    if (type == kTransactionKey) return {ErrorCode::unsupported_version, kNoTransactions};
+    if (type == kTransactionKey) return {ErrorCode::unsupported_version, kNoTransactions, {}};
     if (type == kShareKey)
-      return {ErrorCode::coordinator_not_available, "The coordinator is not available."};
+      return {ErrorCode::coordinator_not_available, "The coordinator is not available.", {}};
     return {ErrorCode::invalid_request,
-            "Unknown coordinator key type " + std::to_string(type) + "."};
+            "Unknown coordinator key type " + std::to_string(type) + ".",
+            {}};
   };
   kafka::FindCoordinatorResponse resp;
   if (r->version() < 4) {
-    const Answer a = answer(req.key_type);
+    const Answer a = answer(req.key_type, req.key);
     resp.error_code = kafka::code(a.error);
     resp.error_message = a.message;
-    resp.node_id = a.error == ErrorCode::none ? s.node_id : -1;
-    resp.host = a.error == ErrorCode::none ? ep.host : "";
-    resp.port = a.error == ErrorCode::none ? ep.port : -1;
+    resp.node_id = a.at.node_id;
+    resp.host = a.at.host;
+    resp.port = a.at.port;
   } else {
-    const Answer a = answer(req.key_type);
     for (const auto& key : req.coordinator_keys) {
+      const Answer a = answer(req.key_type, key);
       kafka::FindCoordinatorResponse::Coordinator c;
       c.key = key;
       c.error_code = kafka::code(a.error);
       c.error_message = a.message;
-      c.node_id = a.error == ErrorCode::none ? s.node_id : -1;
-      c.host = a.error == ErrorCode::none ? ep.host : "";
-      c.port = a.error == ErrorCode::none ? ep.port : -1;
+      c.node_id = a.at.node_id;
+      c.host = a.at.host;
+      c.port = a.at.port;
       resp.coordinators.push_back(std::move(c));
     }
   }
