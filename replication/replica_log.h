@@ -21,6 +21,10 @@ class ReplicaLog {
   virtual std::int64_t log_end_offset() const = 0;
   // Everything below is on stable storage: what a follower may report as its fetch offset.
   virtual std::int64_t durable_end_offset() const = 0;
+  // What a follower's fetch can be given now. Appends accepted but not yet written are not
+  // (io::Log writes them a moment later), so a follower is caught up when it reaches this, not
+  // the log end: under a steady acks=all load the log end is always a little ahead.
+  virtual std::int64_t readable_end_offset() const { return log_end_offset(); }
   // The newest leader epoch in the log's epoch cache (the epoch of its last batch).
   virtual std::optional<std::int32_t> latest_epoch() const = 0;
   // OffsetsForLeaderEpoch: the largest epoch <= epoch and where it ends ({-1, -1} if none).
@@ -39,6 +43,7 @@ class IoReplicaLog final : public ReplicaLog {
   std::int64_t log_start_offset() const override { return log_.log_start_offset(); }
   std::int64_t log_end_offset() const override { return log_.log_end_offset(); }
   std::int64_t durable_end_offset() const override { return log_.durable_end_offset(); }
+  std::int64_t readable_end_offset() const override { return log_.written_end_offset(); }
   std::optional<std::int32_t> latest_epoch() const override {
     return log_.leader_epochs().latest_epoch();
   }

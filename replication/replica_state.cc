@@ -174,12 +174,15 @@ ReplicaFetchAnswer ReplicaState::on_replica_fetch(const ReplicaFetch& f, std::in
     }
   }
   FollowerInfo& s = fi->second;
-  if (f.fetch_offset >= leo) {
+  // Kafka's rule against what this fetch can be answered with: caught up now when it asks for
+  // nothing more, or as of its previous fetch when it has everything that one could give.
+  const std::int64_t readable = log_.readable_end_offset();
+  if (f.fetch_offset >= readable) {
     s.last_caught_up_ms = std::max(s.last_caught_up_ms, now_ms);
   } else if (f.fetch_offset >= s.last_fetch_leader_end) {
     s.last_caught_up_ms = std::max(s.last_caught_up_ms, s.last_fetch_ms);
   }
-  s.last_fetch_leader_end = leo;
+  s.last_fetch_leader_end = readable;
   s.last_fetch_ms = now_ms;
   s.fetch_offset = f.fetch_offset;
   s.broker_epoch = f.broker_epoch;
@@ -256,6 +259,8 @@ std::optional<AlterPartitionProposal> ReplicaState::poll_isr(
     for (const auto& [id, f] : followers_) {
       if (in_isr(id) || f.fetch_offset < 0) continue;
       if (f.fetch_offset < high_watermark_ || f.fetch_offset < epoch_start_offset_) continue;
+      // Not one that would be dropped again at the next poll (an ISR flapping under load).
+      if (now_ms - f.last_caught_up_ms > opts_.replica_lag_time_max_ms) continue;
       auto b = brokers.find(id);
       if (b == brokers.end() || b->second.fenced || b->second.in_controlled_shutdown ||
           b->second.epoch != f.broker_epoch)

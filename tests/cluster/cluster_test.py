@@ -176,7 +176,11 @@ def main() -> int:
                                           "listeners": f"PLAINTEXT://127.0.0.1:{port}",
                                           # below the 1.5 s session, so a stalled follower
                                           # leaves the ISR through AlterPartition first
-                                          "replica.lag.time.max.ms": "600"}))
+                                          "replica.lag.time.max.ms": "600",
+                                          # an idle follower's long poll well inside that lag
+                                          "replica.fetch.wait.max.ms": "100",
+                                          "samsa.metrics.listen":
+                                              f"127.0.0.1:{free_port()}"}))
     nodes = [controller] + list(brokers.values())
     ok = False
     try:
@@ -488,6 +492,14 @@ def main() -> int:
             time.sleep(0.02)
         shrink = time.time() - stopped
         check(stalled not in isr_of(), f"stalled broker {stalled} left the ISR of {name}-0")
+        gauges = metrics(brokers[leader])
+        check(gauges.get("samsa_under_replicated_partitions", 0) >= 1 and
+              gauges.get("samsa_under_min_isr_partitions", 0) >= 1 and
+              gauges.get("samsa_offline_partitions") == 0,
+              f"the leader's metrics show it: under-replicated "
+              f"{gauges.get('samsa_under_replicated_partitions')}, under min ISR "
+              f"{gauges.get('samsa_under_min_isr_partitions')}, offline "
+              f"{gauges.get('samsa_offline_partitions')}")
         outcome.clear()
         strict.produce(name, value=b"two-of-three", partition=0,
                        on_delivery=lambda err, msg: outcome.append(err))
@@ -504,6 +516,11 @@ def main() -> int:
             text = f.read()
         check(f"ISR of {name}-0 is now 3 of its replicas" in text,
               f"the leader {leader} grew the ISR through AlterPartition")
+        gauges = metrics(brokers[leader])
+        check(gauges.get("samsa_isr_expands_total", 0) >= 1 and
+              gauges.get("samsa_under_min_isr_partitions") == 0,
+              f"... and counted it (ISR expands {gauges.get('samsa_isr_expands_total')}, "
+              f"under min ISR {gauges.get('samsa_under_min_isr_partitions')})")
         how = ("AlterPartition" if f"ISR of {name}-0 is now 2 of its replicas" in text
                else "fencing")
         log(f"stalled follower out of the ISR in {shrink * 1000:.0f} ms (by {how}), back "
@@ -605,6 +622,20 @@ def main() -> int:
             log(f"data and logs kept in {root}")
         else:
             shutil.rmtree(root, ignore_errors=True)
+
+
+def metrics(node) -> dict[str, float]:
+    """The node's unlabelled Prometheus samples (GET /metrics on samsa.metrics.listen)."""
+    import urllib.request
+    with urllib.request.urlopen(f"http://{node.props['samsa.metrics.listen']}/metrics",
+                                timeout=5) as r:
+        text = r.read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#") and "{" not in line:
+            k, v = line.split()
+            out[k] = float(v)
+    return out
 
 
 def segment_bytes(node, topic: str, partition: int) -> bytes:
