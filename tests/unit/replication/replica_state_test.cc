@@ -18,6 +18,10 @@ class MemLog final : public ReplicaLog {
   std::int64_t log_start_offset() const override { return 0; }
   std::int64_t log_end_offset() const override { return static_cast<std::int64_t>(recs.size()); }
   std::int64_t durable_end_offset() const override { return durable; }
+  // -1: everything appended is readable; else appends past it are still queued.
+  std::int64_t readable_end_offset() const override {
+    return readable < 0 ? log_end_offset() : readable;
+  }
   std::optional<std::int32_t> latest_epoch() const override { return epochs_.latest_epoch(); }
   io::LeaderEpochCache::EpochEnd end_offset_for(std::int32_t e) const override {
     return epochs_.end_offset_for(e, log_end_offset());
@@ -42,6 +46,7 @@ class MemLog final : public ReplicaLog {
   }
   std::vector<std::int32_t> recs;
   std::int64_t durable = 0;
+  std::int64_t readable = -1;
 
  private:
   io::LeaderEpochCache epochs_;
@@ -273,6 +278,56 @@ TEST(ReplicaState, ANewLeaderHidesItsHwUntilItReachesTheEpochStart) {
   EXPECT_EQ(rs.visible_high_watermark(), std::nullopt);  // KIP-207
   rs.on_replica_fetch(fetch(3, 1, 10, 0), 1);
   EXPECT_EQ(rs.visible_high_watermark(), 10);
+}
+
+TEST(ReplicaState, AFollowerKeepingUpUnderSteadyLoadStaysInTheIsr) {
+  // The leader's log end is always a batch ahead of what it could send (appends queued, not
+  // yet written): a follower that fetches everything readable each time is caught up.
+  MemLog log;
+  ReplicaState rs(opts(1), log);
+  rs.apply_metadata(part(1, 0, {1, 2, 3}), 0);
+  ASSERT_EQ(rs.role(), ReplicaRole::leader);
+  std::int64_t t = 0;
+  log.readable = 0;
+  for (int round = 0; round < 30; ++round, t += 100) {
+    // Each follower's fetch arrives with everything readable (caught up), parks, and is woken
+    // (evaluated again, as the daemon's fetch handler does) once new records are written while
+    // the next append is still queued; its next fetch asks from what that answer carried.
+    for (std::int32_t f : {2, 3})
+      EXPECT_EQ(rs.on_replica_fetch(fetch(f, 0, log.readable, 0), t).error, ErrorCode::none);
+    const std::int64_t asked = log.readable;
+    log.add(0, 5);
+    log.readable = log.log_end_offset();
+    log.add(0, 1, false);  // queued: readable with the next round's records
+    for (std::int32_t f : {2, 3})
+      EXPECT_EQ(rs.on_replica_fetch(fetch(f, 0, asked, 0), t + 50).error, ErrorCode::none);
+    EXPECT_FALSE(rs.poll_isr(t + 50, live_brokers())) << "round " << round;
+  }
+  EXPECT_EQ(rs.isr(), (std::vector<std::int32_t>{1, 2, 3}));
+}
+
+TEST(ReplicaState, AFollowerBehindForTheLagLeavesAndRejoinsOnlyOnceCaughtUp) {
+  MemLog log;
+  ReplicaState rs(opts(1), log);
+  rs.apply_metadata(part(1, 0, {1, 2, 3}), 0);
+  log.add(0, 10);
+  rs.on_replica_fetch(fetch(2, 0, 10, 0), 0);
+  rs.on_replica_fetch(fetch(3, 0, 10, 0), 0);
+  // Broker 3 stops fetching; 2 keeps up.
+  rs.on_replica_fetch(fetch(2, 0, 10, 0), 1200);
+  auto shrink = rs.poll_isr(1200, live_brokers());
+  ASSERT_TRUE(shrink);
+  ASSERT_EQ(shrink->new_isr.size(), 2u);
+  rs.on_alter_partition_answer({shrink->request_id, ErrorCode::none, 1, 0, {1, 2}, 1}, 1200);
+  // 3 comes back at the HW but its last catch-up is old: it must fetch up to the end first.
+  log.add(0, 5);
+  rs.on_replica_fetch(fetch(2, 0, 15, 0), 1300);
+  rs.on_replica_fetch(fetch(3, 0, 10, 0), 1300);
+  EXPECT_FALSE(rs.poll_isr(1300, live_brokers()));
+  rs.on_replica_fetch(fetch(3, 0, 15, 0), 1400);
+  auto grow = rs.poll_isr(1400, live_brokers());
+  ASSERT_TRUE(grow);
+  EXPECT_EQ(grow->new_isr.size(), 3u);
 }
 
 }  // namespace
