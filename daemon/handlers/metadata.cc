@@ -85,8 +85,15 @@ void answer(RequestPtr r, const MetadataRequest& req,
     resp.brokers.push_back({s.node_id, ep.host, ep.port, std::nullopt});
   }
   resp.cluster_id = s.cluster_id;
-  // KRaft brokers name a random live broker; this one is always live.
+  // KRaft brokers name a live broker (clients cannot reach the controller): this one when the
+  // answer lists it, else the first listed. Naming one the list lacks (this broker while still
+  // fenced) leaves an admin client waiting for a controller it cannot find.
   resp.controller_id = s.node_id;
+  if (clustered) {
+    const bool listed = std::any_of(resp.brokers.begin(), resp.brokers.end(),
+                                    [&](const auto& b) { return b.node_id == s.node_id; });
+    if (!listed) resp.controller_id = resp.brokers.empty() ? -1 : resp.brokers.front().node_id;
+  }
   if (req.include_cluster_authorized_operations)
     resp.cluster_authorized_operations = kClusterOperations;
   auto add = [&](const replication::TopicState& t) {
