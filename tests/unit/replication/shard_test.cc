@@ -101,6 +101,24 @@ class ClusterShardTest : public ShardTest {
     o.defaults["min.insync.replicas"] = "2";
     shard = std::make_unique<Shard>(*reactor, o);
   }
+  // t-0 led here (replicas 1, 2, 3; leader epoch 4, partition epoch 6) with `records` records
+  // appended and synced on this leader.
+  Partition* lead(std::vector<std::int32_t> isr, int records) {
+    recs.push_back(PartitionRecord{Uuid{3}, 0, {1, 2, 3}, std::move(isr), 1, 4, 6});
+    shard->apply(cluster_image(recs));
+    Partition* p = shard->find("t", 0);
+    if (p && records > 0) append(p, records);
+    return p;
+  }
+  void append(Partition* p, int records) {
+    appends.push_back(
+        std::make_unique<io::testing::OwnedAppend>(io::testing::make_batch(records, 1000)));
+    const std::int64_t end = p->log().log_end_offset() + records;
+    EXPECT_TRUE(p->append(appends.back().get()).has_value());
+    EXPECT_TRUE(reactor->run_until([&] { return p->log().durable_end_offset() == end; }));
+  }
+  std::vector<MetadataRecord> recs = three_brokers();
+  std::vector<std::unique_ptr<io::testing::OwnedAppend>> appends;
 };
 
 TEST_F(ClusterShardTest, ReplicasFollowTheImage) {
@@ -153,14 +171,8 @@ struct Waiter : PartitionWaiter {
 };
 
 TEST_F(ClusterShardTest, TheHighWatermarkWaitsForTheIsr) {
-  auto recs = three_brokers();
-  recs.push_back(PartitionRecord{Uuid{3}, 0, {1, 2, 3}, {1, 2, 3}, 1, 4, 6});
-  shard->apply(cluster_image(recs));
-  Partition* p = shard->find("t", 0);
+  Partition* p = lead({1, 2, 3}, 5);
   ASSERT_NE(p, nullptr);
-  io::testing::OwnedAppend op(io::testing::make_batch(5, 1000));
-  ASSERT_TRUE(p->append(&op).has_value());
-  ASSERT_TRUE(reactor->run_until([&] { return p->log().durable_end_offset() == 5; }));
   EXPECT_EQ(p->high_watermark(), 0);  // synced here, but the followers have not fetched it
   Waiter w;
   p->add_waiter(&w);
@@ -185,17 +197,12 @@ struct Commit : CommitWaiter {
 };
 
 TEST_F(ClusterShardTest, AcksAllWaitsForTheIsrInOffsetOrder) {
-  auto recs = three_brokers();
-  recs.push_back(PartitionRecord{Uuid{3}, 0, {1, 2, 3}, {1, 2, 3}, 1, 4, 6});
-  shard->apply(cluster_image(recs));
-  Partition* p = shard->find("t", 0);
+  Partition* p = lead({1, 2, 3}, 0);
   ASSERT_NE(p, nullptr);
   ASSERT_TRUE(p->replicated());
   EXPECT_EQ(p->check_acks_all(), kafka::ErrorCode::none);
-  io::testing::OwnedAppend a(io::testing::make_batch(5, 1000)), b(io::testing::make_batch(3, 1000));
-  ASSERT_TRUE(p->append(&a).has_value());
-  ASSERT_TRUE(p->append(&b).has_value());
-  ASSERT_TRUE(reactor->run_until([&] { return p->log().durable_end_offset() == 8; }));
+  append(p, 5);
+  append(p, 3);
   Commit second(7), first(4);  // registered out of order: settled in offset order anyway
   p->wait_committed(&second);
   p->wait_committed(&first);
@@ -215,14 +222,8 @@ TEST_F(ClusterShardTest, AcksAllWaitsForTheIsrInOffsetOrder) {
 }
 
 TEST_F(ClusterShardTest, AnIsrBelowMinInsyncRefusesOrFailsAcksAll) {
-  auto recs = three_brokers();
-  recs.push_back(PartitionRecord{Uuid{3}, 0, {1, 2, 3}, {1, 2}, 1, 4, 6});
-  shard->apply(cluster_image(recs));
-  Partition* p = shard->find("t", 0);
+  Partition* p = lead({1, 2}, 2);
   ASSERT_NE(p, nullptr);
-  io::testing::OwnedAppend a(io::testing::make_batch(2, 1000));
-  ASSERT_TRUE(p->append(&a).has_value());
-  ASSERT_TRUE(reactor->run_until([&] { return p->log().durable_end_offset() == 2; }));
   Commit c(1);
   p->wait_committed(&c);
   EXPECT_FALSE(c.outcome);  // waits for broker 2
@@ -236,14 +237,8 @@ TEST_F(ClusterShardTest, AnIsrBelowMinInsyncRefusesOrFailsAcksAll) {
 }
 
 TEST_F(ClusterShardTest, ClosingAnswersWaitingProduces) {
-  auto recs = three_brokers();
-  recs.push_back(PartitionRecord{Uuid{3}, 0, {1, 2, 3}, {1, 2, 3}, 1, 4, 6});
-  shard->apply(cluster_image(recs));
-  Partition* p = shard->find("t", 0);
+  Partition* p = lead({1, 2, 3}, 2);
   ASSERT_NE(p, nullptr);
-  io::testing::OwnedAppend a(io::testing::make_batch(2, 1000));
-  ASSERT_TRUE(p->append(&a).has_value());
-  ASSERT_TRUE(reactor->run_until([&] { return p->log().durable_end_offset() == 2; }));
   Commit c(1), cancelled(1);
   p->wait_committed(&c);
   p->wait_committed(&cancelled);
