@@ -72,9 +72,14 @@ void ControllerState::move_away_from(std::int32_t id, std::vector<MetadataRecord
       std::vector<std::int32_t> isr = p.isr;
       if (contains(isr, id)) {
         std::erase(isr, id);
-        // The last ISR member stays in the ISR: it holds everything acknowledged, and with
-        // unclean election off it is the only replica that may lead again.
-        if (isr.empty()) isr = p.isr;
+        // A member leaves only while a usable one remains. Otherwise (the last member, or the
+        // whole ISR lost together, as in a power cut of the cluster) the ISR stays whole:
+        // followers report only synced offsets, so every member holds on disk each record
+        // acknowledged, and whichever returns first may lead with unclean election off.
+        bool usable_left = false;
+        for (std::int32_t r : isr)
+          usable_left = usable_left || usable(r);
+        if (!usable_left) isr = p.isr;
       }
       if (isr != p.isr) c.isr = isr;
       if (p.leader == id) {
@@ -201,10 +206,12 @@ std::vector<MetadataRecord> ControllerState::tick(std::int64_t now_ms) {
     }
     if (now_ms - hb->second >= opts_.session_timeout_ms) expired.emplace_back(id, b.epoch);
   }
-  for (const auto& [id, epoch] : expired) {
-    move_away_from(id, out);
+  // Fenced together first, so brokers expiring in the same tick do not shrink an ISR to
+  // whichever of them happened to be handled last.
+  for (const auto& [id, epoch] : expired)
     emit(out, BrokerRegistrationChangeRecord{id, epoch, 1, 0});
-  }
+  for (const auto& [id, epoch] : expired)
+    move_away_from(id, out);
   return out;
 }
 

@@ -154,7 +154,7 @@ class ControllerState {
   // Records applied to the view at once (see the header comment).
   void emit(std::vector<MetadataRecord>& out, MetadataRecord r);
   // Partition changes when broker id stops being usable (fenced or shutting down): it leaves
-  // every ISR but the one it is the last member of, and its leaderships move.
+  // every ISR that keeps a usable member, and its leaderships move.
   void move_away_from(std::int32_t id, std::vector<MetadataRecord>& out);
   // Leaderless partitions whose ISR holds a usable broker get it as leader.
   void elect_leaderless(std::vector<MetadataRecord>& out);

@@ -113,6 +113,28 @@ TEST(ControllerState, TheLastIsrMemberStaysAndLeadsAgainWhenItReturns) {
   EXPECT_GT(c.p().leader_epoch, epoch_before);
 }
 
+TEST(ControllerState, APowerCutOfEveryBrokerKeepsTheIsrWholeAndAFollowerMayLead) {
+  Cluster c;
+  c.create();
+  const auto replicas = c.p().replicas;
+  const std::int32_t leader = c.p().leader;
+  // Every broker's session expires in the same tick.
+  auto recs = c.cs.tick(1500);
+  ASSERT_FALSE(recs.empty());
+  for (int b = 1; b <= 3; ++b)
+    EXPECT_TRUE(c.cs.image().brokers().at(b).fenced);
+  EXPECT_EQ(c.p().leader, -1);
+  EXPECT_EQ(c.p().isr, replicas);  // each of them holds every acknowledged record on disk
+  // A follower restarts first (a new incarnation) and, once caught up, leads.
+  const std::int32_t first = replicas[1] != leader ? replicas[1] : replicas[2];
+  auto r = c.cs.register_broker({first, incarnation(first, 2), {}, std::nullopt}, 1600);
+  ASSERT_EQ(r.answer.error, ErrorCode::none);
+  EXPECT_EQ(c.p().isr, replicas);
+  c.cs.heartbeat({first, r.answer.broker_epoch, c.cs.next_offset(), false, false}, 1601);
+  EXPECT_EQ(c.p().leader, first);
+  EXPECT_EQ(c.p().leader_epoch, 2);  // no leader (1), then the follower (2)
+}
+
 TEST(ControllerState, ARestartedLeaderLosesItsLeadershipBeforeRegisteringAgain) {
   Cluster c;
   c.create();
