@@ -32,6 +32,7 @@
 #include "net/memory_budget.h"
 #include "net/transport.h"
 #include "replication/controller.h"
+#include "replication/isr_keeper.h"
 #include "replication/replica_fetcher.h"
 #include "replication/shard.h"
 
@@ -62,6 +63,8 @@ struct ReactorContext {
   std::unique_ptr<replication::Shard> shard;
   // A cluster broker's follower side: fetches its followed partitions from their leaders.
   std::unique_ptr<replication::ReplicaFetcher> fetcher;
+  // A cluster broker's leader side of ISR changes: AlterPartition through the cluster link.
+  std::unique_ptr<replication::IsrKeeper> isr_keeper;
   replication::ImagePtr image;
   std::shared_ptr<const BrokerSettings> settings;
   std::vector<std::unique_ptr<KafkaDispatcher>> dispatchers;  // one per listener

@@ -57,6 +57,8 @@ void Broker::shutdown() {
           ctx.shutting_down = true;
           for (auto& tr : ctx.transports)
             tr->stop_accepting();
+          // acks=all produces waiting for followers answer now rather than at their timeout.
+          if (ctx.shard) ctx.shard->for_each([](auto& p) { p.release_commit_waiters(); });
         }
         while (ctx.parked) {
           ParkedRequest* p = ctx.parked;

@@ -60,13 +60,36 @@ void Broker::run_reactor(ReactorThread* t) {
       so.producer_expiration_check_ms = settings_->producer_expiration_check_ms;
       so.node_id = settings_->clustered() ? settings_->node_id : -1;
       so.incarnation_id = incarnation_;
+      so.replica.replica_lag_time_max_ms = settings_->cluster.replica_lag_time_max_ms;
+      so.replica.testing_fetch_from_memory = settings_->cluster.testing_ack_from_memory;
+      // A cluster broker's partitions publish the ISR's high watermark: consumers read and
+      // acks=all answers only what every ISR member holds on disk.
+      so.replica_hw = settings_->cluster.role == ProcessRole::broker;
       ctx.shard = std::make_unique<replication::Shard>(*ctx.reactor, std::move(so));
       if (settings_->cluster.role == ProcessRole::broker) {
         replication::ReplicaFetcher::Options fo;
         fo.node_id = settings_->node_id;
         fo.listener = settings_->cluster.inter_broker_listener;
+        fo.max_wait_ms = settings_->cluster.replica_fetch_wait_max_ms;
+        fo.partition_max_bytes = settings_->cluster.replica_fetch_max_bytes;
+        fo.max_bytes = settings_->cluster.replica_fetch_response_max_bytes;
+        fo.backoff_ms = settings_->cluster.replica_fetch_backoff_ms;
+        fo.testing_from_memory = settings_->cluster.testing_ack_from_memory;
         ctx.fetcher =
             std::make_unique<replication::ReplicaFetcher>(*ctx.reactor, *ctx.shard, std::move(fo));
+        replication::IsrKeeper::Options ko;
+        ko.node_id = settings_->node_id;
+        const std::size_t index = ctx.index;
+        ctx.isr_keeper = std::make_unique<replication::IsrKeeper>(
+            *ctx.reactor, *ctx.shard, ko,
+            [this, index](std::vector<std::byte> frame, replication::IsrKeeper::Done done) {
+              forward_to_controller(std::move(frame), [this, index, done](auto resp) {
+                on_reactor(index, [done, resp = std::move(resp)](ReactorContext&) mutable {
+                  done(std::move(resp));
+                });
+              });
+            });
+        ctx.isr_keeper->start();
       }
     }
   }
@@ -107,6 +130,7 @@ void Broker::run_reactor(ReactorThread* t) {
   ctx.transports.clear();
   if (dpdk_ && ctx.index == 0) dpdk_->detach();
   ctx.dispatchers.clear();
+  ctx.isr_keeper.reset();
   ctx.fetcher.reset();  // its appends completed when the shard closed its logs
   ctx.shard.reset();
 }

@@ -38,6 +38,9 @@ constexpr std::int16_t kRegistrationVersion = 4;
 constexpr std::int16_t kHeartbeatVersion = 1;
 constexpr std::int16_t kFetchVersion = 12;  // topics by name
 constexpr std::int64_t kRequestTimeoutMs = 3000;
+// How long a forwarded request may wait for the controller to be reachable, or an answer for
+// the metadata that shows its effect.
+constexpr std::int64_t kForwardWaitMs = 10'000;
 constexpr std::int32_t kFetchWaitMs = 100;
 constexpr std::int32_t kFetchMaxBytes = 8 << 20;
 
@@ -206,25 +209,32 @@ void ClusterLink::stop() {
 bool ClusterLink::controlled_shutdown(std::int64_t timeout_ms) {
   if (!thread_.joinable()) return false;
   want_shut_down_.store(true);
-  const std::int64_t end = mono_ms() + timeout_ms;
-  while (!may_shut_down_.load() && mono_ms() < end)
+  const std::int64_t start = mono_ms();
+  const std::int64_t end = start + timeout_ms;
+  while (!may_shut_down_.load() && mono_ms() < end) {
+    // No controller to ask (it stopped first): nothing will move the leaderships; stop now
+    // rather than after the whole timeout.
+    if (!connected_.load() && mono_ms() - start > 300) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
   return may_shut_down_.load();
 }
 
 void ClusterLink::forward(std::vector<std::byte> frame, ForwardDone done) {
   std::lock_guard lk(mu_);
-  queue_.push_back(Forward{std::move(frame), std::move(done)});
+  queue_.push_back(Forward{std::move(frame), std::move(done), mono_ms()});
 }
 
 bool ClusterLink::connect_controller() {
   fd_ = connect_to(opts_.host, opts_.port);
+  connected_.store(fd_ >= 0);
   return fd_ >= 0;
 }
 
 void ClusterLink::disconnect() {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
+  connected_.store(false);
 }
 
 std::optional<std::vector<std::byte>> ClusterLink::exchange(std::span<const std::byte> frame,
@@ -396,14 +406,41 @@ bool ClusterLink::do_forward() {
     f.done(std::nullopt, -1);
     return false;
   }
-  barriers_.push_back(Barrier{std::move(*resp), std::move(f.done), -1});
+  barriers_.push_back(Barrier{std::move(*resp), std::move(f.done), -1, mono_ms()});
   return true;
+}
+
+void ClusterLink::expire_waiting() {
+  const std::int64_t now = mono_ms();
+  const bool gone = fd_ < 0 && want_shut_down_.load();
+  std::deque<Forward> late;
+  {
+    std::lock_guard lk(mu_);
+    while (!queue_.empty() && (gone || now - queue_.front().queued_ms > kForwardWaitMs)) {
+      late.push_back(std::move(queue_.front()));
+      queue_.pop_front();
+    }
+  }
+  if (!late.empty())
+    LOG_WARN("%zu requests for the controller given up: it has not been reachable", late.size());
+  for (auto& f : late)
+    f.done(std::nullopt, -1);
+  // The controller committed these; only the metadata showing it is late. Answer anyway.
+  for (auto it = barriers_.begin(); it != barriers_.end();) {
+    if (gone || now - it->answered_ms > kForwardWaitMs) {
+      it->done(std::move(it->answer), -1);
+      it = barriers_.erase(it);
+    } else {
+      ++it;
+    }
+  }
 }
 
 void ClusterLink::run() {
   set_thread_name("cluster-link");
   bool announced = false;
   while (!stop_.load()) {
+    expire_waiting();
     if (fd_ < 0) {
       if (!connect_controller()) {
         if (!announced || mono_ms() - fetch_log_ms_ > 10'000) {

@@ -84,6 +84,7 @@ class ClusterLink {
   std::atomic<std::int64_t> applied_{-1};
   std::atomic<bool> want_shut_down_{false};
   std::atomic<bool> may_shut_down_{false};
+  std::atomic<bool> connected_{false};  // to the controller (controlled_shutdown reads it)
   int fd_ = -1;
   std::int32_t next_correlation_ = 1;
   std::int64_t epoch_ = -1;  // -1: not registered
@@ -96,9 +97,15 @@ class ClusterLink {
   kafka::ErrorCode last_refusal_ = kafka::ErrorCode::none;
   std::int64_t last_refusal_ms_ = 0;
 
+  // Forwards the controller cannot take (unreachable), and answers whose metadata does not
+  // arrive, are given up after a while, and at once while shutting down with no controller:
+  // a client request must not wait for a controller that is gone (nor hold up the stop).
+  void expire_waiting();
+
   struct Forward {
     std::vector<std::byte> frame;
     ForwardDone done;
+    std::int64_t queued_ms = 0;
   };
   std::mutex mu_;  // guards queue_ only (forwards arrive from reactors; never on a data path)
   std::deque<Forward> queue_;
@@ -107,6 +114,7 @@ class ClusterLink {
     std::vector<std::byte> answer;
     ForwardDone done;
     std::int64_t target = -1;  // -1: the next fetch's high watermark sets it
+    std::int64_t answered_ms = 0;
   };
   std::vector<Barrier> barriers_;
 };

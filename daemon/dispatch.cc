@@ -54,6 +54,7 @@ const std::array kHandlers = {
     // A cluster's controller node only (replication/cluster_wire.h).
     ApiHandler{key(ApiKey::broker_registration), 0, 4, &handlers::broker_registration, -1, true},
     ApiHandler{key(ApiKey::broker_heartbeat), 0, 1, &handlers::broker_heartbeat, -1, true},
+    ApiHandler{key(ApiKey::alter_partition), 2, 3, &handlers::alter_partition, -1, true},
     ApiHandler{key(ApiKey::allocate_producer_ids), 0, 0, &handlers::allocate_producer_ids, -1,
                true},
 };

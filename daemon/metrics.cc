@@ -83,6 +83,30 @@ ReactorSample sample_reactor(ReactorContext& ctx, bool with_partitions) {
   for (auto& d : ctx.dispatchers)
     s.in_flight += d->in_flight();
   if (ctx.shard) {
+    ctx.shard->for_each([&](replication::Partition& p) {
+      const replication::ReplicaState* rs = p.replica();
+      if (!rs || rs->role() != replication::ReplicaRole::leader) return;
+      ++s.led_partitions;
+      if (rs->isr().size() < rs->replicas().size()) ++s.under_replicated;
+      if (static_cast<std::int32_t>(rs->isr().size()) < rs->min_insync_replicas())
+        ++s.under_min_isr;
+    });
+  }
+  if (ctx.index == 0 && ctx.image) {
+    for (const auto& [name, t] : ctx.image->topics())
+      for (const auto& part : t->partitions)
+        if (part.leader < 0) ++s.offline_partitions;
+  }
+  if (ctx.isr_keeper) {
+    s.isr_shrinks = ctx.isr_keeper->stats().shrinks;
+    s.isr_expands = ctx.isr_keeper->stats().expands;
+  }
+  if (ctx.fetcher) {
+    s.replica_fetches = ctx.fetcher->stats().fetches;
+    s.replica_bytes_in = ctx.fetcher->stats().bytes_appended;
+    s.replica_truncations = ctx.fetcher->stats().truncations;
+  }
+  if (ctx.shard) {
     s.failed_partitions = ctx.shard->failed();
     if (with_partitions) {
       ctx.shard->for_each([&](replication::Partition& p) {
@@ -386,6 +410,47 @@ std::string render_prometheus(const BrokerSample& s) {
     counter("samsa_dpdk_poll_sleeps_total", "Times the idle poll loop went to sleep.", d.sleeps);
     gauge("samsa_dpdk_mbufs_free", "Free packet buffers in the DPDK pool.", d.mbufs_free);
   }
+
+  // Replication, summed over the reactors (zero on a single node and on a controller).
+  auto repl_sum = [&](auto get) {
+    std::uint64_t n = 0;
+    for (const auto& r : s.reactors)
+      if (r) n += get(*r);
+    return static_cast<double>(n);
+  };
+  w.family("samsa_under_replicated_partitions", "gauge",
+           "Partitions led here whose ISR is smaller than their replica set.");
+  w.sample("samsa_under_replicated_partitions", {},
+           repl_sum([](const ReactorSample& r) { return r.under_replicated; }));
+  w.family("samsa_under_min_isr_partitions", "gauge",
+           "Partitions led here whose ISR is below min.insync.replicas (acks=all refused).");
+  w.sample("samsa_under_min_isr_partitions", {},
+           repl_sum([](const ReactorSample& r) { return r.under_min_isr; }));
+  w.family("samsa_offline_partitions", "gauge", "Partitions with no leader in the metadata.");
+  w.sample("samsa_offline_partitions", {},
+           repl_sum([](const ReactorSample& r) { return r.offline_partitions; }));
+  w.family("samsa_leader_partitions", "gauge", "Partitions led by this broker.");
+  w.sample("samsa_leader_partitions", {},
+           repl_sum([](const ReactorSample& r) { return r.led_partitions; }));
+  w.family("samsa_isr_shrinks_total", "counter",
+           "ISR shrinks this broker's leaders had accepted by the controller.");
+  w.sample("samsa_isr_shrinks_total", {},
+           repl_sum([](const ReactorSample& r) { return r.isr_shrinks; }));
+  w.family("samsa_isr_expands_total", "counter",
+           "ISR expansions this broker's leaders had accepted by the controller.");
+  w.sample("samsa_isr_expands_total", {},
+           repl_sum([](const ReactorSample& r) { return r.isr_expands; }));
+  w.family("samsa_replica_fetches_total", "counter", "Fetches this broker's followers sent.");
+  w.sample("samsa_replica_fetches_total", {},
+           repl_sum([](const ReactorSample& r) { return r.replica_fetches; }));
+  w.family("samsa_replica_bytes_in_total", "counter",
+           "Record bytes this broker's followers appended from their leaders.");
+  w.sample("samsa_replica_bytes_in_total", {},
+           repl_sum([](const ReactorSample& r) { return r.replica_bytes_in; }));
+  w.family("samsa_replica_truncations_total", "counter",
+           "Times a follower cut a diverged tail of its log.");
+  w.sample("samsa_replica_truncations_total", {},
+           repl_sum([](const ReactorSample& r) { return r.replica_truncations; }));
 
   w.family("samsa_metadata_offset", "gauge",
            "Offset of the last applied __cluster_metadata record.");

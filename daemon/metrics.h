@@ -106,6 +106,16 @@ struct ReactorSample {
   std::uint64_t net_bytes_in = 0;
   std::uint64_t net_bytes_out = 0;
   std::uint64_t in_flight = 0;
+  // A cluster broker's replication (Kafka's ReplicaManager metrics).
+  std::uint64_t led_partitions = 0;
+  std::uint64_t under_replicated = 0;    // led here with an ISR smaller than the replicas
+  std::uint64_t under_min_isr = 0;       // led here with an ISR below min.insync.replicas
+  std::uint64_t offline_partitions = 0;  // reactor 0 only: partitions with no leader (image)
+  std::uint64_t isr_shrinks = 0;
+  std::uint64_t isr_expands = 0;
+  std::uint64_t replica_fetches = 0;
+  std::uint64_t replica_bytes_in = 0;
+  std::uint64_t replica_truncations = 0;
 };
 
 // On the reactor's thread.

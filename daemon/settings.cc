@@ -80,6 +80,14 @@ std::expected<std::shared_ptr<const BrokerSettings>, std::string> make_settings(
   ClusterSettings& cl = s->cluster;
   cl.session_timeout_ms = c.get_int("broker.session.timeout.ms");
   cl.heartbeat_interval_ms = c.get_int("broker.heartbeat.interval.ms");
+  cl.replica_lag_time_max_ms = c.get_int("replica.lag.time.max.ms");
+  cl.replica_fetch_wait_max_ms = static_cast<std::int32_t>(c.get_int("replica.fetch.wait.max.ms"));
+  cl.replica_fetch_max_bytes = static_cast<std::int32_t>(c.get_int("replica.fetch.max.bytes"));
+  cl.replica_fetch_response_max_bytes =
+      static_cast<std::int32_t>(c.get_int("replica.fetch.response.max.bytes"));
+  cl.replica_fetch_backoff_ms = static_cast<std::int32_t>(c.get_int("replica.fetch.backoff.ms"));
+  cl.testing_ack_from_memory =
+      c.get_bool("samsa.testing.hooks") && c.get_bool("samsa.testing.replica.ack.from.memory");
   if (cl.role == ProcessRole::combined) {
     // Only the client listeners serve Kafka clients; a CONTROLLER listener (Kafka's single-node
     // configs have one) is the quorum's and is not opened by a single node.

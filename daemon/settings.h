@@ -47,6 +47,14 @@ struct ClusterSettings {
   std::string inter_broker_listener;         // inter.broker.listener.name (default: first listener)
   std::int64_t session_timeout_ms = 1500;    // broker.session.timeout.ms
   std::int64_t heartbeat_interval_ms = 250;  // broker.heartbeat.interval.ms
+  // Follower fetching and the ISR (replica.*; Kafka's names).
+  std::int64_t replica_lag_time_max_ms = 30000;
+  std::int32_t replica_fetch_wait_max_ms = 500;
+  std::int32_t replica_fetch_max_bytes = 1 << 20;
+  std::int32_t replica_fetch_response_max_bytes = 10 << 20;
+  std::int32_t replica_fetch_backoff_ms = 100;
+  // samsa.testing.replica.ack.from.memory (with samsa.testing.hooks)
+  bool testing_ack_from_memory = false;
 };
 
 struct BrokerSettings {

@@ -176,6 +176,10 @@ class Controller {
   // ---- controller mode (replication/controller_cluster.cc) ----
   void register_broker(const BrokerRegistration& reg, std::function<void(RegistrationAnswer)> done);
   void broker_heartbeat(const Heartbeat& hb, std::function<void(HeartbeatAnswer)> done);
+  // A leader's ISR changes (AlterPartition), one answer per item in order; the accepted ones
+  // are committed (one batch) before done runs.
+  void alter_partition(std::vector<AlterPartitionItem> items,
+                       std::function<void(std::vector<AlterPartitionAnswer>)> done);
   // Committed metadata from offset: at once when there is some, else once some commits or
   // max_wait_ms passes.
   void read_metadata(std::int64_t offset, std::int32_t max_bytes, std::int32_t max_wait_ms,

@@ -66,6 +66,44 @@ void Controller::broker_heartbeat(const Heartbeat& hb, std::function<void(Heartb
   });
 }
 
+void Controller::alter_partition(std::vector<AlterPartitionItem> items,
+                                 std::function<void(std::vector<AlterPartitionAnswer>)> done) {
+  std::vector<AlterPartitionAnswer> answers;
+  answers.reserve(items.size());
+  if (!state_) {
+    for (std::size_t i = 0; i < items.size(); ++i)
+      answers.push_back(AlterPartitionAnswer{0, ErrorCode::not_controller, -1, -1, {}, -1});
+    done(std::move(answers));
+    return;
+  }
+  state_->advance_next_offset(log_->log_end_offset());
+  std::vector<MetadataRecord> records;
+  for (const auto& it : items) {
+    auto p = state_->alter_partition(it);
+    if (p.answer.error == ErrorCode::none && !p.records.empty()) {
+      const TopicState* t = state_->image().topic(it.topic_id);
+      LOG_INFO("leader %d: ISR of %s-%d is now %zu replicas (partition epoch %d)", it.broker_id,
+               t ? t->name.c_str() : uuid_to_string(it.topic_id).c_str(), it.partition,
+               p.answer.isr.size(), p.answer.partition_epoch);
+    }
+    for (auto& r : p.records)
+      records.push_back(std::move(r));
+    answers.push_back(std::move(p.answer));
+  }
+  if (records.empty()) {
+    done(std::move(answers));
+    return;
+  }
+  // All the request's changes in one batch: they commit (or fail) together.
+  commit_state(std::move(records),
+               [answers = std::move(answers), done = std::move(done)](bool ok) mutable {
+                 if (!ok)
+                   for (auto& a : answers)
+                     if (a.error == ErrorCode::none) a.error = ErrorCode::kafka_storage_error;
+                 done(std::move(answers));
+               });
+}
+
 void Controller::on_tick() {
   const std::int64_t now = wall_ms();
   state_->advance_next_offset(log_->log_end_offset());

@@ -60,6 +60,7 @@ Partition::Partition(io::Reactor& r, std::string topic, Uuid topic_id, std::int3
 
 Partition::~Partition() {
   log_->set_listener(nullptr);
+  settle_commit_waiters(true);
   if (dup_timer_.armed()) reactor_.disarm(&dup_timer_);
   // Duplicates still waiting for their originals: the partition is going away (topic deleted,
   // shutdown); they fail like the appends the log drops.
@@ -321,6 +322,49 @@ void Partition::wake_all(PartitionWaiter*& head) {
   }
 }
 
+ErrorCode Partition::check_acks_all() const {
+  return replicated() ? replica_->check_produce(true) : ErrorCode::none;
+}
+
+void Partition::wait_committed(CommitWaiter* w) {
+  if (!replicated()) {
+    w->fn(w, ErrorCode::none);
+    return;
+  }
+  if (auto outcome = replica_->acks_all_outcome(w->last_offset)) {
+    w->fn(w, *outcome);
+    return;
+  }
+  // Appends finish in offset order, so this is nearly always the tail.
+  CommitWaiter* after = commit_tail_;
+  while (after && after->last_offset > w->last_offset)
+    after = after->prev;
+  w->prev = after;
+  w->next = after ? after->next : commit_head_;
+  (w->next ? w->next->prev : commit_tail_) = w;
+  (after ? after->next : commit_head_) = w;
+  w->linked = true;
+}
+
+void Partition::cancel_commit_wait(CommitWaiter* w) {
+  if (!w->linked) return;
+  (w->prev ? w->prev->next : commit_head_) = w->next;
+  (w->next ? w->next->prev : commit_tail_) = w->prev;
+  w->prev = w->next = nullptr;
+  w->linked = false;
+}
+
+void Partition::settle_commit_waiters(bool close) {
+  while (CommitWaiter* w = commit_head_) {
+    std::optional<ErrorCode> outcome = ErrorCode::not_leader_or_follower;
+    if (!close && replica_) outcome = replica_->acks_all_outcome(w->last_offset);
+    // Outcomes are monotone in the offset: once one waits, those after it wait too.
+    if (!outcome) break;
+    cancel_commit_wait(w);
+    w->fn(w, *outcome);
+  }
+}
+
 void Partition::enable_replica(const ReplicaOptions& o, bool replica_hw) {
   if (replica_) return;
   replica_log_ = std::make_unique<IoReplicaLog>(*log_);
@@ -342,6 +386,8 @@ void Partition::update_high_watermark() {
   // The ReplicaState's HW never moves back on a leader; a follower's follows the leader's.
   std::int64_t hw =
       replica_hw_ && replica_ ? replica_->high_watermark() : log_->durable_end_offset();
+  // Leadership and the ISR can settle waiting produces without moving the HW.
+  if (commit_head_) settle_commit_waiters();
   if (hw == high_watermark_) return;
   high_watermark_ = hw;
   wake_all(waiters_);
@@ -350,6 +396,7 @@ void Partition::update_high_watermark() {
 }
 
 io::Result<void> Partition::close() {
+  settle_commit_waiters(true);
   auto r = log_->close();
   if (r) write_snapshot(log_->log_end_offset());
   return r;

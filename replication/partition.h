@@ -34,6 +34,17 @@ struct PartitionWaiter {
   ~PartitionWaiter() = default;
 };
 
+// An acks=all produce of a replicated partition, appended and synced here, waiting until the ISR
+// holds it (the high watermark passes last_offset). Intrusive: the produce request embeds it.
+struct CommitWaiter {
+  using Fn = void (*)(CommitWaiter* self, kafka::ErrorCode outcome);
+  std::int64_t last_offset = -1;
+  Fn fn = nullptr;
+  CommitWaiter* prev = nullptr;
+  CommitWaiter* next = nullptr;
+  bool linked = false;
+};
+
 // Why an append was refused, as the Produce response carries it.
 struct AppendError {
   kafka::ErrorCode code = kafka::ErrorCode::none;
@@ -92,8 +103,9 @@ class Partition final : private io::Log::Listener {
 
   // A cluster replica: its replication state machine over this log (made once, on the first
   // metadata that names this node a replica). replica_hw: the high watermark is the
-  // ReplicaState's (the ISR's durable end) instead of this log's durable end. Off until the
-  // follower fetchers run (replication/FETCHERS.md): without them an RF>1 HW would never move.
+  // ReplicaState's (the ISR's durable end) instead of this log's durable end: on wherever the
+  // follower fetchers and the ISR keeper run (cluster brokers), without which an RF>1 HW would
+  // never move.
   void enable_replica(const ReplicaOptions& o, bool replica_hw);
   ReplicaState* replica() { return replica_.get(); }
   const ReplicaState* replica() const { return replica_.get(); }
@@ -106,6 +118,22 @@ class Partition final : private io::Log::Listener {
 
   void add_waiter(PartitionWaiter* w);
   void remove_waiter(PartitionWaiter* w);
+
+  // Whether acks=all waits for the ISR here (a cluster replica whose HW is the ISR's).
+  bool replicated() const { return replica_hw_ && replica_ != nullptr; }
+  // acks=all, before appending: NOT_LEADER_OR_FOLLOWER, or NOT_ENOUGH_REPLICAS while the ISR
+  // is below min.insync.replicas; none on a partition that is not replicated().
+  kafka::ErrorCode check_acks_all() const;
+  // acks=all, after the local sync: w->fn runs once the ISR holds w->last_offset (none),
+  // the ISR shrank below min.insync.replicas meanwhile (NOT_ENOUGH_REPLICAS_AFTER_APPEND), or
+  // leadership was lost or the partition closed (NOT_LEADER_OR_FOLLOWER); at once when the
+  // outcome is already known.
+  void wait_committed(CommitWaiter* w);
+  // Takes w back without calling it (the request timed out).
+  void cancel_commit_wait(CommitWaiter* w);
+  // Answers every waiting acks=all produce with NOT_LEADER_OR_FOLLOWER (shutdown): the client
+  // retries at the next leader, where an idempotent producer's retry is deduplicated.
+  void release_commit_waiters() { settle_commit_waiters(true); }
 
   const ProducerStateTable& producers() const { return producers_; }
   // Forgets producers silent for producer.id.expiration.ms and those wholly below the log
@@ -123,6 +151,9 @@ class Partition final : private io::Log::Listener {
   static void wake_all(PartitionWaiter*& head);
   void write_snapshot(std::int64_t offset);
   void complete_duplicates();
+  // Calls the commit waiters whose outcome is known (oldest first); all of them with
+  // not_leader_or_follower when close is set.
+  void settle_commit_waiters(bool close = false);
 
   io::Reactor& reactor_;
   std::string topic_;
@@ -138,7 +169,9 @@ class Partition final : private io::Log::Listener {
   bool replica_hw_ = false;
   PartitionWaiter* waiters_ = nullptr;
   PartitionWaiter* log_waiters_ = nullptr;  // log_end waiters
-  std::int64_t log_woken_end_ = -1;         // the written end log_waiters_ last saw
+  CommitWaiter* commit_head_ = nullptr;     // ordered by last_offset
+  CommitWaiter* commit_tail_ = nullptr;
+  std::int64_t log_woken_end_ = -1;  // the written end log_waiters_ last saw
   ProducerStateTable producers_;
   // Duplicate batches waiting for their originals to be written/durable (AppendOp::next).
   io::AppendOp* dup_head_ = nullptr;

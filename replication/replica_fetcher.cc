@@ -262,7 +262,8 @@ void ReplicaFetcher::on_response(Source& s, net::Buffer frame) {
         }
         slot->bytes.assign(recs.begin(), recs.begin() + static_cast<std::ptrdiff_t>(w.bytes));
         slot->op.batch = std::span<std::byte>(slot->bytes);
-        slot->op.durability = io::Durability::durable;
+        slot->op.durability =
+            opts_.testing_from_memory ? io::Durability::written : io::Durability::durable;
         slot->op.error.reset();
         slot->op.next = nullptr;
         auto r = p->append_replicated(&slot->op);

@@ -33,6 +33,9 @@ class ReplicaFetcher {
     std::int32_t max_bytes = 10 << 20;           // replica.fetch.response.max.bytes
     std::int32_t partition_max_bytes = 1 << 20;  // replica.fetch.max.bytes
     std::int64_t backoff_ms = 100;  // replica.fetch.backoff.ms: retry when nothing could go
+    // Test-only (ReplicaOptions::testing_fetch_from_memory): appends are answered once written,
+    // not synced, and the next Fetch does not wait for them (Kafka's followers).
+    bool testing_from_memory = false;
   };
   struct Stats {
     std::uint64_t fetches = 0;

@@ -65,6 +65,9 @@ class Shard {
   // The local replica, led here or not.
   Partition* find_replica(std::string_view topic, std::int32_t partition);
   const ImagePtr& image() const { return image_; }
+  // This process's registration epoch in the image (-1 while it has none): what a leader's
+  // AlterPartition and a follower's Fetch carry.
+  std::int64_t broker_epoch() const { return broker_epoch_; }
 
   // Reconciles with a newer image (on this shard's reactor). Logs that fail to open are
   // reported and left closed; their partitions answer KAFKA_STORAGE_ERROR.

@@ -1,6 +1,7 @@
 // What a cluster's controller node serves on its controller listener: BrokerRegistration,
-// BrokerHeartbeat and Fetch of the __cluster_metadata log (brokers follow it as Kafka's do).
-// All three go to the controller thread; the answers come back on the request's reactor.
+// BrokerHeartbeat, AlterPartition, AllocateProducerIds and Fetch of the __cluster_metadata log
+// (brokers follow it as Kafka's do). Each goes to the controller thread; the answers come back
+// on the request's reactor.
 // A broker node forwards topic and config changes to the controller (forward()).
 #include <algorithm>
 
@@ -11,6 +12,8 @@
 #include "daemon/handlers/round_trip.h"
 #include "net/kafka/gen/allocate_producer_ids_request.h"
 #include "net/kafka/gen/allocate_producer_ids_response.h"
+#include "net/kafka/gen/alter_partition_request.h"
+#include "net/kafka/gen/alter_partition_response.h"
 #include "net/kafka/gen/broker_heartbeat_request.h"
 #include "net/kafka/gen/broker_heartbeat_response.h"
 #include "net/kafka/gen/broker_registration_request.h"
@@ -57,6 +60,29 @@ void broker_heartbeat(RequestPtr r) {
       },
       [](RequestPtr r, replication::HeartbeatAnswer a) {
         r->reply(replication::heartbeat_response(a));
+      });
+}
+
+// A partition leader's ISR changes (replication/isr_keeper.h). v2 names members without their
+// broker epochs (not checked then); v3 with them.
+void alter_partition(RequestPtr r) {
+  kafka::AlterPartitionRequest req;
+  if (!r->decode(req)) return;
+  auto items = replication::alter_partition_items(req, r->version());
+  std::vector<std::pair<replication::Uuid, std::int32_t>> keys;
+  keys.reserve(items.size());
+  for (const auto& it : items)
+    keys.emplace_back(it.topic_id, it.partition);
+  via_controller<std::vector<replication::AlterPartitionAnswer>>(
+      std::move(r),
+      [items = std::move(items)](replication::Controller& c, auto done) mutable {
+        c.alter_partition(std::move(items), std::move(done));
+      },
+      [keys = std::move(keys)](RequestPtr r, std::vector<replication::AlterPartitionAnswer> a) {
+        kafka::AlterPartitionResponse resp;
+        for (std::size_t i = 0; i < keys.size() && i < a.size(); ++i)
+          replication::add_alter_partition_answer(resp, keys[i].first, keys[i].second, a[i]);
+        r->reply(resp);
       });
 }
 

@@ -55,6 +55,7 @@ void describe_producers(RequestPtr r);
 // metadata log; a broker node forwards topic and config changes to it.
 void broker_registration(RequestPtr r);
 void broker_heartbeat(RequestPtr r);
+void alter_partition(RequestPtr r);
 void allocate_producer_ids(RequestPtr r);
 void metadata_log_fetch(RequestPtr r);
 void forward(RequestPtr r);

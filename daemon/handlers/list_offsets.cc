@@ -70,6 +70,13 @@ bool lookup(Item& it, std::int8_t isolation, ReactorContext& rc, io::ReadAhead* 
                                                    : ErrorCode::unknown_leader_epoch;
     return true;
   }
+  // KIP-207: a new leader's HW may still be below the one its predecessor served; answering
+  // from it could move a consumer's end backwards. Retriable until the ISR catches it up.
+  if (it.timestamp != kEarliest && it.timestamp != kEarliestLocal && p->replicated() &&
+      !p->replica()->visible_high_watermark()) {
+    it.error = ErrorCode::offset_not_available;
+    return true;
+  }
   it.out_epoch = p->leader_epoch();
   switch (it.timestamp) {
     case kLatest:

@@ -1,10 +1,14 @@
 // Produce: each partition's batch is appended on the shard that owns the partition; the
-// answer goes out when every shard is done (acks=1: written; acks=all: synced).
+// answer goes out when every shard is done (acks=1: written; acks=all: synced, and on a
+// cluster's replicated partition held by the whole ISR, at least min.insync.replicas of it).
 //
 // Allocation per request: the context below and one vector of partition slots; nothing per
 // record. The batch bytes are the request frame's own: the log patches offsets in them and
 // writes them from there.
+#include <algorithm>
+
 #include "base/bytes.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "daemon/broker.h"
 #include "daemon/handlers/handlers.h"
@@ -29,6 +33,11 @@ struct Slot : io::AppendOp {
   ErrorCode error = ErrorCode::none;
   std::string message;
   std::int64_t error_log_start = -1;  // what an error answer reports as the log start
+  // acks=all on a replicated partition: after the local sync, waiting for the ISR.
+  replication::Partition* part = nullptr;
+  struct Commit : replication::CommitWaiter {
+    Slot* slot = nullptr;
+  } commit;
 };
 
 // Partitions of one request that live on one shard.
@@ -36,6 +45,12 @@ struct Group {
   std::size_t shard = 0;
   std::vector<std::size_t> slots;
   std::size_t pending = 0;  // touched only on the shard's thread
+  // Slots waiting for the ISR, and the request's timeout for them (shard thread only).
+  std::size_t waiting = 0;
+  struct Timeout : io::Timer {
+    ProduceCtx* ctx = nullptr;
+    std::size_t group = 0;
+  } timeout;
 };
 
 struct ProduceCtx {
@@ -46,6 +61,7 @@ struct ProduceCtx {
   std::vector<Group> groups;
   std::size_t pending_groups = 0;  // touched only on the origin thread
   std::size_t origin = 0;
+  std::int64_t start_ns = 0;  // when the request arrived (acks=all's timeout counts from it)
 };
 
 void respond(std::unique_ptr<ProduceCtx> ctx);
@@ -65,6 +81,35 @@ void slot_done(Slot& s) {
   group_step(s.ctx, s.group);
 }
 
+io::Reactor& shard_reactor(ProduceCtx* ctx, std::size_t gi);
+
+// Shard thread: the ISR holds the slot's records, or it never will (see wait_committed).
+void on_committed(replication::CommitWaiter* w, ErrorCode outcome) {
+  Slot& s = *static_cast<Slot::Commit*>(w)->slot;
+  Group& g = s.ctx->groups[s.group];
+  if (outcome != ErrorCode::none) s.error = outcome;
+  if (--g.waiting == 0 && g.timeout.armed()) shard_reactor(s.ctx, s.group).disarm(&g.timeout);
+  slot_done(s);
+}
+
+// Shard thread: the request's timeout passed with slots still waiting for the ISR
+// (REQUEST_TIMED_OUT, as Kafka's produce purgatory answers; the records may still commit).
+void on_timeout(io::Timer* t) {
+  auto* to = static_cast<Group::Timeout*>(t);
+  ProduceCtx* ctx = to->ctx;
+  Group& g = ctx->groups[to->group];
+  ++g.pending;  // the loop below must not see the context freed
+  for (std::size_t si : g.slots) {
+    Slot& s = ctx->slots[si];
+    if (!s.commit.linked) continue;
+    s.part->cancel_commit_wait(&s.commit);
+    s.error = ErrorCode::request_timed_out;
+    --g.waiting;
+    slot_done(s);
+  }
+  group_step(ctx, to->group);
+}
+
 void on_appended(io::AppendOp* op) {
   auto& s = *static_cast<Slot*>(op);
   if (s.error == ErrorCode::none && op->error) {
@@ -73,7 +118,28 @@ void on_appended(io::AppendOp* op) {
     LOG_ERROR("append to %.*s-%d failed after acceptance: %s", static_cast<int>(s.topic.size()),
               s.topic.data(), s.partition, op->error->detail.c_str());
   }
+  if (s.error == ErrorCode::none && s.part) {
+    // Synced here; an acks=all answer also needs the ISR to hold it.
+    Group& g = s.ctx->groups[s.group];
+    s.commit.slot = &s;
+    s.commit.last_offset = s.result.last_offset;
+    s.commit.fn = &on_committed;
+    ++g.waiting;
+    if (!g.timeout.armed()) {
+      g.timeout.ctx = s.ctx;
+      g.timeout.group = s.group;
+      g.timeout.fn = &on_timeout;
+      const std::int64_t ms = std::max<std::int32_t>(s.ctx->body.timeout_ms, 0);
+      shard_reactor(s.ctx, s.group).arm(&g.timeout, s.ctx->start_ns + ms * 1'000'000);
+    }
+    s.part->wait_committed(&s.commit);
+    return;
+  }
   slot_done(s);
+}
+
+io::Reactor& shard_reactor(ProduceCtx* ctx, std::size_t gi) {
+  return *ctx->req->rc.broker->reactor(ctx->groups[gi].shard).reactor;
 }
 
 // Shard thread: append every partition of group g.
@@ -93,6 +159,15 @@ void run_group(ProduceCtx* ctx, std::size_t gi, ReactorContext& shard_ctx) {
                                                           : ErrorCode::not_leader_or_follower;
       slot_done(s);
       continue;
+    }
+    if (wait_sync && p->replicated()) {
+      // Kafka checks min.insync.replicas before appending: NOT_ENOUGH_REPLICAS stores nothing.
+      s.error = p->check_acks_all();
+      if (s.error != ErrorCode::none) {
+        slot_done(s);
+        continue;
+      }
+      s.part = p;
     }
     s.durability = wait_sync ? io::Durability::durable : io::Durability::written;
     s.done = &on_appended;
@@ -189,6 +264,7 @@ void produce(RequestPtr r) {
   auto ctx = std::make_unique<ProduceCtx>();
   if (!r->decode(ctx->body)) return;
   ctx->origin = r->rc.index;
+  ctx->start_ns = mono_ns();
   ctx->req = std::move(r);
   Request& req = *ctx->req;
   ctx->image = req.rc.image;

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
+
 #include "base/clock.h"
 #include "io/testing.h"
 
@@ -172,6 +174,83 @@ TEST_F(ClusterShardTest, TheHighWatermarkWaitsForTheIsr) {
   p->update_high_watermark();
   EXPECT_EQ(p->high_watermark(), 5);
   EXPECT_EQ(w.woken, 1);
+}
+
+struct Commit : CommitWaiter {
+  std::optional<kafka::ErrorCode> outcome;
+  Commit(std::int64_t last) {
+    last_offset = last;
+    fn = [](CommitWaiter* w, kafka::ErrorCode e) { static_cast<Commit*>(w)->outcome = e; };
+  }
+};
+
+TEST_F(ClusterShardTest, AcksAllWaitsForTheIsrInOffsetOrder) {
+  auto recs = three_brokers();
+  recs.push_back(PartitionRecord{Uuid{3}, 0, {1, 2, 3}, {1, 2, 3}, 1, 4, 6});
+  shard->apply(cluster_image(recs));
+  Partition* p = shard->find("t", 0);
+  ASSERT_NE(p, nullptr);
+  ASSERT_TRUE(p->replicated());
+  EXPECT_EQ(p->check_acks_all(), kafka::ErrorCode::none);
+  io::testing::OwnedAppend a(io::testing::make_batch(5, 1000)), b(io::testing::make_batch(3, 1000));
+  ASSERT_TRUE(p->append(&a).has_value());
+  ASSERT_TRUE(p->append(&b).has_value());
+  ASSERT_TRUE(reactor->run_until([&] { return p->log().durable_end_offset() == 8; }));
+  Commit second(7), first(4);  // registered out of order: settled in offset order anyway
+  p->wait_committed(&second);
+  p->wait_committed(&first);
+  EXPECT_FALSE(first.outcome || second.outcome);
+  for (std::int32_t id : {2, 3}) {
+    ReplicaFetch f{id, 10 * id, 4, 5, 4};
+    EXPECT_EQ(p->replica()->on_replica_fetch(f, mono_ms()).error, kafka::ErrorCode::none);
+  }
+  p->update_high_watermark();
+  EXPECT_EQ(first.outcome, kafka::ErrorCode::none);
+  EXPECT_FALSE(second.outcome);
+  // Leadership moves before the ISR holds the second: the producer must retry elsewhere.
+  recs.push_back(PartitionChangeRecord{Uuid{3}, 0, std::nullopt, 2});
+  shard->apply(cluster_image(recs));
+  EXPECT_EQ(second.outcome, kafka::ErrorCode::not_leader_or_follower);
+  EXPECT_EQ(p->check_acks_all(), kafka::ErrorCode::not_leader_or_follower);
+}
+
+TEST_F(ClusterShardTest, AnIsrBelowMinInsyncRefusesOrFailsAcksAll) {
+  auto recs = three_brokers();
+  recs.push_back(PartitionRecord{Uuid{3}, 0, {1, 2, 3}, {1, 2}, 1, 4, 6});
+  shard->apply(cluster_image(recs));
+  Partition* p = shard->find("t", 0);
+  ASSERT_NE(p, nullptr);
+  io::testing::OwnedAppend a(io::testing::make_batch(2, 1000));
+  ASSERT_TRUE(p->append(&a).has_value());
+  ASSERT_TRUE(reactor->run_until([&] { return p->log().durable_end_offset() == 2; }));
+  Commit c(1);
+  p->wait_committed(&c);
+  EXPECT_FALSE(c.outcome);  // waits for broker 2
+  // Broker 2 leaves the ISR (min.insync.replicas=2): the HW reaches the batch with the ISR
+  // below the minimum, and the append is answered NOT_ENOUGH_REPLICAS_AFTER_APPEND.
+  recs.push_back(PartitionChangeRecord{Uuid{3}, 0, std::vector<std::int32_t>{1}});
+  shard->apply(cluster_image(recs));
+  EXPECT_EQ(c.outcome, kafka::ErrorCode::not_enough_replicas_after_append);
+  // Nothing more is appended with acks=all until the ISR grows again.
+  EXPECT_EQ(p->check_acks_all(), kafka::ErrorCode::not_enough_replicas);
+}
+
+TEST_F(ClusterShardTest, ClosingAnswersWaitingProduces) {
+  auto recs = three_brokers();
+  recs.push_back(PartitionRecord{Uuid{3}, 0, {1, 2, 3}, {1, 2, 3}, 1, 4, 6});
+  shard->apply(cluster_image(recs));
+  Partition* p = shard->find("t", 0);
+  ASSERT_NE(p, nullptr);
+  io::testing::OwnedAppend a(io::testing::make_batch(2, 1000));
+  ASSERT_TRUE(p->append(&a).has_value());
+  ASSERT_TRUE(reactor->run_until([&] { return p->log().durable_end_offset() == 2; }));
+  Commit c(1), cancelled(1);
+  p->wait_committed(&c);
+  p->wait_committed(&cancelled);
+  p->cancel_commit_wait(&cancelled);  // a request timeout takes it back
+  p->release_commit_waiters();
+  EXPECT_EQ(c.outcome, kafka::ErrorCode::not_leader_or_follower);
+  EXPECT_FALSE(cancelled.outcome);
 }
 
 TEST(SingleNodeShard, HasNoReplicaState) {
