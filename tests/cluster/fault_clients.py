@@ -52,7 +52,7 @@ def produce(a) -> int:
 
     def make():
         return Producer({"bootstrap.servers": a.bootstrap, "enable.idempotence": True,
-                         "acks": "all", "linger.ms": 5,
+                         "acks": "all", "linger.ms": 5, "reconnect.backoff.max.ms": 1000,
                          "message.timeout.ms": a.delivery_timeout_ms,
                          # An isolated leader's connection is not reset: only the request timeout
                          # sends the producer elsewhere (it bounds isolation failovers).
@@ -118,7 +118,10 @@ def consume(a) -> int:
     out = open(a.out, "a", buffering=1 << 16)
     conf = {"bootstrap.servers": a.bootstrap, "enable.auto.commit": True,
             "auto.offset.reset": "earliest", "enable.partition.eof": False,
-            "group.id": a.group, "session.timeout.ms": 10000}
+            "group.id": a.group, "session.timeout.ms": 10000,
+            "reconnect.backoff.max.ms": 1000}
+    if os.environ.get("SAMSA_FAULT_CONSUMER_DEBUG"):  # e.g. fetch,metadata: to its log
+        conf["debug"] = os.environ["SAMSA_FAULT_CONSUMER_DEBUG"]
     c = Consumer(conf)
     if a.mode == "group":
         c.subscribe([a.topic])

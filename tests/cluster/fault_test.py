@@ -114,21 +114,23 @@ class Clients:
     def __init__(self, a, work: str, bootstrap: str):
         self.a = a
         self.work = work
-        self.stop_file = os.path.join(work, "stop")
+        self.stop_file = os.path.join(work, "stop")  # the producers'
+        self.consumer_stop = os.path.join(work, "stop-consumer")
         self.outs = {"rdk": os.path.join(work, "rdk.acks"), "java": os.path.join(work,
                                                                                "java.acks")}
         self.seen = os.path.join(work, "consumer.seen")
         common = ["--bootstrap", bootstrap, "--topic", a.topic, "--partitions",
-                  str(a.partitions), "--stop-file", self.stop_file]
+                  str(a.partitions)]
+        producing = common + ["--stop-file", self.stop_file]
         clients = os.path.join(HERE, "fault_clients.py")
         self.cmds = {
             "rdk": [PYTHON, clients, "produce", "--out", self.outs["rdk"], "--rate",
-                    str(a.rate), "--tag", "rdk"] + common,
+                    str(a.rate), "--tag", "rdk"] + producing,
             "java": ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-cp", a.java_classpath,
                      f"-Dlog4j2.configurationFile={JAVA_LOG}", JAVA_PRODUCER,
-                     "--out", self.outs["java"], "--rate", str(a.rate), "--tag", "java"] + common,
+                     "--out", self.outs["java"], "--rate", str(a.rate), "--tag", "java"] + producing,
             "consumer": [PYTHON, clients, "consume", "--out", self.seen, "--mode", a.consumer,
-                         "--group", "fault-test"] + common,
+                         "--group", "fault-test", "--stop-file", self.consumer_stop] + common,
         }
         self.procs: dict[str, subprocess.Popen] = {}
 
@@ -144,16 +146,39 @@ class Clients:
                            + tail(os.path.join(self.work, f"{name}.log")))
 
     def stop(self, timeout: float):
+        """The producers first (each flushes what it has in flight); then the consumer, once it
+        has read up to every acknowledged offset (bounded), so that what it saw covers the run."""
         open(self.stop_file, "w").close()
         end = time.time() + timeout
         rcs = {}
-        for name, p in self.procs.items():
-            try:
-                rcs[name] = p.wait(timeout=max(1.0, end - time.time()))
-            except subprocess.TimeoutExpired:
-                p.kill()
-                rcs[name] = p.wait()
+        for name in ("rdk", "java"):
+            rcs[name] = self._wait(name, end)
+        acked_end: dict[int, int] = {}
+        for path in self.outs.values():
+            for (_, q, _), (off, _) in fault_check.parse_producer(path)[0].items():
+                acked_end[q] = max(acked_end.get(q, -1), off)
+        catch_up = time.time() + 30
+        while time.time() < catch_up and self.procs["consumer"].poll() is None:
+            seen_end: dict[int, int] = {}
+            for q, off, _ in fault_check.parse_seen(self.seen)[0]:
+                seen_end[q] = max(seen_end.get(q, -1), off)
+            if all(seen_end.get(q, -1) >= off for q, off in acked_end.items()):
+                break
+            time.sleep(0.5)
+        else:
+            log("note: the consumer had not read up to every acknowledged offset 30 s after the "
+                "producers stopped")
+        open(self.consumer_stop, "w").close()
+        rcs["consumer"] = self._wait("consumer", time.time() + 30)
         return rcs
+
+    def _wait(self, name: str, end: float):
+        p = self.procs[name]
+        try:
+            return p.wait(timeout=max(1.0, end - time.time()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            return p.wait()
 
     def kill(self):
         for p in self.procs.values():
@@ -254,8 +279,8 @@ class Loop:
     def do_isolate(self):
         q, (leader, _) = self.pick_partition()
         log(f"  isolating broker {leader}, leader of partition {q} (link down)")
-        t0 = ms_now()
         self.net.isolate(leader)
+        t0 = ms_now()  # once `ip link set down` has returned: answers sent before it still pass
         self.failover("isolate", q, leader, t0)
         self.net.heal(leader)
 
