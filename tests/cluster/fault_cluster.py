@@ -46,6 +46,10 @@ class Member:
         os.makedirs(self.mnt)
         self.fs = powerloss.PowerFs(self.a.powerfs, self.backing, self.mnt, self.sock, self.plog,
                                     ENTRIES)
+        if self.a.sync_delay_ms and self.node.id in self.a.slow_disks:
+            reply = powerloss.ctl(self.sock, f"sync-delay {self.a.sync_delay_ms}")
+            if not reply.startswith("ok"):
+                raise RuntimeError(f"powerfs sync-delay: {reply}")
         self.node.set_data_dir(os.path.join(self.mnt, "data"))
 
     def unmount(self) -> int:
@@ -100,7 +104,6 @@ class Cluster:
             node = Node(a.samsad, work, i, props, wrap=net.wrap(i))
             self.members[i] = Member(a, work, node)
         self.bootstrap = ",".join(f"{ip_of(b)}:{BROKER_PORT}" for b in BROKERS)
-        self.admin = None
         self.kp = kproto.Kafka()
 
     @property
@@ -117,12 +120,24 @@ class Cluster:
             self.node(i).wait_listening(60)
 
     def boot(self):
-        from confluent_kafka.admin import AdminClient
         for m in self.members.values():
             m.mount()
         self.start([CONTROLLER_ID], "first start")
         self.start(list(BROKERS), "first start")
-        self.admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 2})
+
+    def create_topic(self, partitions: int, configs: dict[str, str]):
+        """Once the 3 brokers are in Metadata. An AdminClient bootstrapped earlier can stall:
+        a broker that is not unfenced yet answers Metadata naming itself ControllerId but
+        listing only the others, and librdkafka's admin then waits for that unknown broker
+        until its next metadata refresh (minutes)."""
+        from confluent_kafka.admin import AdminClient, NewTopic
+        conf = {"bootstrap.servers": self.bootstrap, "log_level": 2}
+        if os.environ.get("SAMSA_FAULT_ADMIN_DEBUG"):  # e.g. admin,metadata: to stderr
+            conf["debug"] = os.environ["SAMSA_FAULT_ADMIN_DEBUG"]
+        admin = AdminClient(conf)
+        fs = admin.create_topics([NewTopic(self.topic, num_partitions=partitions,
+                                           replication_factor=3, config=configs)])
+        fs[self.topic].result(timeout=30)
 
     def unknown_keys(self) -> list[str]:
         """Keys this samsad warned it does not know (it ignores them)."""
@@ -182,7 +197,7 @@ class Cluster:
     def kill(self, i: int):
         self.node(i).kill9()
 
-    def power_cut(self, modes: dict[int, str], rng, tries: int = 200):
+    def power_cut(self, modes: dict[int, str], rng, aim: list[int], tries: int = 200):
         """The power of all four nodes goes at one moment: every samsad is frozen (SIGSTOP: no
         write, fsync or answer is issued after this), every mount is cut at once (a thread
         each; unsynced writes dropped, torn or reordered as `modes` say, and every later change
@@ -190,15 +205,15 @@ class Cluster:
 
         samsad syncs within a millisecond or so of writing, so a moment picked blindly mostly
         finds nothing unsynced. The moment is chosen the way a fault injector aims: freeze,
-        look at powerfs's pending bytes, and if no broker has any, let them run again for a
-        few milliseconds and retry (up to `tries` times). Returns (cut replies, unsynced bytes
-        per node at the cut, tries)."""
+        look at powerfs's pending bytes, and if none of the brokers in `aim` has any, let them
+        run again for a few milliseconds and retry (up to `tries` times). Returns (cut replies,
+        unsynced bytes per node at the cut, tries)."""
         live = [m.node for m in self.members.values() if m.node.alive()]
         for attempt in range(1, tries + 1):
             for n in live:
                 n.proc.send_signal(signal.SIGSTOP)
             pending = self.pending()
-            if attempt == tries or any(pending.get(b, 0) > 0 for b in BROKERS):
+            if attempt == tries or any(pending.get(b, 0) > 0 for b in aim):
                 break
             for n in live:
                 n.proc.send_signal(signal.SIGCONT)

@@ -321,9 +321,12 @@ class Loop:
         for i in self.cluster.members:
             m = self.rng.choices(("drop", "torn", "reorder"), (5, 3, 2))[0]
             modes[i] = m if m == "drop" else f"{m} {self.rng.randrange(1, 2**63)}"
+        others = [b for b in BROKERS if b != leader]
         log(f"  power cut of all 4 nodes (partition {q} led by {leader})")
         t0 = ms_now()
-        cuts, pending, tries = self.cluster.power_cut(modes, self.rng)
+        # Aimed at a moment when the brokers that restart first (one of them must lead) have
+        # unsynced writes: what they lose decides whether acknowledged records survive.
+        cuts, pending, tries = self.cluster.power_cut(modes, self.rng, others)
         log(f"  unsynced bytes at the cut {pending} (moment found in {tries} tries)")
         dropped = 0
         for i, c in sorted(cuts.items()):
@@ -339,7 +342,6 @@ class Loop:
         rcs = self.cluster.remount_all()
         if any(rc not in (0, 3, -1) for rc in rcs.values()):
             raise Fail(f"powerfs exited badly after the cut: {rcs}")
-        others = [b for b in BROKERS if b != leader]
         self.cluster.start([CONTROLLER_ID], "restart after the power cut")
         self.cluster.start(others, "restart after the power cut (followers first)")
         t1 = ms_now()
@@ -445,11 +447,7 @@ def run(a, work: str) -> int:
         if cluster.wait_for(lambda live, parts: live == set(BROKERS), 30) is None:
             raise Fail(f"the 3 brokers are not in Metadata 30 s after their start: "
                        f"{cluster.snapshot()}")
-        from confluent_kafka.admin import NewTopic
-        fs = cluster.admin.create_topics([NewTopic(a.topic, num_partitions=a.partitions,
-                                                   replication_factor=3,
-                                                   config={"min.insync.replicas": "2"})])
-        fs[a.topic].result(timeout=20)
+        cluster.create_topic(a.partitions, {"min.insync.replicas": "2"})
         if cluster.wait_for(cluster.healthy, 30) is None:
             raise Fail(f"the topic is not healthy after its creation: {cluster.snapshot()}")
         log(f"cluster up in {time.time() - t_start:.1f} s: {cluster.snapshot()}")
@@ -547,6 +545,10 @@ def main() -> int:
                     help="group: subscribe with group.id; assign: every partition, no group "
                          "(brokers that do not coordinate groups yet)")
     ap.add_argument("--memory-acks", action="store_true")
+    ap.add_argument("--sync-delay-ms", type=int, default=0,
+                    help="the --slow-disks take this long per fsync (powerfs sync-delay)")
+    ap.add_argument("--slow-disks", default=",".join(map(str, BROKERS)),
+                    help="node ids whose disks --sync-delay-ms slows (default: the brokers)")
     ap.add_argument("--expect-loss", action="store_true")
     ap.add_argument("--topic", default="faults")
     ap.add_argument("--partitions", type=int, default=6)
@@ -566,6 +568,7 @@ def main() -> int:
         a.cycles = 50
     if a.seed is None:
         a.seed = random.SystemRandom().randrange(1, 2**31)
+    a.slow_disks = {int(x) for x in a.slow_disks.split(",") if x}
     bad = [f for f in a.only.split(",") if f and f not in FAULTS]
     if bad:
         ap.error(f"unknown faults {bad}")
