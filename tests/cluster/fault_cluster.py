@@ -197,7 +197,8 @@ class Cluster:
     def kill(self, i: int):
         self.node(i).kill9()
 
-    def power_cut(self, modes: dict[int, str], rng, aim: list[int], tries: int = 200):
+    def power_cut(self, modes: dict[int, str], rng, aim: list[int], synced: list[int],
+                  tries: int = 200):
         """The power of all four nodes goes at one moment: every samsad is frozen (SIGSTOP: no
         write, fsync or answer is issued after this), every mount is cut at once (a thread
         each; unsynced writes dropped, torn or reordered as `modes` say, and every later change
@@ -205,15 +206,17 @@ class Cluster:
 
         samsad syncs within a millisecond or so of writing, so a moment picked blindly mostly
         finds nothing unsynced. The moment is chosen the way a fault injector aims: freeze,
-        look at powerfs's pending bytes, and if none of the brokers in `aim` has any, let them
-        run again for a few milliseconds and retry (up to `tries` times). Returns (cut replies,
+        look at powerfs's pending bytes, and unless a broker in `aim` has some while those in
+        `synced` have none (what they wrote is durable, so likely acknowledged), let them run
+        again for a few milliseconds and retry (up to `tries` times). Returns (cut replies,
         unsynced bytes per node at the cut, tries)."""
         live = [m.node for m in self.members.values() if m.node.alive()]
         for attempt in range(1, tries + 1):
             for n in live:
                 n.proc.send_signal(signal.SIGSTOP)
             pending = self.pending()
-            if attempt == tries or any(pending.get(b, 0) > 0 for b in aim):
+            if attempt == tries or (any(pending.get(b, 0) > 0 for b in aim) and
+                                    all(pending.get(b, 0) == 0 for b in synced)):
                 break
             for n in live:
                 n.proc.send_signal(signal.SIGCONT)

@@ -64,6 +64,8 @@ KAFKA_SH = os.path.join(ROOT, "perf", "vs-kafka", "kafka.sh")
 JAVA_PRODUCER = os.path.join(ROOT, "tests", "clients", "java", "FaultProducer.java")
 JAVA_LOG = os.path.join(ROOT, "tests", "clients", "java", "log4j2-stderr.properties")
 FAULTS = ("kill", "isolate", "slow", "powercut")
+CUT_MODES = ("drop", "torn", "reorder")  # powerfs's; per node and cut, seeded
+CUT_WEIGHTS = {"drop": 5, "torn": 3, "reorder": 2}
 ACK_EPSILON_MS = 20  # an answer the old leader sent just before the fault, read just after it
 
 
@@ -72,14 +74,15 @@ class Fail(Exception):
 
 
 class AckTail:
-    """Reads the producers' out files as they grow: the latest acknowledgement time per
-    partition, and every acknowledgement time per partition since a mark."""
+    """Reads the producers' out files as they grow: acknowledgement times per producer and
+    partition."""
 
     def __init__(self, paths: list[str]):
         self.paths = paths
         self.pos = {p: 0 for p in paths}
         self.partial = {p: "" for p in paths}
-        self.acks: dict[int, list[int]] = {}  # partition -> ack times (ms), in file order
+        # path -> partition -> ack times (ms), in file order
+        self.acks: dict[str, dict[int, list[int]]] = {p: {} for p in paths}
 
     def poll(self):
         for path in self.paths:
@@ -96,16 +99,27 @@ class AckTail:
             for line in lines:
                 w = line.split()
                 if len(w) == 6 and w[0] == "A":
-                    self.acks.setdefault(int(w[2]), []).append(int(w[5]))
+                    self.acks[path].setdefault(int(w[2]), []).append(int(w[5]))
 
     def first_after(self, partition: int, ms: int) -> int | None:
+        """The first acknowledgement on the partition after ms, by either producer."""
         self.poll()
-        later = [t for t in self.acks.get(partition, []) if t > ms]
+        later = [t for per in self.acks.values() for t in per.get(partition, []) if t > ms]
         return min(later) if later else None
 
-    def all_after(self, partitions: int, ms: int) -> bool:
+    def missing_after(self, partitions: int, ms: int) -> list[str]:
+        """'producer file: partitions' that got no acknowledgement after ms (empty: every
+        producer acknowledged on every partition)."""
         self.poll()
-        return all(any(t > ms for t in self.acks.get(q, [])[-50:]) for q in range(partitions))
+        out = []
+        for path, per in self.acks.items():
+            qs = [q for q in range(partitions) if not any(t > ms for t in per.get(q, [])[-50:])]
+            if qs:
+                out.append(f"{os.path.basename(path)}: {qs}")
+        return out
+
+    def all_after(self, partitions: int, ms: int) -> bool:
+        return not self.missing_after(partitions, ms)
 
 
 class Clients:
@@ -180,6 +194,15 @@ class Clients:
             p.kill()
             return p.wait()
 
+    def dump_java(self):
+        """A thread dump of the Java producer into java.jstack (why it stopped)."""
+        p = self.procs.get("java")
+        if p is None or p.poll() is not None or not shutil.which("jstack"):
+            return
+        with open(os.path.join(self.work, "java.jstack"), "ab") as f:
+            subprocess.run(["jstack", str(p.pid)], stdout=f, stderr=subprocess.STDOUT,
+                           timeout=30)
+
     def kill(self):
         for p in self.procs.values():
             if p.poll() is None:
@@ -233,11 +256,17 @@ class Loop:
                            "lost_entries": 0, "cuts_dropping": 0}
         self.problems: list[str] = []
 
-    def pick_partition(self):
+    def pick_partition(self, fast_leader: bool = False):
+        """A partition (seeded) and its (leader, ISR). fast_leader: one whose leader's disk is
+        not slowed, if any (with --sync-delay-ms, where followers lag their leader's disk)."""
         snap = self.cluster.snapshot()
         if snap is None or not snap[1]:
             raise Fail("no Metadata for the topic before the fault")
-        q = self.rng.randrange(self.a.partitions)
+        choices = sorted(snap[1])
+        if fast_leader and self.a.sync_delay_ms:
+            fast = [q for q in choices if snap[1][q][0] not in self.a.slow_disks]
+            choices = fast or choices
+        q = self.rng.choice(choices)
         return q, snap[1][q]
 
     def failover(self, kind: str, q: int, victim: int, t0: int):
@@ -316,17 +345,19 @@ class Loop:
         log(f"  broker {f} back in every ISR after {self.slow_back_ms[-1]} ms")
 
     def do_powercut(self):
-        q, (leader, _) = self.pick_partition()
+        q, (leader, _) = self.pick_partition(fast_leader=True)
         modes = {}
         for i in self.cluster.members:
-            m = self.rng.choices(("drop", "torn", "reorder"), (5, 3, 2))[0]
+            m = self.rng.choices(CUT_MODES, [CUT_WEIGHTS[x] for x in CUT_MODES])[0] \
+                if not self.a.cut_modes else self.rng.choice(self.a.cut_modes)
             modes[i] = m if m == "drop" else f"{m} {self.rng.randrange(1, 2**63)}"
         others = [b for b in BROKERS if b != leader]
         log(f"  power cut of all 4 nodes (partition {q} led by {leader})")
         t0 = ms_now()
         # Aimed at a moment when the brokers that restart first (one of them must lead) have
-        # unsynced writes: what they lose decides whether acknowledged records survive.
-        cuts, pending, tries = self.cluster.power_cut(modes, self.rng, others)
+        # unsynced writes and the old leader has none: what they lose decides whether
+        # acknowledged records survive.
+        cuts, pending, tries = self.cluster.power_cut(modes, self.rng, others, [leader])
         log(f"  unsynced bytes at the cut {pending} (moment found in {tries} tries)")
         dropped = 0
         for i, c in sorted(cuts.items()):
@@ -368,9 +399,11 @@ class Loop:
         end = t0 + self.a.heal_timeout
         while time.time() < end and not self.acks.all_after(self.a.partitions, mark):
             time.sleep(0.1)
-        if not self.acks.all_after(self.a.partitions, mark):
-            self.problem(f"healed, but produces not acknowledged on every partition within "
-                         f"{self.a.heal_timeout:.0f} s")
+        missing = self.acks.missing_after(self.a.partitions, mark)
+        if missing:
+            self.clients.dump_java()
+            self.problem(f"healed, but no acknowledged produce within "
+                         f"{self.a.heal_timeout:.0f} s from {'; '.join(missing)}")
             return False
         self.heal_ms.append(int((time.time() - t0) * 1000))
         log(f"  healed in {self.heal_ms[-1]} ms (3 brokers, full ISRs, every partition "
@@ -459,7 +492,8 @@ def run(a, work: str) -> int:
             clients.check_alive()
             time.sleep(0.2)
         if not acks.all_after(a.partitions, 0):
-            raise Fail("the producers got no acknowledgement on every partition within 60 s:\n"
+            raise Fail(f"no acknowledgement within 60 s from "
+                       f"{'; '.join(acks.missing_after(a.partitions, 0))}:\n"
                        + tail(os.path.join(work, "java.log")) + tail(os.path.join(work,
                                                                                 "rdk.log")))
         log(f"load running ({time.time() - t_start:.1f} s in)")
@@ -508,6 +542,9 @@ def report(a, loop: Loop, work: str, drained, loop_s: float, total_s: float) -> 
         f"reordered {figures['reordered']}, seen then lost {figures['seen_lost']}")
     if fatal:
         log(f"producer instances ended by a fatal error: {fatal}")
+    if figures["distinct_seen"] == 0:
+        loop.problems.append(f"the consumer (--consumer {a.consumer}) saw nothing: the "
+                             f"seen-then-lost check is empty")
     for kind in ("kill", "isolate"):
         log(f"failover {kind} (fault -> first acknowledged produce on the new leader): "
             f"{fig(loop.failover_ms[kind])}; new leader in Metadata: {fig(loop.moved_ms[kind])}")
@@ -550,6 +587,9 @@ def main() -> int:
     ap.add_argument("--slow-disks", default=",".join(map(str, BROKERS)),
                     help="node ids whose disks --sync-delay-ms slows (default: the brokers)")
     ap.add_argument("--expect-loss", action="store_true")
+    ap.add_argument("--cut-modes", default="",
+                    help="comma-separated powerfs cut modes to draw from, uniformly (default: "
+                         "drop 50%%, torn 30%%, reorder 20%%)")
     ap.add_argument("--topic", default="faults")
     ap.add_argument("--partitions", type=int, default=6)
     ap.add_argument("--rate", type=float, default=150, help="records/s per producer")
@@ -569,6 +609,9 @@ def main() -> int:
     if a.seed is None:
         a.seed = random.SystemRandom().randrange(1, 2**31)
     a.slow_disks = {int(x) for x in a.slow_disks.split(",") if x}
+    a.cut_modes = [m for m in a.cut_modes.split(",") if m]
+    if any(m not in CUT_MODES for m in a.cut_modes):
+        ap.error(f"cut modes are {CUT_MODES}")
     bad = [f for f in a.only.split(",") if f and f not in FAULTS]
     if bad:
         ap.error(f"unknown faults {bad}")
@@ -578,6 +621,7 @@ def main() -> int:
         log(f"{'FAIL' if ci else 'SKIP'}: missing {', '.join(missing)}")
         return 1 if ci else 77
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # even if started ignoring it
     work = tempfile.mkdtemp(prefix="samsa-faults-")
     log(f"seed {a.seed}, {a.cycles} cycles of {a.only or ','.join(FAULTS)}; work dir {work}")
     rc = 1
@@ -590,8 +634,11 @@ def main() -> int:
         traceback.print_exc()
         log(f"FAIL: {type(e).__name__}: {e}")
     except KeyboardInterrupt:
-        log("interrupted")
+        log("interrupted (SIGINT); cleaned up")
         rc = 130
+    except SystemExit as e:
+        log("stopped (SIGTERM); cleaned up")
+        rc = e.code if isinstance(e.code, int) else 1
     if rc != 0 or a.keep:
         log(f"logs and data kept in {work} (reproduce with --seed {a.seed})")
     else:
