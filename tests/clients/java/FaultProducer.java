@@ -104,7 +104,7 @@ public class FaultProducer {
     while (!Files.exists(Path.of(stopFile))) {
       long aheadNs = (long) (i / rate * 1e9) - (System.nanoTime() - start);
       if (aheadNs < -1_000_000_000L) { // blocked a while: no burst to make up for it
-        start += aheadNs + 1_000_000_000L;
+        start -= aheadNs + 1_000_000_000L; // now 1 s behind, no more
       } else if (aheadNs > 0) {
         TimeUnit.NANOSECONDS.sleep(Math.min(aheadNs, 50_000_000L));
         continue;
