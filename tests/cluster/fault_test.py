@@ -7,6 +7,7 @@ checker (fault_check.py) reads every partition back.
 
   fault_test.py --samsad PATH --powerfs PATH [--cycles N | --full] [--seed S]
                 [--only kill,isolate,slow,powercut] [--consumer group|assign] [--memory-acks]
+                [--sync-delay-ms MS [--slow-disks 2,3]] [--cut-modes drop,torn,reorder]
                 [--expect-loss] [--keep] [--override key=value]...
 
 Topic `faults`: --partitions (6), replication factor 3, min.insync.replicas=2; brokers run with
@@ -30,9 +31,12 @@ acknowledged record is there at its acknowledged offset, none twice, each produc
 records in order within a partition, and nothing the consumer saw during the run disappeared.
 
 --memory-acks starts the brokers with the test-only samsa.testing.replica.ack.from.memory=true
-(followers report their log end, not their durable end, as Kafka's do): then the power-cut
-cycles must lose acknowledged records (the teeth; manual command in tests/README.md).
---expect-loss inverts the verdict: pass only if acknowledged records were lost.
+(followers report their log end, not their durable end, as Kafka's do): then power cuts must
+lose acknowledged records. --sync-delay-ms makes the --slow-disks (powerfs sync-delay) take that
+long per fsync, and the power cut then picks a partition whose leader's disk is fast: its
+followers lag their leader's disk, which is what acknowledging from memory exposes
+(cluster.faults.teeth; tests/README.md). --expect-loss inverts the verdict: pass only if
+acknowledged records were lost.
 
 Exit: 0 pass, 1 fail, 77 skip (a tool is missing and CI is not true). Needs root, /dev/fuse,
 iproute2 (ip, tc), fusermount3, python3-confluent-kafka, java and Kafka's client jars
