@@ -22,125 +22,19 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
 import signal
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "clients"))
-import kproto  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cluster_harness import (BROKERS, CONTROLLER_ID, NOT_LEADER, Node, check,  # noqa: E402
+                             free_port, kproto, leader_epoch, log, metadata,
+                             metadata_topic_id, topic_md)
 
-CONTROLLER_ID = 100
-BROKERS = (1, 2, 3)
-NOT_LEADER = 6
 INVALID_RF = 38
-
-
-def log(msg: str):
-    print(f"[cluster] {msg}", flush=True)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Node:
-    def __init__(self, samsad: str, root: str, node_id: int, props: dict[str, str]):
-        self.samsad = samsad
-        self.id = node_id
-        self.dir = os.path.join(root, f"node-{node_id}")
-        os.makedirs(os.path.join(self.dir, "data"), exist_ok=True)
-        self.props = dict(props)
-        self.props["node.id"] = str(node_id)
-        self.props["log.dirs"] = os.path.join(self.dir, "data")
-        self.props["samsa.admin.socket"] = os.path.join(self.dir, "admin.sock")
-        self.config = os.path.join(self.dir, "server.properties")
-        with open(self.config, "w") as f:
-            for k, v in self.props.items():
-                f.write(f"{k}={v}\n")
-        self.log_path = os.path.join(self.dir, "samsad.log")
-        self.proc: subprocess.Popen | None = None
-        self.port = int(self.props["listeners"].rsplit(":", 1)[1])
-
-    def start(self):
-        logf = open(self.log_path, "a")
-        self.proc = subprocess.Popen([self.samsad, "--config", self.config], stdout=logf,
-                                     stderr=subprocess.STDOUT)
-        logf.close()
-
-    def wait_listening(self, timeout: float = 30):
-        end = time.time() + timeout
-        while time.time() < end:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"node {self.id} exited with {self.proc.returncode}; "
-                                   f"log:\n{self.tail()}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    return
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError(f"node {self.id} did not listen within {timeout}s:\n{self.tail()}")
-
-    def kill9(self):
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait()
-
-    def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                return self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-                return -9
-        return self.proc.returncode if self.proc else 0
-
-    def tail(self, n: int = 30) -> str:
-        try:
-            with open(self.log_path) as f:
-                return "".join(f.readlines()[-n:])
-        except OSError:
-            return ""
-
-    def unfenced_ms(self) -> list[int]:
-        with open(self.log_path) as f:
-            return [int(m.group(1)) for m in
-                    re.finditer(r"unfenced by the controller (\d+) ms after registering", f.read())]
-
-
-def metadata(admin, timeout=2.0):
-    md = admin.list_topics(timeout=timeout)
-    return md
-
-
-def topic_md(via, name: str, partitions: int, timeout: float = 2.0):
-    """The topic's metadata once `via`'s broker shows all its partitions (brokers follow the
-    metadata log within a fetch of the one that forwarded the change)."""
-    end = time.time() + timeout
-    while True:
-        try:
-            t = metadata(via).topics.get(name)
-            if t is not None and len(t.partitions) == partitions:
-                return t
-        except Exception:
-            pass
-        if time.time() > end:
-            raise AssertionError(f"topic {name} with {partitions} partitions not in Metadata")
-        time.sleep(0.05)
-
-
-def check(cond: bool, what: str):
-    if not cond:
-        raise AssertionError(what)
-    log(f"ok: {what}")
 
 
 def main() -> int:
@@ -679,32 +573,6 @@ def consume_all(bootstrap: str, topic: str, partitions: int, want: int,
             got.append(m.value().decode())
     c.close()
     return got
-
-
-def metadata_topic_id(kp, conn, topic: str) -> str:
-    conn.send(kp.encode_request(3, 12, 99, "cluster-test", {
-        "Topics": [{"Name": topic}], "AllowAutoTopicCreation": False}))
-    _, md = kp.decode_response(3, 12, conn.recv(10))
-    return md["Topics"][0]["TopicId"]
-
-
-def leader_epoch(kp, brokers, topic: str, partition: int, only=None) -> int:
-    """The partition's leader epoch as Metadata v12 tells it (confluent-kafka does not show it)."""
-    for b in (only or list(brokers)):
-        try:
-            conn = kproto.Conn("127.0.0.1", brokers[b].port, timeout=5)
-        except OSError:
-            continue
-        try:
-            conn.send(kp.encode_request(3, 12, 7, "cluster-test", {
-                "Topics": [{"Name": topic}], "AllowAutoTopicCreation": False}))
-            _, md = kp.decode_response(3, 12, conn.recv(5))
-        finally:
-            conn.close()
-        for pp in md["Topics"][0]["Partitions"]:
-            if pp["PartitionIndex"] == partition:
-                return pp["LeaderEpoch"]
-    return -1
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cluster_test import Node, check, free_port, log, metadata  # noqa: E402
+from cluster_harness import Node, check, free_port, log, metadata  # noqa: E402
 
 import kproto  # noqa: E402  (cluster_test put tests/clients on the path)
 

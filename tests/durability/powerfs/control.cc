@@ -128,6 +128,15 @@ std::string execute(Fs& fs, std::string_view line) {
     if (w[1] == "reorder") return cut(fs, CutMode::kReorder, seed, w[1]);
     return "err unknown cut mode";
   }
+  if (w[0] == "sync-delay") {
+    std::uint32_t ms = 0;
+    if (w.size() != 2) return "err usage: sync-delay MS";
+    auto [p, ec] = std::from_chars(w[1].data(), w[1].data() + w[1].size(), ms);
+    if (ec != std::errc{} || p != w[1].data() + w[1].size() || ms > 10000)
+      return "err sync-delay takes 0..10000 ms";
+    fs.sync_delay_ms.store(ms, std::memory_order_relaxed);
+    return "ok sync-delay=" + std::to_string(ms);
+  }
   return "err unknown command";
 }
 

@@ -8,6 +8,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdint>
 #include <expected>
 #include <map>
@@ -84,6 +85,10 @@ struct Fs {
   // under mu only.
   bool dead = false;
   Stats stats;
+  // `sync-delay MS` on the control socket: every fsync/fdatasync of a file first waits this
+  // long (outside mu), a slow disk. It widens the window in which a broker has acknowledged
+  // what its disk does not hold yet, which only a broker acknowledging from memory has.
+  std::atomic<std::uint32_t> sync_delay_ms{0};
 };
 
 // The one mounted file system; set by run() before the mount, read by the FUSE operations.

@@ -12,9 +12,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <cstdint>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "base/thread.h"
@@ -294,6 +296,8 @@ int op_fsync(const char*, int datasync, fuse_file_info* fi) {
   Fs& fs = self();
   Inode* ino = file_of(fi);
   if (ino == nullptr) return -EBADF;
+  if (auto delay = fs.sync_delay_ms.load(std::memory_order_relaxed); delay > 0)
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay));
   std::lock_guard lock(fs.mu);
   if (fs.dead) return -EIO;
   ++(datasync ? fs.stats.fdatasyncs : fs.stats.fsyncs);

@@ -1,0 +1,187 @@
+"""What the cluster tests share: a samsad node of a cluster (its config file, process, log),
+Metadata helpers on confluent-kafka's AdminClient and on raw requests (tests/clients/kproto.py).
+
+Used by cluster_test.py (loopback) and fault_test.py (network namespaces, powerfs). A node may
+run under a command prefix (`ip netns exec NS`) and listen on any address: its listener's host
+is where the test connects.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "clients"))
+import kproto  # noqa: E402
+
+CONTROLLER_ID = 100
+BROKERS = (1, 2, 3)
+NOT_LEADER = 6
+
+_prefix = ["[cluster]"]
+
+
+def set_log_prefix(prefix: str):
+    _prefix[0] = prefix
+
+
+def log(msg: str):
+    print(f"{_prefix[0]} {msg}", flush=True)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Node:
+    """One samsad of the cluster: `props` become its server.properties (node.id, log.dirs and
+    the admin socket added); `wrap` is a command prefix (e.g. `ip netns exec NS`); `data_dir`
+    overrides log.dirs (a powerfs mount)."""
+
+    def __init__(self, samsad: str, root: str, node_id: int, props: dict[str, str],
+                 wrap: list[str] | None = None, data_dir: str | None = None):
+        self.samsad = samsad
+        self.id = node_id
+        self.wrap = list(wrap or [])
+        self.dir = os.path.join(root, f"node-{node_id}")
+        os.makedirs(os.path.join(self.dir, "data"), exist_ok=True)
+        self.props = dict(props)
+        self.props["node.id"] = str(node_id)
+        self.props["log.dirs"] = data_dir or os.path.join(self.dir, "data")
+        self.props["samsa.admin.socket"] = os.path.join(self.dir, "admin.sock")
+        self.config = os.path.join(self.dir, "server.properties")
+        self.write_config()
+        self.log_path = os.path.join(self.dir, "samsad.log")
+        self.proc: subprocess.Popen | None = None
+        listener = self.props["listeners"].split(",")[0].split("://", 1)[1]
+        host, port = listener.rsplit(":", 1)
+        self.host = host or "127.0.0.1"
+        self.port = int(port)
+
+    def write_config(self):
+        with open(self.config, "w") as f:
+            for k, v in self.props.items():
+                f.write(f"{k}={v}\n")
+
+    def set_data_dir(self, path: str):
+        self.props["log.dirs"] = path
+        self.write_config()
+
+    def start(self, label: str | None = None):
+        logf = open(self.log_path, "a")
+        if label:
+            logf.write(f"==== {time.strftime('%H:%M:%S')} {label} ====\n")
+            logf.flush()
+        self.proc = subprocess.Popen(self.wrap + [self.samsad, "--config", self.config],
+                                     stdout=logf, stderr=subprocess.STDOUT)
+        logf.close()
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def wait_listening(self, timeout: float = 30):
+        end = time.time() + timeout
+        while time.time() < end:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"node {self.id} exited with {self.proc.returncode}; "
+                                   f"log:\n{self.tail()}")
+            try:
+                with socket.create_connection((self.host, self.port), timeout=0.2):
+                    return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError(f"node {self.id} did not listen within {timeout}s:\n{self.tail()}")
+
+    def kill9(self):
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                return self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                return -9
+        return self.proc.returncode if self.proc else 0
+
+    def tail(self, n: int = 30) -> str:
+        try:
+            with open(self.log_path, errors="replace") as f:
+                return "".join(f.readlines()[-n:])
+        except OSError:
+            return ""
+
+    def log_text(self) -> str:
+        try:
+            with open(self.log_path, errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def unfenced_ms(self) -> list[int]:
+        return [int(m.group(1)) for m in
+                re.finditer(r"unfenced by the controller (\d+) ms after registering",
+                            self.log_text())]
+
+
+def metadata(admin, timeout=2.0):
+    md = admin.list_topics(timeout=timeout)
+    return md
+
+
+def topic_md(via, name: str, partitions: int, timeout: float = 2.0):
+    """The topic's metadata once `via`'s broker shows all its partitions (brokers follow the
+    metadata log within a fetch of the one that forwarded the change)."""
+    end = time.time() + timeout
+    while True:
+        try:
+            t = metadata(via).topics.get(name)
+            if t is not None and len(t.partitions) == partitions:
+                return t
+        except Exception:
+            pass
+        if time.time() > end:
+            raise AssertionError(f"topic {name} with {partitions} partitions not in Metadata")
+        time.sleep(0.05)
+
+
+def check(cond: bool, what: str):
+    if not cond:
+        raise AssertionError(what)
+    log(f"ok: {what}")
+
+
+def metadata_topic_id(kp, conn, topic: str) -> str:
+    conn.send(kp.encode_request(3, 12, 99, "cluster-test", {
+        "Topics": [{"Name": topic}], "AllowAutoTopicCreation": False}))
+    _, md = kp.decode_response(3, 12, conn.recv(10))
+    return md["Topics"][0]["TopicId"]
+
+
+def leader_epoch(kp, brokers, topic: str, partition: int, only=None) -> int:
+    """The partition's leader epoch as Metadata v12 tells it (confluent-kafka does not show it)."""
+    for b in (only or list(brokers)):
+        try:
+            conn = kproto.Conn(brokers[b].host, brokers[b].port, timeout=5)
+        except OSError:
+            continue
+        try:
+            conn.send(kp.encode_request(3, 12, 7, "cluster-test", {
+                "Topics": [{"Name": topic}], "AllowAutoTopicCreation": False}))
+            _, md = kp.decode_response(3, 12, conn.recv(5))
+        finally:
+            conn.close()
+        for pp in md["Topics"][0]["Partitions"]:
+            if pp["PartitionIndex"] == partition:
+                return pp["LeaderEpoch"]
+    return -1
