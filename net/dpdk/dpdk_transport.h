@@ -14,6 +14,7 @@
 #include <string>
 
 #include "io/reactor.h"
+#include "net/client_connection.h"
 #include "net/transport.h"
 
 namespace samsa::net {
@@ -73,6 +74,18 @@ class DpdkStack {
   virtual void detach() = 0;
   virtual DpdkStats stats() const = 0;  // any thread
   virtual DpdkInfo info() const = 0;    // any thread
+  // An outbound connection over this stack, owned by reactor r (its thread; any reactor, the
+  // polling one or another): net::ClientConnection's behaviour (connect timeout, backoff and
+  // reconnect, request timeout, framing). The host must be a numeric IPv4 address (the stack
+  // has no resolver). Call on r's thread; every callback comes there.
+  virtual std::unique_ptr<ClientConnection> connect(io::Reactor& r, ClientHandler& h,
+                                                    ClientOptions o) = 0;
+  // The same as a factory, for code that must not know the backend (ReplicaFetcher).
+  ClientFactory client_factory() {
+    return [this](io::Reactor& r, ClientHandler& h, ClientOptions o) {
+      return connect(r, h, std::move(o));
+    };
+  }
 };
 
 // Per reactor, the counters both backends share (net/transport.h); read on the reactor thread.

@@ -68,6 +68,7 @@ class Node:
         self.log_path = os.path.join(self.dir, "samsad.log")
         self.proc: subprocess.Popen | None = None
         self.port = int(self.props["listeners"].rsplit(":", 1)[1])
+        self.host = self.props["listeners"].rsplit("//", 1)[1].rsplit(":", 1)[0]
 
     def start(self):
         logf = open(self.log_path, "a")
@@ -82,7 +83,7 @@ class Node:
                 raise RuntimeError(f"node {self.id} exited with {self.proc.returncode}; "
                                    f"log:\n{self.tail()}")
             try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                with socket.create_connection((self.host, self.port), timeout=0.2):
                     return
             except OSError:
                 time.sleep(0.05)
