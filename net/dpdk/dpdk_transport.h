@@ -46,6 +46,7 @@ struct DpdkStats {
   std::uint64_t tcp_connections = 0;  // established (or closing) connections now
   std::uint64_t tcp_half_open = 0;    // SYN received, handshake not finished
   std::uint64_t tcp_accepted = 0;     // since start
+  std::uint64_t tcp_connects = 0;     // outbound connections attempted since start (fetchers)
   std::uint64_t tcp_resets_received = 0;
   std::uint64_t tcp_syn_dropped = 0;  // half-open connections dropped: backlog nearly full
   std::uint64_t poll_busy_ns = 0;     // time in polls that found work

@@ -8,7 +8,7 @@ sockets by design (daemon/cluster_link.cc): the controller listens on the namesp
 
   dpdk_cluster_test.py --samsad PATH [--mb N] [--keep]
 
-A topic with replication factor 2, min.insync.replicas=2 and 4 partitions (leaders on both
+A topic with replication factor 2, min.insync.replicas=2 and 8 partitions (leaders on both
 brokers); acks=all produce with confluent-kafka to every partition: each acknowledgement needs
 the follower's fetch, so the DPDK broker's fetchers carry half of them. Then every follower's
 segment must be byte-identical to its leader's, and the records read back. Prints the acks=all
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -35,7 +36,7 @@ import dpdk_test as dt  # noqa: E402  (the namespace: prerequisites, setup, clea
 from dpdk_common import DPDK_IP, KERNEL_IP, Fail, log  # noqa: E402
 
 CONTROLLER, DPDK_BROKER, URING_BROKER = 100, 1, 2
-TOPIC, PARTITIONS = "dpdk-rf2", 4
+TOPIC, PARTITIONS = "dpdk-rf2", 8
 
 
 def outer(a) -> int:
@@ -92,7 +93,7 @@ def produce(bootstrap: str, partitions: list[int], mb: int, tag: str) -> tuple[i
             acked[0] += 1
 
     n = mb * 1024 * 1024 // 10240
-    body = bytes(range(256)) * 40
+    body = (bytes(range(32, 127)) * 108)[:10240]
     t0 = time.monotonic()
     for i in range(n):
         while True:
@@ -108,6 +109,13 @@ def produce(bootstrap: str, partitions: list[int], mb: int, tag: str) -> tuple[i
     if left or errors:
         raise AssertionError(f"{tag}: {left} records unacknowledged, errors: {errors[:3]}")
     return acked[0], secs
+
+
+def from_stack(port: int) -> bool:
+    r = subprocess.run(["ss", "-Htn", "state", "established", f"( sport = :{port} )"],
+                       capture_output=True, text=True, timeout=10)
+    return any(f"{DPDK_IP}:" in line.split()[-1] for line in r.stdout.splitlines()
+               if line.split())
 
 
 def inner(a) -> int:
@@ -126,11 +134,12 @@ def inner(a) -> int:
     broker_common = dict(common, **{"process.roles": "broker",
                                     "replica.lag.time.max.ms": "5000",
                                     "replica.fetch.wait.max.ms": "100"})
-    # Two reactors on the DPDK broker: reactor 0 polls the device, so the fetcher of reactor 1
-    # reaches its leader through the cross-reactor queues.
+    # Three reactors on the DPDK broker: reactor 0 polls the device, so the fetchers of the
+    # others reach their leader through the cross-reactor queues. (With two, the partitions it
+    # follows, every other one, would all hash to one reactor.)
     dpdk = ct.Node(a.samsad, root, DPDK_BROKER, dict(broker_common, **{
         "listeners": f"PLAINTEXT://{DPDK_IP}:9092",
-        "samsa.reactors": "2",
+        "samsa.reactors": "3",
         "samsa.net.backend": "dpdk",
         "samsa.dpdk.eal.args": "--no-huge -m 512 --vdev=net_af_packet0,iface=d0",
         "samsa.dpdk.ip": DPDK_IP,
@@ -173,6 +182,18 @@ def inner(a) -> int:
             time.sleep(0.2)
             t = ct.topic_md(admin, TOPIC, PARTITIONS)
         ct.check(True, "every partition's ISR holds both brokers")
+        # The DPDK broker's fetchers run on its stack: the uring broker sees a connection from
+        # the stack's address (a kernel socket of the DPDK broker would come from KERNEL_IP,
+        # the namespace's own address).
+        end = time.time() + 10
+        while not from_stack(uring.port):
+            if time.time() > end:
+                raise AssertionError(f"no connection from {DPDK_IP} to the uring broker")
+            time.sleep(0.1)
+        ct.check(True, f"the DPDK broker's fetcher reaches the uring broker from {DPDK_IP} "
+                       f"(the userspace stack)")
+        # Warm-up (the producer's first metadata and connections), not timed.
+        w, _ = produce(bootstrap, list(range(PARTITIONS)), 1, "warm-up")
         on_uring_leader = [p for p, l in leaders.items() if l == URING_BROKER]
         on_dpdk_leader = [p for p, l in leaders.items() if l == DPDK_BROKER]
         # Leader on uring: the DPDK broker's fetchers must copy every record before its ack.
@@ -187,8 +208,8 @@ def inner(a) -> int:
                            f"({diff or 'all equal'})")
         sizes = {p: len(ct.segment_bytes(brokers[leaders[p]], TOPIC, p)) for p in leaders}
         ct.check(all(v > 0 for v in sizes.values()), f"segment bytes per partition: {sizes}")
-        got = ct.consume_all(bootstrap, TOPIC, PARTITIONS, n1 + n2, timeout=40)
-        ct.check(len(got) == n1 + n2, f"all {n1 + n2} records read back ({len(got)})")
+        got = ct.consume_all(bootstrap, TOPIC, PARTITIONS, w + n1 + n2, timeout=40)
+        ct.check(len(got) == w + n1 + n2, f"all {w + n1 + n2} records read back ({len(got)})")
         ok = True
     except AssertionError as e:
         log(f"FAIL: {e}")
@@ -197,6 +218,22 @@ def inner(a) -> int:
             rc = n.stop()
             if rc not in (0, None):
                 log(f"node {n.id} stopped with {rc}")
+                ok = False
+        if ok:
+            # The stack counted the fetchers' connections (its counters at shutdown).
+            with open(dpdk.log_path) as f:
+                m = re.findall(r"outbound (\d+)", f.read())
+            try:
+                ct.check(bool(m) and int(m[-1]) > 0,
+                         f"the DPDK stack opened {m[-1] if m else 'no'} outbound connections")
+                with open(dpdk.log_path) as f:
+                    fetchers = set(re.findall(r"\[(reactor-\d+)\] replica fetcher: fetching from",
+                                              f.read()))
+                ct.check("reactor-0" in fetchers and len(fetchers) >= 2,
+                         f"fetchers on the polling reactor and on the other one: {fetchers}")
+            except AssertionError as e:
+                log(f"FAIL: {e}")
+                ok = False
         if not ok:
             for n in nodes:
                 log(f"--- node {n.id} log tail:\n{n.tail(40)}")

@@ -240,7 +240,7 @@ class ClientConnectionTest : public ::testing::Test {
 #ifdef SAMSA_CLIENT_DPDK
     return test::DpdkEnv::get().stack()->connect(*reactor_, h, std::move(o));
 #else
-    return connect(h, std::move(o));
+    return ClientConnection::create(*reactor_, h, std::move(o));
 #endif
   }
   ClientOptions opts(std::uint16_t port) {
