@@ -6,7 +6,7 @@ reach broker 2 through the userspace stack (DpdkStack::connect); broker 2's reac
 DPDK listener through the kernel. The cluster link (broker <-> controller) stays on kernel
 sockets by design (daemon/cluster_link.cc): the controller listens on the namespace's loopback.
 
-  dpdk_cluster_test.py --samsad PATH [--mb N] [--keep]
+  dpdk_cluster_test.py --samsad PATH [--mb N] [--catchup-mb N] [--keep]
 
 A topic with replication factor 2, min.insync.replicas=2 and 8 partitions (leaders on both
 brokers); acks=all produce with confluent-kafka to every partition: each acknowledgement needs
@@ -78,12 +78,13 @@ def outer(a) -> int:
         dt.kill_namespace(ns)
 
 
-def produce(bootstrap: str, partitions: list[int], mb: int, tag: str) -> tuple[int, float]:
-    """acks=all records of 10 KiB to the given partitions, mb MiB in all; returns (acked,
-    seconds). Every record must be acknowledged."""
+def produce(bootstrap: str, partitions: list[int], mb: int, tag: str,
+            acks: str = "all") -> tuple[int, float]:
+    """Records of 10 KiB to the given partitions, mb MiB in all; returns (acked, seconds).
+    Every record must be acknowledged."""
     from confluent_kafka import Producer
-    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
-                  "enable.idempotence": True, "message.timeout.ms": 30000})
+    p = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5,
+                  "enable.idempotence": acks == "all", "message.timeout.ms": 30000})
     errors, acked = [], [0]
 
     def cb(err, _msg):
@@ -203,13 +204,26 @@ def inner(a) -> int:
         n2, s2 = produce(bootstrap, on_dpdk_leader, a.mb, "to-uring-follower")
         ct.check(True, f"acks=all, follower on uring: {n2} records, {a.mb} MiB in {s2:.2f}s "
                        f"({a.mb / s2:.1f} MiB/s)")
+        n3 = 0
+        if a.catchup_mb:
+            # Follower catch-up (by hand, not in CTest): acks=1, so the producer does not wait
+            # for the follower; the clock stops when the followers' copies equal the leaders'.
+            for follower, parts in (("DPDK", on_uring_leader), ("uring", on_dpdk_leader)):
+                t0 = time.monotonic()
+                n, _ = produce(bootstrap, parts, a.catchup_mb, f"catch-up-{follower}", acks="1")
+                n3 += n
+                diff = ct.replicated(brokers, TOPIC, {q: leaders[q] for q in parts}, timeout=120)
+                secs = time.monotonic() - t0
+                ct.check(not diff, f"follower on {follower} caught up with {a.catchup_mb} MiB "
+                                   f"in {secs:.2f}s ({a.catchup_mb / secs:.1f} MiB/s)")
         diff = ct.replicated(brokers, TOPIC, leaders, timeout=20)
         ct.check(not diff, f"the followers hold byte-identical copies of the leaders' segments "
                            f"({diff or 'all equal'})")
         sizes = {p: len(ct.segment_bytes(brokers[leaders[p]], TOPIC, p)) for p in leaders}
         ct.check(all(v > 0 for v in sizes.values()), f"segment bytes per partition: {sizes}")
-        got = ct.consume_all(bootstrap, TOPIC, PARTITIONS, w + n1 + n2, timeout=40)
-        ct.check(len(got) == w + n1 + n2, f"all {w + n1 + n2} records read back ({len(got)})")
+        total = w + n1 + n2 + n3
+        got = ct.consume_all(bootstrap, TOPIC, PARTITIONS, total, timeout=60)
+        ct.check(len(got) == total, f"all {total} records read back ({len(got)})")
         ok = True
     except AssertionError as e:
         log(f"FAIL: {e}")
@@ -244,6 +258,8 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--samsad", required=True)
     ap.add_argument("--mb", type=int, default=8, help="MiB produced to each broker's partitions")
+    ap.add_argument("--catchup-mb", type=int, default=0,
+                    help="also time follower catch-up of this many MiB (acks=1) each way")
     ap.add_argument("--budget", type=float, default=100)
     ap.add_argument("--unavailable", default="")
     ap.add_argument("--keep", action="store_true")
