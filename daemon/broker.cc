@@ -33,6 +33,7 @@ std::string dpdk_stats_text(const net::DpdkStats& s) {
       b, sizeof b,
       "rx %llu packets %llu bytes, tx %llu packets %llu bytes, dropped rx %llu tx %llu "
       "ip %llu, tcp retransmits %llu, connections %llu (half-open %llu, accepted %llu, "
+      "outbound %llu, "
       "resets received %llu, half-open dropped %llu), poll busy %.1f%%, sleeps %llu, mbufs "
       "free %u/%u",
       static_cast<unsigned long long>(s.rx_packets), static_cast<unsigned long long>(s.rx_bytes),
@@ -43,6 +44,7 @@ std::string dpdk_stats_text(const net::DpdkStats& s) {
       static_cast<unsigned long long>(s.tcp_connections),
       static_cast<unsigned long long>(s.tcp_half_open),
       static_cast<unsigned long long>(s.tcp_accepted),
+      static_cast<unsigned long long>(s.tcp_connects),
       static_cast<unsigned long long>(s.tcp_resets_received),
       static_cast<unsigned long long>(s.tcp_syn_dropped), busy,
       static_cast<unsigned long long>(s.sleeps), s.mbufs_free, s.mbufs_total);

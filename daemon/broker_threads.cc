@@ -75,6 +75,11 @@ void Broker::run_reactor(ReactorThread* t) {
         fo.max_bytes = settings_->cluster.replica_fetch_response_max_bytes;
         fo.backoff_ms = settings_->cluster.replica_fetch_backoff_ms;
         fo.testing_from_memory = settings_->cluster.testing_ack_from_memory;
+#if SAMSA_HAVE_DPDK
+        // On the DPDK backend the followers reach their leaders through the userspace stack
+        // too (the controller link stays on kernel sockets: daemon/cluster_link.cc).
+        if (dpdk_) fo.connect = dpdk_->client_factory();
+#endif
         ctx.fetcher =
             std::make_unique<replication::ReplicaFetcher>(*ctx.reactor, *ctx.shard, std::move(fo));
         replication::IsrKeeper::Options ko;

@@ -400,6 +400,8 @@ std::string render_prometheus(const BrokerSample& s) {
             "Half-open connections dropped because a listener's backlog was nearly full.",
             d.tcp_syn_dropped);
     counter("samsa_dpdk_tcp_accepted_total", "TCP connections accepted.", d.tcp_accepted);
+    counter("samsa_dpdk_tcp_connects_total",
+            "Outbound TCP connections attempted (replication fetchers).", d.tcp_connects);
     counter("samsa_dpdk_tcp_resets_received_total", "TCP resets received.", d.tcp_resets_received);
     w.family("samsa_dpdk_poll_busy_seconds_total", "counter",
              "Time the poll loop spent in polls that found work (busy ratio: its rate over "

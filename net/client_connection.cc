@@ -16,12 +16,12 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "io/offload.h"
+#include "net/client_framing.h"
 #include "net/ring_queue.h"
 
 namespace samsa::net {
 namespace {
 
-std::atomic<std::size_t> g_live{0};
 std::atomic<std::uint64_t> g_resolve_key{0};
 
 // Receive scratch for small pieces (size prefixes, small answers); a body larger than this is
@@ -54,13 +54,34 @@ Resolved resolve(const std::string& host, std::uint16_t port, bool numeric_only)
   return out;
 }
 
-}  // namespace
+class Impl;
 
-class ClientConnection::Impl final : io::TurnHook {
+class UringClientConnection final : public ClientConnection {
+ public:
+  explicit UringClientConnection(Impl* impl) : impl_(impl) {}
+  ~UringClientConnection() override;
+  bool send(Buffer frame) override;
+  bool connected() const override;
+  std::size_t inflight() const override;
+  void reconnect() override;
+  void set_endpoint(const std::string& host, std::uint16_t port) override;
+  const std::string& host() const override;
+  std::uint16_t port() const override;
+  const ClientStats& stats() const override;
+
+ private:
+  Impl* impl_;
+};
+
+class Impl final : io::TurnHook {
  public:
   Impl(io::Reactor& r, ClientHandler& h, ClientOptions o)
-      : r_(r), h_(&h), opts_(std::move(o)), scratch_(kScratchBytes) {
-    g_live.fetch_add(1, std::memory_order_relaxed);
+      : r_(r),
+        h_(&h),
+        opts_(std::move(o)),
+        backoff_(reinterpret_cast<std::uintptr_t>(this)),
+        scratch_(kScratchBytes) {
+    client_live_counter().fetch_add(1, std::memory_order_relaxed);
     connect_op_.fn = &Impl::on_connect;
     connect_op_.self = this;
     recv_op_.fn = &Impl::on_recv;
@@ -71,12 +92,11 @@ class ClientConnection::Impl final : io::TurnHook {
     backoff_timer_.self = this;
     deadline_timer_.fn = &Impl::on_deadline;
     deadline_timer_.self = this;
-    rng_ = reinterpret_cast<std::uintptr_t>(this) | 1;
     iov_.reserve(kMaxIov);
   }
   ~Impl() {
     if (fd_ >= 0) ::close(fd_);
-    g_live.fetch_sub(1, std::memory_order_relaxed);
+    client_live_counter().fetch_sub(1, std::memory_order_relaxed);
   }
 
   void set_handle(ClientConnection* c) { handle_ = c; }
@@ -239,9 +259,7 @@ class ClientConnection::Impl final : io::TurnHook {
     shut();
     send_q_.clear();
     sent_at_.clear();
-    in_frame_ = false;
-    hdr_have_ = 0;
-    cur_ = Buffer();
+    framer_.reset();
     wake();  // on_turn_end reports it and, once the kernel is done, arms the backoff
   }
 
@@ -275,17 +293,7 @@ class ClientConnection::Impl final : io::TurnHook {
       fd_ = -1;
     }
     state_ = State::backoff;
-    r_.arm(&backoff_timer_, mono_ns() + next_backoff_ms() * 1'000'000);
-  }
-
-  std::int64_t next_backoff_ms() {
-    std::int64_t b = backoff_ms_ == 0 ? opts_.backoff_min_ms : backoff_ms_;
-    backoff_ms_ = std::min(b * 2, opts_.backoff_max_ms);
-    rng_ ^= rng_ << 13;
-    rng_ ^= rng_ >> 7;
-    rng_ ^= rng_ << 17;
-    const std::int64_t jitter = b / 5 > 0 ? static_cast<std::int64_t>(rng_ % (b / 5 + 1)) : 0;
-    return std::max<std::int64_t>(b - jitter, 1);
+    r_.arm(&backoff_timer_, mono_ns() + backoff_.next_ms(opts_) * 1'000'000);
   }
 
   static void on_backoff(io::Timer* t) {
@@ -337,10 +345,12 @@ class ClientConnection::Impl final : io::TurnHook {
   void arm_recv() {
     void* dst = scratch_.data();
     std::size_t len = kScratchBytes;
-    if (in_frame_ && cur_.size() - cur_have_ >= kScratchBytes) {
+    std::size_t room = 0;
+    std::byte* direct = framer_.direct_room(&room);
+    if (direct && room >= kScratchBytes) {
       // A large body goes straight into its buffer: no copy.
-      dst = cur_.data() + cur_have_;
-      len = cur_.size() - cur_have_;
+      dst = direct;
+      len = room;
       direct_ = true;
     } else {
       direct_ = false;
@@ -366,8 +376,9 @@ class ClientConnection::Impl final : io::TurnHook {
     }
     self->stats_.bytes_in += static_cast<std::uint64_t>(res);
     if (self->direct_) {
-      self->cur_have_ += static_cast<std::size_t>(res);
-      if (self->cur_have_ == self->cur_.size()) self->frame_done();
+      Buffer f;
+      if (self->framer_.direct_done(static_cast<std::size_t>(res), &f))
+        self->frame_done(std::move(f));
     } else {
       self->consume(self->scratch_.data(), static_cast<std::size_t>(res));
     }
@@ -381,39 +392,23 @@ class ClientConnection::Impl final : io::TurnHook {
   // Frames bytes from the scratch buffer; stops when the handler drops the connection.
   void consume(const std::byte* p, std::size_t n) {
     while (n > 0 && state_ == State::connected && h_) {
-      if (!in_frame_) {
-        const std::size_t take = std::min<std::size_t>(4 - hdr_have_, n);
-        std::memcpy(hdr_ + hdr_have_, p, take);
-        hdr_have_ += static_cast<std::uint32_t>(take);
-        p += take;
-        n -= take;
-        if (hdr_have_ < 4) return;
-        const std::int32_t size = load_be<std::int32_t>(hdr_);
-        hdr_have_ = 0;
-        if (size <= 0 || static_cast<std::uint32_t>(size) > opts_.max_frame_bytes) {
-          LOG_WARN("connection to %s:%u: response size %d outside 1..%u, reconnecting",
-                   opts_.host.c_str(), unsigned(opts_.port), size, opts_.max_frame_bytes);
-          fail(EPROTO);
-          return;
-        }
-        cur_ = Buffer(static_cast<std::size_t>(size));
-        cur_have_ = 0;
-        in_frame_ = true;
+      ResponseFramer::Result res;
+      Buffer f;
+      std::int32_t size = 0;
+      const std::size_t used = framer_.feed(p, n, opts_.max_frame_bytes, &res, &f, &size);
+      p += used;
+      n -= used;
+      if (res == ResponseFramer::Result::bad_size) {
+        LOG_WARN("connection to %s:%u: response size %d outside 1..%u, reconnecting",
+                 opts_.host.c_str(), unsigned(opts_.port), size, opts_.max_frame_bytes);
+        fail(EPROTO);
+        return;
       }
-      const std::size_t take = std::min(cur_.size() - cur_have_, n);
-      std::memcpy(cur_.data() + cur_have_, p, take);
-      cur_have_ += take;
-      p += take;
-      n -= take;
-      if (cur_have_ == cur_.size()) frame_done();
+      if (res == ResponseFramer::Result::frame) frame_done(std::move(f));
     }
   }
 
-  void frame_done() {
-    in_frame_ = false;
-    Buffer f = std::move(cur_);
-    cur_ = Buffer();
-    cur_have_ = 0;
+  void frame_done(Buffer f) {
     if (sent_at_.empty()) {
       LOG_WARN("connection to %s:%u: a response to no request, reconnecting", opts_.host.c_str(),
                unsigned(opts_.port));
@@ -424,7 +419,7 @@ class ClientConnection::Impl final : io::TurnHook {
     r_.disarm(&deadline_timer_);
     arm_deadline();
     stats_.responses++;
-    backoff_ms_ = 0;
+    backoff_.reset();
     notify([this, &f] { h_->on_response(*handle_, std::move(f)); });
   }
 
@@ -489,8 +484,7 @@ class ClientConnection::Impl final : io::TurnHook {
   int pending_error_ = 0;
   int in_callback_ = 0;
   bool timed_out_ = false;
-  std::int64_t backoff_ms_ = 0;
-  std::uint64_t rng_ = 1;
+  ClientBackoff backoff_;
 
   sockaddr_storage addr_{};
   socklen_t addr_len_ = 0;
@@ -501,11 +495,7 @@ class ClientConnection::Impl final : io::TurnHook {
   // Receiving: the size prefix, then the frame's own buffer.
   Buffer scratch_;
   bool direct_ = false;
-  std::byte hdr_[4]{};
-  std::uint32_t hdr_have_ = 0;
-  bool in_frame_ = false;
-  Buffer cur_;
-  std::size_t cur_have_ = 0;
+  ResponseFramer framer_;
 
   // Sending: frames not yet wholly handed to the kernel (front_off_ into the first), and the
   // send time of each request still waiting for its response.
@@ -516,44 +506,52 @@ class ClientConnection::Impl final : io::TurnHook {
   msghdr msg_{};
 };
 
+UringClientConnection::~UringClientConnection() {
+  impl_->orphan();
+}
+bool UringClientConnection::send(Buffer frame) {
+  return impl_->send(std::move(frame));
+}
+bool UringClientConnection::connected() const {
+  return impl_->connected();
+}
+std::size_t UringClientConnection::inflight() const {
+  return impl_->inflight();
+}
+void UringClientConnection::reconnect() {
+  impl_->reconnect();
+}
+void UringClientConnection::set_endpoint(const std::string& host, std::uint16_t port) {
+  impl_->set_endpoint(host, port);
+}
+const std::string& UringClientConnection::host() const {
+  return impl_->host();
+}
+std::uint16_t UringClientConnection::port() const {
+  return impl_->port();
+}
+const ClientStats& UringClientConnection::stats() const {
+  return impl_->stats();
+}
+
+}  // namespace
+
+std::atomic<std::size_t>& client_live_counter() {
+  static std::atomic<std::size_t> live{0};
+  return live;
+}
+
 std::unique_ptr<ClientConnection> ClientConnection::create(io::Reactor& r, ClientHandler& h,
                                                            ClientOptions o) {
   auto* impl = new Impl(r, h, std::move(o));
-  std::unique_ptr<ClientConnection> c(new ClientConnection(impl));
+  std::unique_ptr<ClientConnection> c(new UringClientConnection(impl));
   impl->set_handle(c.get());
   impl->start();
   return c;
 }
 
-ClientConnection::~ClientConnection() {
-  impl_->orphan();
-}
-bool ClientConnection::send(Buffer frame) {
-  return impl_->send(std::move(frame));
-}
-bool ClientConnection::connected() const {
-  return impl_->connected();
-}
-std::size_t ClientConnection::inflight() const {
-  return impl_->inflight();
-}
-void ClientConnection::reconnect() {
-  impl_->reconnect();
-}
-void ClientConnection::set_endpoint(const std::string& host, std::uint16_t port) {
-  impl_->set_endpoint(host, port);
-}
-const std::string& ClientConnection::host() const {
-  return impl_->host();
-}
-std::uint16_t ClientConnection::port() const {
-  return impl_->port();
-}
-const ClientStats& ClientConnection::stats() const {
-  return impl_->stats();
-}
 std::size_t ClientConnection::live_count() {
-  return g_live.load(std::memory_order_relaxed);
+  return client_live_counter().load(std::memory_order_relaxed);
 }
 
 }  // namespace samsa::net

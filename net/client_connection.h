@@ -3,7 +3,9 @@
 // the order they arrive (Kafka answers a connection's requests in order) and, when the
 // connection fails, tells its handler and connects again after an exponential backoff.
 //
-// uring backend only for now (kernel sockets driven by the reactor's ring). Requests are not
+// ClientConnection is the interface; each backend has its own: create() is the uring one (kernel
+// sockets driven by the reactor's ring), DpdkStack::connect (net/dpdk) the DPDK one. Code that
+// must not know which backend runs takes a ClientFactory. Requests are not
 // kept across a reconnect: send() refuses while not connected, and the handler re-sends what
 // it still wants from on_connected (a fetcher asks again from its log end anyway).
 //
@@ -13,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -66,38 +69,41 @@ struct ClientHandler {
 
 class ClientConnection {
  public:
-  class Impl;
-  // Starts connecting at once.
+  // The uring backend's connection; starts connecting at once.
   static std::unique_ptr<ClientConnection> create(io::Reactor& r, ClientHandler& h,
                                                   ClientOptions o);
-  ~ClientConnection();
+  virtual ~ClientConnection() = default;
   ClientConnection(const ClientConnection&) = delete;
   ClientConnection& operator=(const ClientConnection&) = delete;
 
   // Queues a whole request frame, its 4-byte size prefix included; sent at the end of this
   // loop turn with every other frame queued meanwhile. False (and nothing queued) when not
   // connected.
-  bool send(Buffer frame);
-  bool connected() const;
+  virtual bool send(Buffer frame) = 0;
+  virtual bool connected() const = 0;
   // Requests sent (or queued) whose response has not arrived.
-  std::size_t inflight() const;
+  virtual std::size_t inflight() const = 0;
   // Drops the connection now (e.g. after a response that makes no sense) and connects again
   // after the backoff; on_disconnected follows as for a failure.
-  void reconnect();
+  virtual void reconnect() = 0;
   // Where the next attempts go; a live connection elsewhere is dropped (leadership moved to a
   // broker with another address, or a broker re-registered with a new endpoint).
-  void set_endpoint(const std::string& host, std::uint16_t port);
-  const std::string& host() const;
-  std::uint16_t port() const;
-  const ClientStats& stats() const;
+  virtual void set_endpoint(const std::string& host, std::uint16_t port) = 0;
+  virtual const std::string& host() const = 0;
+  virtual std::uint16_t port() const = 0;
+  virtual const ClientStats& stats() const = 0;
 
-  // ClientConnection internals alive (handles and those still waiting for the kernel); for
-  // tests.
+  // ClientConnection internals of every backend alive (handles and those still waiting for the
+  // kernel or the stack); for tests.
   static std::size_t live_count();
 
- private:
-  explicit ClientConnection(Impl* impl) : impl_(impl) {}
-  Impl* impl_;
+ protected:
+  ClientConnection() = default;
 };
+
+// Makes a backend's outbound connection on reactor r (its thread); it starts connecting at
+// once. An empty factory means the uring one (ClientConnection::create).
+using ClientFactory = std::function<std::unique_ptr<ClientConnection>(
+    io::Reactor& r, ClientHandler& h, ClientOptions o)>;
 
 }  // namespace samsa::net

@@ -145,7 +145,8 @@ void ReplicaFetcher::reconcile() {
     co.host = ep->host;
     co.port = port;
     co.request_timeout_ms = opts_.max_wait_ms + 30000;
-    src->conn = net::ClientConnection::create(r_, *src, co);
+    src->conn = opts_.connect ? opts_.connect(r_, *src, std::move(co))
+                              : net::ClientConnection::create(r_, *src, std::move(co));
     LOG_INFO("replica fetcher: fetching from broker %d at %s:%u", leader, ep->host.c_str(),
              unsigned(port));
   }

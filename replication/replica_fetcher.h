@@ -1,5 +1,6 @@
 // replication::ReplicaFetcher — the follower side of data replication on one reactor: one
-// outbound connection (net::ClientConnection) per source broker that leads a partition this
+// outbound connection (net::ClientConnection, of whichever backend Options::connect makes) per
+// source broker that leads a partition this
 // shard follows, at the leader's inter-broker listener as the image gives it. Each connection
 // carries one Fetch at a time with the replica fields (ReplicaState: node id and broker epoch;
 // per partition the leader epoch and the last fetched epoch, from ReplicaState::next_fetch).
@@ -36,6 +37,9 @@ class ReplicaFetcher {
     // Test-only (ReplicaOptions::testing_fetch_from_memory): appends are answered once written,
     // not synced, and the next Fetch does not wait for them (Kafka's followers).
     bool testing_from_memory = false;
+    // Makes the connection to a leader on the network backend that runs (the daemon passes the
+    // DPDK stack's); empty: the uring one.
+    net::ClientFactory connect;
   };
   struct Stats {
     std::uint64_t fetches = 0;

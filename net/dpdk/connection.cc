@@ -23,6 +23,10 @@ ConnPtr make_conn(const LinkPtr& link, StackPort& stack, StackConn* sc, std::str
 }
 
 void deliver(const LinkPtr& link, Conn* c, StackEvent ev) {
+  if (ClientSide* cs = link->client) {
+    cs->on_stack_event(ev);
+    return;
+  }
   TransportImpl* t = link->transport;
   if (!t) return;  // the transport is gone; `ev` frees a half it never adopted
   if (ev.opened) t->adopt(ev.opened.release());

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "io/reactor.h"
+#include "net/client_connection.h"
 #include "net/transport.h"
 
 namespace samsa::net {
@@ -45,6 +46,7 @@ struct DpdkStats {
   std::uint64_t tcp_connections = 0;  // established (or closing) connections now
   std::uint64_t tcp_half_open = 0;    // SYN received, handshake not finished
   std::uint64_t tcp_accepted = 0;     // since start
+  std::uint64_t tcp_connects = 0;     // outbound connections attempted since start (fetchers)
   std::uint64_t tcp_resets_received = 0;
   std::uint64_t tcp_syn_dropped = 0;  // half-open connections dropped: backlog nearly full
   std::uint64_t poll_busy_ns = 0;     // time in polls that found work
@@ -73,6 +75,18 @@ class DpdkStack {
   virtual void detach() = 0;
   virtual DpdkStats stats() const = 0;  // any thread
   virtual DpdkInfo info() const = 0;    // any thread
+  // An outbound connection over this stack, owned by reactor r (its thread; any reactor, the
+  // polling one or another): net::ClientConnection's behaviour (connect timeout, backoff and
+  // reconnect, request timeout, framing). The host must be a numeric IPv4 address (the stack
+  // has no resolver). Call on r's thread; every callback comes there.
+  virtual std::unique_ptr<ClientConnection> connect(io::Reactor& r, ClientHandler& h,
+                                                    ClientOptions o) = 0;
+  // The same as a factory, for code that must not know the backend (ReplicaFetcher).
+  ClientFactory client_factory() {
+    return [this](io::Reactor& r, ClientHandler& h, ClientOptions o) {
+      return connect(r, h, std::move(o));
+    };
+  }
 };
 
 // Per reactor, the counters both backends share (net/transport.h); read on the reactor thread.

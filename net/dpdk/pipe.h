@@ -14,6 +14,12 @@
 // answers with `release` and never writes again; then the stack side frees itself. A Link is
 // one transport as the stack sees it; when the transport goes away it detaches the Link and
 // the stack drops everything of it (connections are reset).
+//
+// Outbound connections (client.cc, a follower's fetcher to its leader) use the same halves: the
+// requesting reactor's side is a ClientSide with a Link of its own for each attempt; the stack
+// opens the connection (StackPort::connect_out) and reports `connected` or `closed`. Ending an
+// attempt detaches its Link, which resets the connection and frees the stack's half, so there
+// is no closed/release exchange for them.
 #pragma once
 
 #include <atomic>
@@ -24,6 +30,7 @@
 
 #include "io/reactor.h"
 #include "net/buffer.h"
+#include "net/client_connection.h"
 #include "net/transport.h"
 
 namespace samsa::net::dpdk {
@@ -37,10 +44,25 @@ struct ConnDeleter {
 };
 using ConnPtr = std::unique_ptr<Conn, ConnDeleter>;
 
+struct StackEvent;
+
+// The requesting reactor's half of an outbound connection (client.cc): takes the stack's events
+// on that reactor's thread.
+class ClientSide {
+ public:
+  virtual void on_stack_event(StackEvent& ev) = 0;
+
+ protected:
+  ~ClientSide() = default;
+};
+
 struct Link {
   io::Reactor* reactor = nullptr;
   // The transport, touched only on `reactor`'s thread; null once it has gone away.
   TransportImpl* transport = nullptr;
+  // Or the outbound connection it serves, touched only on `reactor`'s thread; null once its
+  // attempt has ended.
+  ClientSide* client = nullptr;
   // Set by the transport's thread before it goes; the stack stops posting to the reactor.
   std::atomic<bool> detached{false};
   // Posts to `reactor` under way from the stack's thread (the detaching thread waits for 0).
@@ -54,10 +76,13 @@ struct StackEvent {
   std::vector<Buffer> data;  // received bytes, in order
   std::uint64_t taken = 0;   // answer bytes the stack accepted into its send buffer
   bool eof = false;          // the peer's FIN (after the data above)
+  // An outbound connection's handshake completed; `self` is the stack's half to update.
+  bool connected = false;
+  StackConn* self = nullptr;
   enum class Closed : std::uint8_t { no, normal, reset, error };
   Closed closed = Closed::no;
   bool empty() const {
-    return !opened && data.empty() && taken == 0 && !eof && closed == Closed::no;
+    return !opened && data.empty() && taken == 0 && !eof && !connected && closed == Closed::no;
   }
 };
 
@@ -81,6 +106,10 @@ class StackPort {
   virtual bool listen(const LinkPtr& link, const ListenerConfig& cfg, std::uint16_t* port,
                       std::string* error) = 0;
   virtual void stop_accepting(const LinkPtr& link) = 0;
+  // Opens an outbound connection to ip:port (ip in network order) from an ephemeral port for
+  // link's client; its outcome comes as an event (`connected`, or `closed`). False when the
+  // stack is not attached to a reactor.
+  virtual bool connect_out(const LinkPtr& link, std::uint32_t ip, std::uint16_t port) = 0;
   // The transport is going: its connections are reset and nothing more is posted to it.
   virtual void detach(const LinkPtr& link) = 0;
 
@@ -90,6 +119,9 @@ class StackPort {
 
 // Implemented by connection.cc, called by the stack on its own thread at accept.
 ConnPtr make_conn(const LinkPtr& link, StackPort& stack, StackConn* sc, std::string peer);
+// An outbound connection on reactor r over the stack (client.cc).
+std::unique_ptr<ClientConnection> make_client(io::Reactor& r, ClientHandler& h, ClientOptions o,
+                                              StackPort& stack);
 // Delivers an event on the connection's reactor thread (connection.cc).
 void deliver(const LinkPtr& link, Conn* c, StackEvent ev);
 

@@ -291,6 +291,7 @@ DpdkStats StackImpl::stats() const {
   s.tcp_half_open = half_open_;
   s.tcp_syn_dropped = syn_shed_;
   s.tcp_accepted = accepted_;
+  s.tcp_connects = connects_;
   s.tcp_resets_received = resets_;
   s.poll_busy_ns = busy_ns_;
   const std::int64_t since = attached_ns_ ? mono_ns() - attached_ns_ : 0;

@@ -93,6 +93,8 @@ class StackImpl final : public DpdkStack, public StackPort, public io::Poller {
   void detach() override;
   DpdkStats stats() const override;
   DpdkInfo info() const override;
+  std::unique_ptr<ClientConnection> connect(io::Reactor& r, ClientHandler& h,
+                                            ClientOptions o) override;
 
   // StackPort
   io::Reactor* reactor() override { return reactor_.load(std::memory_order_acquire); }
@@ -101,6 +103,7 @@ class StackImpl final : public DpdkStack, public StackPort, public io::Poller {
               std::string* error) override;
   void stop_accepting(const LinkPtr& link) override;
   void detach(const LinkPtr& link) override;
+  bool connect_out(const LinkPtr& link, std::uint32_t ip, std::uint16_t port) override;
 
   // io::Poller
   bool poll() override;
@@ -108,6 +111,7 @@ class StackImpl final : public DpdkStack, public StackPort, public io::Poller {
 
   // lwIP callbacks
   static err_t on_accept(void* arg, tcp_pcb* pcb, err_t err);
+  static err_t on_connected(void* arg, tcp_pcb* pcb, err_t err);
   static err_t on_recv(void* arg, tcp_pcb* pcb, pbuf* p, err_t err);
   static err_t on_sent(void* arg, tcp_pcb* pcb, u16_t len);
   static void on_err(void* arg, err_t err);
@@ -128,6 +132,8 @@ class StackImpl final : public DpdkStack, public StackPort, public io::Poller {
                  std::string* error);
   void do_stop_accepting(Link* link);
   void do_detach(const LinkPtr& link);
+  void do_connect(const LinkPtr& link, std::uint32_t ip, std::uint16_t port);
+  void track(StackConn* sc);
   void close_group(Group& g);
   void mark(StackConn* sc);
   void flush_events();
@@ -161,7 +167,7 @@ class StackImpl final : public DpdkStack, public StackPort, public io::Poller {
 
   // Counters (the poll thread writes, any thread reads).
   std::atomic<std::uint64_t> busy_ns_{0}, sleeps_{0}, accepted_{0}, resets_{0}, open_{0};
-  std::atomic<std::uint64_t> half_open_{0}, ip_dropped_{0}, syn_shed_{0};
+  std::atomic<std::uint64_t> half_open_{0}, ip_dropped_{0}, syn_shed_{0}, connects_{0};
   std::atomic<std::uint64_t> rx_packets_{0}, rx_bytes_{0}, tx_packets_{0}, tx_bytes_{0};
   std::atomic<std::uint64_t> rx_dropped_{0}, tx_dropped_{0};
   std::atomic<std::uint32_t> mbufs_free_{0};
