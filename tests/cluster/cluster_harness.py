@@ -17,7 +17,9 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "clients"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
 import kproto  # noqa: E402
+from admin_harness import skip_or_fail  # noqa: E402,F401  (skip, or fail under CI=true)
 
 CONTROLLER_ID = 100
 BROKERS = (1, 2, 3)

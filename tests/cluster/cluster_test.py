@@ -32,7 +32,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cluster_harness import (BROKERS, CONTROLLER_ID, NOT_LEADER, Node, check,  # noqa: E402
                              free_port, kproto, leader_epoch, log, metadata,
-                             metadata_topic_id, topic_md)
+                             metadata_topic_id, skip_or_fail, topic_md)
 
 INVALID_RF = 38
 
@@ -47,11 +47,7 @@ def main() -> int:
         from confluent_kafka import Consumer, Producer, TopicPartition
         from confluent_kafka.admin import AdminClient, NewTopic
     except ImportError:
-        if os.environ.get("CI") == "true":
-            log("FAIL: confluent-kafka is missing (python3-confluent-kafka)")
-            return 1
-        log("SKIP: confluent-kafka is missing (python3-confluent-kafka)")
-        return 77
+        return skip_or_fail(log, "confluent-kafka is missing (python3-confluent-kafka)", "the test")
 
     root = tempfile.mkdtemp(prefix="samsa-cluster-")
     cport = free_port()

@@ -37,7 +37,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cluster_harness import Node, check, free_port, log, metadata  # noqa: E402
+from cluster_harness import Node, check, free_port, log, metadata, skip_or_fail  # noqa: E402
 
 import kproto  # noqa: E402  (cluster_test put tests/clients on the path)
 
@@ -215,11 +215,7 @@ def main() -> int:
         from confluent_kafka import Producer
         from confluent_kafka.admin import AdminClient, NewTopic
     except ImportError:
-        if os.environ.get("CI") == "true":
-            log("FAIL: confluent-kafka is missing (python3-confluent-kafka)")
-            return 1
-        log("SKIP: confluent-kafka is missing (python3-confluent-kafka)")
-        return 77
+        return skip_or_fail(log, "confluent-kafka is missing (python3-confluent-kafka)", "the test")
 
     root = tempfile.mkdtemp(prefix="samsa-groups-")
     cport = free_port()
