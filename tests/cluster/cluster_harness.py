@@ -1,7 +1,7 @@
 """What the cluster tests share: a samsad node of a cluster (its config file, process, log),
 Metadata helpers on confluent-kafka's AdminClient and on raw requests (tests/clients/kproto.py).
 
-Used by cluster_test.py (loopback) and fault_test.py (network namespaces, powerfs). A node may
+Used by cluster_test.py and groups_test.py (loopback: loopback_cluster) and fault_test.py (network namespaces, powerfs). A node may
 run under a command prefix (`ip netns exec NS`) and listen on any address: its listener's host
 is where the test connects.
 """
@@ -134,6 +134,30 @@ class Node:
         return [int(m.group(1)) for m in
                 re.finditer(r"unfenced by the controller (\d+) ms after registering",
                             self.log_text())]
+
+
+def loopback_cluster(samsad: str, root: str, common: dict[str, str] | None = None,
+                     controller_props: dict[str, str] | None = None,
+                     broker_props: dict[str, str] | None = None,
+                     brokers=BROKERS) -> tuple[Node, dict[int, Node]]:
+    """One controller (CONTROLLER_ID) and `brokers` on loopback, each listener on a free port,
+    not started: `common` goes to every node, the other two to the controller or to each broker
+    (`broker_props` values may be callables, called once per broker: a free port each)."""
+    cport = free_port()
+    base = {"controller.listener.names": "CONTROLLER",
+            "controller.quorum.bootstrap.servers": f"127.0.0.1:{cport}"}
+    base.update(common or {})
+    controller = Node(samsad, root, CONTROLLER_ID,
+                      dict(base, **{"process.roles": "controller",
+                                    "listeners": f"CONTROLLER://127.0.0.1:{cport}"},
+                           **(controller_props or {})))
+    nodes = {}
+    for b in brokers:
+        props = dict(base, **{"process.roles": "broker",
+                              "listeners": f"PLAINTEXT://127.0.0.1:{free_port()}"})
+        props.update({k: v() if callable(v) else v for k, v in (broker_props or {}).items()})
+        nodes[b] = Node(samsad, root, b, props)
+    return controller, nodes
 
 
 def metadata(admin, timeout=2.0):

@@ -30,9 +30,10 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cluster_harness import (BROKERS, CONTROLLER_ID, NOT_LEADER, Node, check,  # noqa: E402
-                             free_port, kproto, leader_epoch, log, metadata,
-                             metadata_topic_id, skip_or_fail, topic_md)
+from cluster_harness import (BROKERS, NOT_LEADER, check, free_port, kproto,  # noqa: E402
+                             leader_epoch, log, loopback_cluster, metadata, metadata_topic_id,
+                             skip_or_fail, topic_md)
+from cluster_harness import Node  # noqa: E402,F401  (dpdk_cluster_test.py uses ct.Node)
 
 INVALID_RF = 38
 
@@ -50,27 +51,16 @@ def main() -> int:
         return skip_or_fail(log, "confluent-kafka is missing (python3-confluent-kafka)", "the test")
 
     root = tempfile.mkdtemp(prefix="samsa-cluster-")
-    cport = free_port()
-    common = {"controller.listener.names": "CONTROLLER",
-              "controller.quorum.bootstrap.servers": f"127.0.0.1:{cport}",
-              "samsa.reactors": "1"}
-    controller = Node(a.samsad, root, CONTROLLER_ID,
-                      dict(common, **{"process.roles": "controller",
-                                      "listeners": f"CONTROLLER://127.0.0.1:{cport}",
-                                      "leader.imbalance.check.interval.seconds": "1"}))
-    brokers = {}
-    for b in BROKERS:
-        port = free_port()
-        brokers[b] = Node(a.samsad, root, b,
-                          dict(common, **{"process.roles": "broker",
-                                          "listeners": f"PLAINTEXT://127.0.0.1:{port}",
-                                          # below the 1.5 s session, so a stalled follower
-                                          # leaves the ISR through AlterPartition first
-                                          "replica.lag.time.max.ms": "600",
-                                          # an idle follower's long poll well inside that lag
-                                          "replica.fetch.wait.max.ms": "100",
-                                          "samsa.metrics.listen":
-                                              f"127.0.0.1:{free_port()}"}))
+    controller, brokers = loopback_cluster(
+        a.samsad, root, common={"samsa.reactors": "1"},
+        controller_props={"leader.imbalance.check.interval.seconds": "1"},
+        broker_props={
+            # below the 1.5 s session, so a stalled follower leaves the ISR through
+            # AlterPartition first
+            "replica.lag.time.max.ms": "600",
+            # an idle follower's long poll well inside that lag
+            "replica.fetch.wait.max.ms": "100",
+            "samsa.metrics.listen": lambda: f"127.0.0.1:{free_port()}"})
     nodes = [controller] + list(brokers.values())
     ok = False
     try:

@@ -37,12 +37,11 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cluster_harness import Node, check, free_port, log, metadata, skip_or_fail  # noqa: E402
+from cluster_harness import (BROKERS, check, log, loopback_cluster, metadata,  # noqa: E402
+                             skip_or_fail)
 
 import kproto  # noqa: E402  (cluster_test put tests/clients on the path)
 
-CONTROLLER_ID = 100
-BROKERS = (1, 2, 3)
 OFFSETS_PARTITIONS = 3
 TOPIC = "work"
 TOPIC_PARTITIONS = 6
@@ -218,20 +217,11 @@ def main() -> int:
         return skip_or_fail(log, "confluent-kafka is missing (python3-confluent-kafka)", "the test")
 
     root = tempfile.mkdtemp(prefix="samsa-groups-")
-    cport = free_port()
-    common = {"controller.listener.names": "CONTROLLER",
-              "controller.quorum.bootstrap.servers": f"127.0.0.1:{cport}",
-              "samsa.reactors": "1",
-              "offsets.topic.num.partitions": str(OFFSETS_PARTITIONS),
-              "offsets.topic.replication.factor": "3",
-              "group.initial.rebalance.delay.ms": "0"}
-    controller = Node(a.samsad, root, CONTROLLER_ID,
-                      dict(common, **{"process.roles": "controller",
-                                      "listeners": f"CONTROLLER://127.0.0.1:{cport}"}))
-    brokers = {b: Node(a.samsad, root, b,
-                       dict(common, **{"process.roles": "broker",
-                                       "listeners": f"PLAINTEXT://127.0.0.1:{free_port()}"}))
-               for b in BROKERS}
+    controller, brokers = loopback_cluster(
+        a.samsad, root, common={"samsa.reactors": "1",
+                                "offsets.topic.num.partitions": str(OFFSETS_PARTITIONS),
+                                "offsets.topic.replication.factor": "3",
+                                "group.initial.rebalance.delay.ms": "0"})
     nodes = [controller] + list(brokers.values())
     members = None
     ok = False
