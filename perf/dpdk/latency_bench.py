@@ -4,7 +4,8 @@ the same veth pair, in one run.
 
   perf/dpdk/latency_bench.py --samsad build/daemon/samsad --perf build/perf/samsa-perf
       [--rates 5,20] [--reps 3] [--seconds 10] [--pmd af_packet|af_xdp] [--json out.json]
-      [--backends uring,dpdk,dpdk+pmd=af_xdp,dpdk+KEY=VALUE,uring+offload=off] [--mtu 9000]
+      [--backends uring,dpdk,dpdk+pmd=af_xdp,dpdk+KEY=VALUE,uring+offload=off,dpdk+peergro=on]
+      [--mtu 9000]
       [--no-max] [--markdown out.md] [-X samsad-key=value ...]
 
 The namespace and veth pair are veth_bench.py's: k0 (10.98.0.1, checksum offload off) for the
@@ -53,7 +54,17 @@ def start_samsad(a, backend: str, work: str) -> subprocess.Popen:
     # "uring+offload=off": d0 without TSO/GSO/checksum offload, so the kernel sends
     # MTU-sized segments as the DPDK backend does (veth otherwise passes 64 KiB TSO segments).
     offload = next((kv[8:] for kv in extra if kv.startswith("offload=")), "on")
-    extra = [kv for kv in extra if not kv.startswith(("pmd=", "offload="))]
+    # "dpdk+peergro=on": the kernel peer (k0) receives through NAPI with GRO, as a host's NIC
+    # driver does; a veth pair delivers frame by frame otherwise, so the peer's TCP pays per
+    # 1500-byte frame what it pays per 64 KiB TSO segment from the uring backend. veth merges
+    # only frames from a sender without TSO, so d0's (unused by af_packet) goes off with it.
+    peergro = next((kv[8:] for kv in extra if kv.startswith("peergro=")), "off")
+    extra = [kv for kv in extra if not kv.startswith(("pmd=", "offload=", "peergro="))]
+    sh("ethtool", "-K", "k0", "gro", "off")  # off also takes veth's NAPI away
+    if peergro == "on":
+        sh("ethtool", "-K", "k0", "gro", "on")
+        if backend == "dpdk":
+            offload = "off"
     sh("ethtool", "-K", "d0", "tx", offload, "tso", offload, "gso", offload)
     cmd = [a.samsad, "--override", f"listeners=PLAINTEXT://{BROKER_IP}:{PORT}",
            "--override", f"log.dirs={work}/data", "--override", "node.id=1",
@@ -250,7 +261,7 @@ def main() -> int:
     ap.add_argument("--rates", default="5,20", help="MB/s, comma-separated (empty: none)")
     ap.add_argument("--backends", default="uring,dpdk",
                     help="which, in this order; variants: dpdk+KEY=VALUE[+pmd=af_xdp], "
-                    "uring+offload=off")
+                    "uring+offload=off, dpdk+peergro=on")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--seconds", type=int, default=10)
     ap.add_argument("--pmd", choices=["af_packet", "af_xdp"], default="af_packet")
