@@ -242,6 +242,30 @@ def isr_change(a, dpdk, uring):
              f"ISRs {time.monotonic() - t0:.2f}s after its restart")
 
 
+def controller_restart(controller, dpdk, cport: int):
+    """The controller stops and starts again: the DPDK broker's link loses its connection,
+    connects again over the stack and carries a forwarded CreateTopics."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+    mark = len(dpdk.log_text())
+    rc = controller.stop()
+    ct.check(rc == 0, f"the controller stopped ({rc})")
+    t0 = time.monotonic()
+    controller.start("restart")
+    controller.wait_listening()
+    end = time.time() + 20
+    while not from_stack(cport):
+        if time.time() > end:
+            raise AssertionError(f"the DPDK broker's link not back at the controller within 20 s")
+        time.sleep(0.1)
+    again = time.monotonic() - t0
+    dadmin = AdminClient({"bootstrap.servers": f"{DPDK_IP}:{dpdk.port}"})
+    name = "dpdk-after-controller-restart"
+    dadmin.create_topics([NewTopic(name, num_partitions=1, replication_factor=2)])[name].result(30)
+    lost = "lost the connection to the controller" in dpdk.log_text()[mark:]
+    ct.check(lost, f"the DPDK broker's link reconnected over the stack {again:.2f}s after the "
+                   f"controller's restart and forwarded a CreateTopics")
+
+
 def inner(a) -> int:
     try:
         import confluent_kafka  # noqa: F401
@@ -374,6 +398,7 @@ def inner(a) -> int:
         got = ct.consume_all(bootstrap, TOPIC, PARTITIONS, total, timeout=60)
         ct.check(len(got) == total, f"all {total} records read back ({len(got)})")
         isr_change(a, dpdk, uring)
+        controller_restart(controller, dpdk, cport)
         # SIGTERM: the DPDK broker's controlled shutdown goes over the stack too.
         t0 = time.monotonic()
         rc = dpdk.stop()
