@@ -110,9 +110,10 @@ def metric(text: str, name: str, labels: str = "") -> float:
 def kernel_reaches(dns: str, host: str, port: int) -> str:
     """What a kernel TCP connect from namespace dns to host:port gives ('connected' or the
     error)."""
-    code = ("import socket,sys\n"
+    code = ("import socket\n"
             "try:\n"
-            f"    socket.create_connection(({host!r}, {port}), timeout=2).close(); print('connected')\n"
+            f"    socket.create_connection(({host!r}, {port}), timeout=2).close()\n"
+            "    print('connected')\n"
             "except OSError as e:\n"
             "    print(e)\n")
     r = subprocess.run(["ip", "netns", "exec", dns, dt.DEBIAN_PY, "-c", code],
