@@ -17,6 +17,7 @@
 #include "daemon/admin.h"
 #include "daemon/broker_internal.h"
 #include "daemon/cluster_link.h"
+#include "daemon/controller_channel.h"
 #include "daemon/dispatch.h"
 #include "io/checkpoint.h"
 #include "net/dpdk/dpdk_transport.h"
@@ -106,9 +107,12 @@ std::expected<std::string, std::string> Broker::load_or_create_meta() {
   }
   auto pre = cluster.empty() ? make_settings(config_, "") : nullptr;
   if (pre && *pre && (*pre)->cluster.role == ProcessRole::broker) {
-    // A new broker joins the controller's cluster (Kafka formats its storage with that id).
-    auto id = controller_cluster_id((*pre)->cluster.controller_host,
-                                    (*pre)->cluster.controller_port, 60'000);
+    // A new broker joins the controller's cluster (Kafka formats its storage with that id),
+    // asking over the network its clients use: a DPDK broker needs no kernel route to it.
+    const auto& host = (*pre)->cluster.controller_host;
+    const auto port = (*pre)->cluster.controller_port;
+    auto id = dpdk_ ? controller_cluster_id_over(*dpdk_, host, port, 60'000)
+                    : controller_cluster_id(*kernel_controller_channel(), host, port, 60'000);
     if (!id) return std::unexpected(id.error());
     cluster = *id;
   }

@@ -77,7 +77,7 @@ void Broker::run_reactor(ReactorThread* t) {
         fo.testing_from_memory = settings_->cluster.testing_ack_from_memory;
 #if SAMSA_HAVE_DPDK
         // On the DPDK backend the followers reach their leaders through the userspace stack
-        // too (the controller link stays on kernel sockets: daemon/cluster_link.cc).
+        // too (and the controller link, start_link).
         if (dpdk_) fo.connect = dpdk_->client_factory();
 #endif
         ctx.fetcher =
@@ -222,6 +222,12 @@ void Broker::start_link() {
       c.when_applied(offset, [this, offset] { link_->set_applied(offset); });
     });
   };
+#if SAMSA_HAVE_DPDK
+  // On the DPDK backend the controller is reached through the userspace stack too, from reactor
+  // 0 (it polls the device). The link stops before the reactors do (Broker::shutdown).
+  if (dpdk_)
+    lo.channel = reactor_controller_channel(*contexts_.front()->reactor, dpdk_->client_factory());
+#endif
   link_ = std::make_unique<ClusterLink>(std::move(lo));
   link_->start();
 }

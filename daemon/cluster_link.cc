@@ -1,17 +1,7 @@
 #include "daemon/cluster_link.h"
 
-#include <arpa/inet.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
-#include <cstring>
 #include <thread>
 
 #include "base/clock.h"
@@ -23,8 +13,6 @@
 #include "net/kafka/gen/broker_heartbeat_response.h"
 #include "net/kafka/gen/broker_registration_request.h"
 #include "net/kafka/gen/broker_registration_response.h"
-#include "net/kafka/gen/describe_cluster_request.h"
-#include "net/kafka/gen/describe_cluster_response.h"
 #include "net/kafka/gen/fetch_request.h"
 #include "net/kafka/gen/fetch_response.h"
 #include "replication/cluster_wire.h"
@@ -65,123 +53,11 @@ std::int64_t end_of_batches(std::span<const std::byte> buf, std::int64_t from) {
   return end;
 }
 
-// A blocking-with-deadline TCP connection (non-blocking socket, TCP_NODELAY); -1 on failure.
-int connect_to(const std::string& host, std::uint16_t port) {
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  const std::string port_text = std::to_string(port);
-  if (getaddrinfo(host.c_str(), port_text.c_str(), &hints, &res) != 0 || !res) return -1;
-  int fd = ::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  bool ok = fd >= 0;
-  if (ok && ::connect(fd, res->ai_addr, res->ai_addrlen) != 0) {
-    ok = errno == EINPROGRESS;
-    if (ok) {
-      pollfd p{fd, POLLOUT, 0};
-      int err = 0;
-      socklen_t len = sizeof err;
-      ok = ::poll(&p, 1, 1000) == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 &&
-           err == 0;
-    }
-  }
-  freeaddrinfo(res);
-  if (!ok) {
-    if (fd >= 0) ::close(fd);
-    return -1;
-  }
-  int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  return fd;
-}
-
-// Sends a complete frame (with size prefix) and reads the answer frame (without it), within
-// timeout_ms (or until stop is set).
-std::optional<std::vector<std::byte>> exchange_on(int fd_, std::span<const std::byte> frame,
-                                                  std::int64_t timeout_ms,
-                                                  const std::atomic<bool>& stop_) {
-  const std::int64_t deadline = mono_ms() + timeout_ms;
-  auto wait = [&](short events) {
-    for (;;) {
-      const std::int64_t left = deadline - mono_ms();
-      if (left <= 0 || stop_.load()) return false;
-      pollfd p{fd_, events, 0};
-      int n = ::poll(&p, 1, static_cast<int>(std::min<std::int64_t>(left, 100)));
-      if (n > 0) return true;
-      if (n < 0 && errno != EINTR) return false;
-    }
-  };
-  std::size_t sent = 0;
-  while (sent < frame.size()) {
-    ssize_t n = ::send(fd_, frame.data() + sent, frame.size() - sent, MSG_NOSIGNAL);
-    if (n > 0) {
-      sent += static_cast<std::size_t>(n);
-    } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-      if (!wait(POLLOUT)) return std::nullopt;
-    } else {
-      return std::nullopt;
-    }
-  }
-  auto read_exact = [&](std::byte* dst, std::size_t len) {
-    std::size_t got = 0;
-    while (got < len) {
-      ssize_t n = ::recv(fd_, dst + got, len - got, 0);
-      if (n > 0) {
-        got += static_cast<std::size_t>(n);
-      } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-        if (!wait(POLLIN)) return false;
-      } else {
-        return false;
-      }
-    }
-    return true;
-  };
-  std::byte size_bytes[4];
-  if (!read_exact(size_bytes, 4)) return std::nullopt;
-  std::uint32_t size = 0;
-  for (auto b : size_bytes)
-    size = (size << 8) | static_cast<std::uint8_t>(b);
-  if (size < 4 || size > (64u << 20)) return std::nullopt;
-  std::vector<std::byte> out(size);
-  if (!read_exact(out.data(), size)) return std::nullopt;
-  return out;
-}
-
 }  // namespace
 
-std::expected<std::string, std::string> controller_cluster_id(const std::string& host,
-                                                              std::uint16_t port,
-                                                              std::int64_t timeout_ms) {
-  const std::int64_t deadline = mono_ms() + timeout_ms;
-  std::atomic<bool> never{false};
-  std::int64_t next_line = 0;
-  while (mono_ms() < deadline) {
-    int fd = connect_to(host, port);
-    if (fd >= 0) {
-      kafka::DescribeClusterRequest req;
-      auto frame = flatten(kafka::encode_request(req, 0, 1, "samsa-broker"));
-      auto resp = exchange_on(fd, frame, 5000, never);
-      ::close(fd);
-      if (resp) {
-        auto h = kafka::decode_response_header(*resp, kafka::DescribeClusterResponse::kApiKey, 0);
-        kafka::DescribeClusterResponse r;
-        if (h.ok() && kafka::decode_response_body(*resp, h, 0, r) == kafka::DecodeError::none &&
-            r.error_code == 0 && !r.cluster_id.empty())
-          return r.cluster_id;
-      }
-    }
-    if (mono_ms() >= next_line) {
-      LOG_INFO("waiting for the controller at %s:%u to learn the cluster id", host.c_str(), port);
-      next_line = mono_ms() + 10'000;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  }
-  return std::unexpected("controller.quorum.bootstrap.servers: the controller at " + host + ":" +
-                         std::to_string(port) + " did not answer within " +
-                         std::to_string(timeout_ms / 1000) +
-                         " s; a new broker learns the cluster id from it");
-}
-
-ClusterLink::ClusterLink(Options o) : opts_(std::move(o)) {}
+ClusterLink::ClusterLink(Options o)
+    : opts_(std::move(o)),
+      channel_(opts_.channel ? std::move(opts_.channel) : kernel_controller_channel()) {}
 
 ClusterLink::~ClusterLink() {
   stop();
@@ -226,20 +102,19 @@ void ClusterLink::forward(std::vector<std::byte> frame, ForwardDone done) {
 }
 
 bool ClusterLink::connect_controller() {
-  fd_ = connect_to(opts_.host, opts_.port);
-  connected_.store(fd_ >= 0);
-  return fd_ >= 0;
+  const bool ok = channel_->connect(opts_.host, opts_.port);
+  connected_.store(ok);
+  return ok;
 }
 
 void ClusterLink::disconnect() {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
+  channel_->disconnect();
   connected_.store(false);
 }
 
 std::optional<std::vector<std::byte>> ClusterLink::exchange(std::span<const std::byte> frame,
                                                             std::int64_t timeout_ms) {
-  return exchange_on(fd_, frame, timeout_ms, stop_);
+  return channel_->exchange(frame, timeout_ms, stop_);
 }
 
 bool ClusterLink::do_register() {
@@ -412,7 +287,7 @@ bool ClusterLink::do_forward() {
 
 void ClusterLink::expire_waiting() {
   const std::int64_t now = mono_ms();
-  const bool gone = fd_ < 0 && want_shut_down_.load();
+  const bool gone = !channel_->connected() && want_shut_down_.load();
   std::deque<Forward> late;
   {
     std::lock_guard lk(mu_);
@@ -441,7 +316,7 @@ void ClusterLink::run() {
   bool announced = false;
   while (!stop_.load()) {
     expire_waiting();
-    if (fd_ < 0) {
+    if (!channel_->connected()) {
       if (!connect_controller()) {
         if (!announced || mono_ms() - fetch_log_ms_ > 10'000) {
           LOG_WARN("cannot reach the controller at %s:%u; retrying", opts_.host.c_str(),

@@ -5,9 +5,11 @@
 // applies it to the broker's image), and forwards the changes only the controller may commit
 // (CreateTopics and the like, daemon/handlers/controller_apis.cc).
 //
-// Thread: "cluster-link", owned by the Broker. Blocking sockets with deadlines: one
-// connection, one request at a time (heartbeat, forwarded request, metadata fetch with a short
-// long-poll), so no request waits more than that poll for its turn.
+// Thread: "cluster-link", owned by the Broker. Blocking exchanges with deadlines through a
+// ControllerChannel (daemon/controller_channel.h): kernel sockets on the uring backend, the
+// DPDK stack (a connection on reactor 0) with samsa.net.backend=dpdk. One connection, one
+// request at a time (heartbeat, forwarded request, metadata fetch with a short long-poll), so
+// no request waits more than that poll for its turn.
 #pragma once
 
 #include <atomic>
@@ -15,6 +17,7 @@
 #include <deque>
 #include <expected>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <span>
@@ -22,16 +25,11 @@
 #include <thread>
 #include <vector>
 
+#include "daemon/controller_channel.h"
 #include "net/kafka/errors.h"
 #include "replication/metadata_records.h"
 
 namespace samsa::daemon {
-
-// A new broker node's cluster id: the controller's (DescribeCluster), asked until it answers or
-// timeout_ms passes (the error names the setting).
-std::expected<std::string, std::string> controller_cluster_id(const std::string& host,
-                                                              std::uint16_t port,
-                                                              std::int64_t timeout_ms);
 
 class ClusterLink {
  public:
@@ -46,6 +44,8 @@ class ClusterLink {
     // Batches fetched from the metadata log (whole batches, in order) and the controller's
     // high watermark; called on the link thread.
     std::function<void(std::vector<std::byte>, std::int64_t)> on_metadata;
+    // How the controller is reached; null: kernel sockets (kernel_controller_channel()).
+    std::unique_ptr<ControllerChannel> channel;
   };
   // The controller's answer frame (correlation id first, no size prefix), or nullopt when it
   // could not be reached; and the metadata offset the broker must have applied before it
@@ -84,8 +84,8 @@ class ClusterLink {
   std::atomic<std::int64_t> applied_{-1};
   std::atomic<bool> want_shut_down_{false};
   std::atomic<bool> may_shut_down_{false};
-  std::atomic<bool> connected_{false};  // to the controller (controlled_shutdown reads it)
-  int fd_ = -1;
+  std::atomic<bool> connected_{false};          // to the controller (controlled_shutdown reads it)
+  std::unique_ptr<ControllerChannel> channel_;  // used on the link thread only
   std::int32_t next_correlation_ = 1;
   std::int64_t epoch_ = -1;  // -1: not registered
   bool fenced_ = true;

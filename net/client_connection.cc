@@ -73,15 +73,14 @@ class UringClientConnection final : public ClientConnection {
   Impl* impl_;
 };
 
-class Impl final : io::TurnHook {
+class Impl final : ClientCore<Impl> {
+  friend class ClientCore<Impl>;
+
  public:
   Impl(io::Reactor& r, ClientHandler& h, ClientOptions o)
-      : r_(r),
-        h_(&h),
-        opts_(std::move(o)),
+      : ClientCore(r, h, std::move(o)),
         backoff_(reinterpret_cast<std::uintptr_t>(this)),
         scratch_(kScratchBytes) {
-    client_live_counter().fetch_add(1, std::memory_order_relaxed);
     connect_op_.fn = &Impl::on_connect;
     connect_op_.self = this;
     recv_op_.fn = &Impl::on_recv;
@@ -90,13 +89,10 @@ class Impl final : io::TurnHook {
     send_op_.self = this;
     backoff_timer_.fn = &Impl::on_backoff;
     backoff_timer_.self = this;
-    deadline_timer_.fn = &Impl::on_deadline;
-    deadline_timer_.self = this;
     iov_.reserve(kMaxIov);
   }
   ~Impl() {
     if (fd_ >= 0) ::close(fd_);
-    client_live_counter().fetch_sub(1, std::memory_order_relaxed);
   }
 
   void set_handle(ClientConnection* c) { handle_ = c; }
@@ -114,6 +110,7 @@ class Impl final : io::TurnHook {
   }
 
   bool connected() const { return state_ == State::connected; }
+  bool connecting() const { return state_ == State::connecting; }
   std::size_t inflight() const { return sent_at_.size(); }
   const ClientStats& stats() const { return stats_; }
   const std::string& host() const { return opts_.host; }
@@ -150,8 +147,6 @@ class Impl final : io::TurnHook {
   struct ImplTimer : io::Timer {
     Impl* self = nullptr;
   };
-
-  void wake() { r_.at_turn_end(this); }
 
   // ---- connecting ----
 
@@ -301,43 +296,10 @@ class Impl final : io::TurnHook {
     if (self->state_ == State::backoff) self->attempt();
   }
 
-  static void on_deadline(io::Timer* t) {
-    Impl* self = static_cast<ImplTimer*>(t)->self;
-    if (self->state_ == State::connecting) {
-      self->timed_out_ = true;
-      io_uring_prep_cancel(self->r_.sqe_noreply(), &self->connect_op_, 0);
-      return;
-    }
-    if (self->state_ != State::connected || self->sent_at_.empty()) return;
-    const std::int64_t due = self->sent_at_.front() + self->opts_.request_timeout_ms * 1'000'000;
-    if (mono_ns() >= due) {
-      LOG_WARN("connection to %s:%u: no response for %lld ms, reconnecting",
-               self->opts_.host.c_str(), unsigned(self->opts_.port),
-               static_cast<long long>(self->opts_.request_timeout_ms));
-      self->fail(ETIMEDOUT);
-      return;
-    }
-    self->r_.arm(&self->deadline_timer_, due);
-  }
-
-  void arm_deadline() {
-    if (opts_.request_timeout_ms <= 0 || deadline_timer_.armed() || sent_at_.empty()) return;
-    r_.arm(&deadline_timer_, sent_at_.front() + opts_.request_timeout_ms * 1'000'000);
-  }
-
-  // Calls the handler, if there still is one. The handler may destroy the handle meanwhile;
-  // the guard keeps this alive until the completion or hook that called it returns.
-  template <class F>
-  void notify(F f) {
-    if (!h_) return;
-    ++in_callback_;
-    f();
-    --in_callback_;
-  }
-
-  void maybe_free() {
-    if (h_ || ops_ > 0 || in_callback_ > 0 || TurnHook::queued) return;
-    delete this;
+  // The connect timeout: the cancelled connect reports ETIMEDOUT (on_connect).
+  void on_connect_deadline() {
+    timed_out_ = true;
+    io_uring_prep_cancel(r_.sqe_noreply(), &connect_op_, 0);
   }
 
   // ---- receiving ----
@@ -472,17 +434,11 @@ class Impl final : io::TurnHook {
     if (!self->send_q_.empty()) self->wake();
   }
 
-  io::Reactor& r_;
-  ClientHandler* h_;
-  ClientConnection* handle_ = nullptr;
-  ClientOptions opts_;
   ClientStats stats_;
   State state_ = State::backoff;
   int fd_ = -1;
   std::uint64_t gen_ = 0;
-  int ops_ = 0;
   int pending_error_ = 0;
-  int in_callback_ = 0;
   bool timed_out_ = false;
   ClientBackoff backoff_;
 
@@ -490,18 +446,16 @@ class Impl final : io::TurnHook {
   socklen_t addr_len_ = 0;
   Op connect_op_, recv_op_, send_op_;
   bool connect_pending_ = false, recv_pending_ = false, send_pending_ = false;
-  ImplTimer backoff_timer_, deadline_timer_;
+  ImplTimer backoff_timer_;
 
   // Receiving: the size prefix, then the frame's own buffer.
   Buffer scratch_;
   bool direct_ = false;
   ResponseFramer framer_;
 
-  // Sending: frames not yet wholly handed to the kernel (front_off_ into the first), and the
-  // send time of each request still waiting for its response.
+  // Sending: frames not yet wholly handed to the kernel (front_off_ into the first).
   RingQueue<Buffer> send_q_;
   std::size_t front_off_ = 0;
-  RingQueue<std::int64_t> sent_at_;
   std::vector<iovec> iov_;
   msghdr msg_{};
 };

@@ -61,22 +61,17 @@ class Handle final : public ClientConnection {
   Client* c_;
 };
 
-class Client final : public ClientSide, io::TurnHook {
+class Client final : public ClientSide, ClientCore<Client> {
+  friend class ClientCore<Client>;
+
  public:
   Client(io::Reactor& r, ClientHandler& h, ClientOptions o, StackPort& stack)
-      : r_(r),
-        h_(&h),
-        opts_(std::move(o)),
+      : ClientCore(r, h, std::move(o)),
         stack_(stack),
         backoff_(reinterpret_cast<std::uintptr_t>(this)) {
-    client_live_counter().fetch_add(1, std::memory_order_relaxed);
     backoff_timer_.fn = &Client::on_backoff;
     backoff_timer_.self = this;
-    deadline_timer_.fn = &Client::on_deadline;
-    deadline_timer_.self = this;
   }
-
-  ~Client() { client_live_counter().fetch_sub(1, std::memory_order_relaxed); }
 
   void set_handle(ClientConnection* c) { handle_ = c; }
   void start() { attempt(); }
@@ -91,6 +86,7 @@ class Client final : public ClientSide, io::TurnHook {
     return true;
   }
   bool connected() const { return state_ == State::connected; }
+  bool connecting() const { return state_ == State::connecting; }
   std::size_t inflight() const { return sent_at_.size(); }
   const ClientStats& stats() const { return stats_; }
   const std::string& host() const { return opts_.host; }
@@ -137,8 +133,6 @@ class Client final : public ClientSide, io::TurnHook {
   struct ClientTimer : io::Timer {
     Client* self = nullptr;
   };
-
-  void wake() { r_.at_turn_end(this); }
 
   // ---- connecting ----
 
@@ -331,55 +325,15 @@ class Client final : public ClientSide, io::TurnHook {
     if (self->state_ == State::backoff) self->attempt();
   }
 
-  static void on_deadline(io::Timer* t) {
-    Client* self = static_cast<ClientTimer*>(t)->self;
-    if (self->state_ == State::connecting) {
-      self->attempt_failed(ETIMEDOUT);
-      return;
-    }
-    if (self->state_ != State::connected || self->sent_at_.empty()) return;
-    const std::int64_t due = self->sent_at_.front() + self->opts_.request_timeout_ms * 1'000'000;
-    if (mono_ns() >= due) {
-      LOG_WARN("connection to %s:%u: no response for %lld ms, reconnecting",
-               self->opts_.host.c_str(), unsigned(self->opts_.port),
-               static_cast<long long>(self->opts_.request_timeout_ms));
-      self->fail(ETIMEDOUT);
-      return;
-    }
-    self->r_.arm(&self->deadline_timer_, due);
-  }
+  void on_connect_deadline() { attempt_failed(ETIMEDOUT); }
 
-  void arm_deadline() {
-    if (opts_.request_timeout_ms <= 0 || deadline_timer_.armed() || sent_at_.empty()) return;
-    r_.arm(&deadline_timer_, sent_at_.front() + opts_.request_timeout_ms * 1'000'000);
-  }
-
-  template <class F>
-  void notify(F f) {
-    if (!h_) return;
-    ++in_callback_;
-    f();
-    --in_callback_;
-  }
-
-  void maybe_free() {
-    if (h_ || ops_ > 0 || in_callback_ > 0 || TurnHook::queued) return;
-    delete this;
-  }
-
-  io::Reactor& r_;
-  ClientHandler* h_;
-  ClientConnection* handle_ = nullptr;
-  ClientOptions opts_;
   StackPort& stack_;
   ClientStats stats_;
   State state_ = State::backoff;
   std::uint64_t gen_ = 0;
-  int ops_ = 0;
   int pending_error_ = 0;
-  int in_callback_ = 0;
   ClientBackoff backoff_;
-  ClientTimer backoff_timer_, deadline_timer_;
+  ClientTimer backoff_timer_;
 
   // The current attempt: its Link, the stack's half once connected, what the stack said.
   LinkPtr link_;
@@ -391,7 +345,6 @@ class Client final : public ClientSide, io::TurnHook {
   std::size_t rx_off_ = 0;
   ResponseFramer framer_;
   ConnUpdate out_;  // requests and credit for the stack, sent at the end of the turn
-  RingQueue<std::int64_t> sent_at_;
 };
 
 Handle::~Handle() {

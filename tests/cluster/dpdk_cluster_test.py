@@ -1,28 +1,40 @@
 #!/usr/bin/env python3
-"""Replication over the DPDK backend: a cluster of 1 controller and 2 brokers in a network
-namespace the test makes, broker 1 on the DPDK backend (af_packet on one end of a veth pair,
-10.99.0.2) and broker 2 on uring (the kernel end, 10.99.0.1). Broker 1's follower fetchers
-reach broker 2 through the userspace stack (DpdkStack::connect); broker 2's reach broker 1's
-DPDK listener through the kernel. The cluster link (broker <-> controller) stays on kernel
-sockets by design (daemon/cluster_link.cc): the controller listens on the namespace's loopback.
+"""Replication and the controller link over the DPDK backend: a cluster of 1 controller and 2
+brokers, broker 1 on the DPDK backend (af_packet on one end of a veth pair, 10.99.0.2) and
+broker 2 on uring. The controller, broker 2 and the clients share a network namespace the test
+makes, with the veth's kernel end (10.99.0.1); broker 1 runs in a second namespace holding only
+the veth's DPDK end and loopback, so its kernel has no route to anything: every byte it
+exchanges with the controller (DescribeCluster at first start, BrokerRegistration, heartbeats,
+the metadata-log Fetch, forwarded CreateTopics and AlterPartition, controlled shutdown) and
+with broker 2 (follower fetches) must cross the userspace stack. The controller listens only on
+10.99.0.1.
 
   dpdk_cluster_test.py --samsad PATH [--mb N] [--catchup-mb N] [--keep]
 
-A topic with replication factor 2, min.insync.replicas=2 and 8 partitions (leaders on both
-brokers); acks=all produce with confluent-kafka to every partition: each acknowledgement needs
-the follower's fetch, so the DPDK broker's fetchers carry half of them. Then every follower's
-segment must be byte-identical to its leader's, and the records read back. Prints the acks=all
-produce rate to partitions whose follower runs on DPDK and to those whose follower runs on
-uring. Exit 77 (skip) when something it needs is missing, except under CI=true.
+Checks: broker 1's namespace cannot reach the controller through its kernel; the controller
+sees broker 1's link coming from 10.99.0.2; a topic with replication factor 2,
+min.insync.replicas=2 and 8 partitions (leaders on both brokers) is created through broker 1
+(its CreateTopics counter moves: it forwarded the request); acks=all produce with
+confluent-kafka to every partition: each acknowledgement needs the follower's fetch, so the
+DPDK broker's fetchers carry half of them. Then every follower's segment must be
+byte-identical to its leader's, and the records read back. Then broker 2 stops (controlled
+shutdown: the controller takes it out of every ISR) and starts again: broker 1, now leading
+every partition, must put it back into each ISR (AlterPartition over the stack). Last, broker 1
+stops on SIGTERM with a controlled shutdown within a few seconds. Prints the acks=all produce
+rate to partitions whose follower runs on DPDK and to those whose follower runs on uring,
+broker 1's time from registration to unfencing and its stop time. Exit 77 (skip) when
+something it needs is missing, except under CI=true.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -37,6 +49,76 @@ from dpdk_common import DPDK_IP, KERNEL_IP, Fail, log  # noqa: E402
 
 CONTROLLER, DPDK_BROKER, URING_BROKER = 100, 1, 2
 TOPIC, PARTITIONS = "dpdk-rf2", 8
+# The DPDK broker's namespace (named after the test's pid, as dt.NS_PREFIX's).
+DPDK_NS_PREFIX = "samsa-dpdkctl-"
+
+
+def setup_dpdk_namespace(ns: str, dns: str):
+    """Moves the veth's DPDK end d0 from ns into a namespace of its own, dns: no address and no
+    route there, only loopback (nothing listens on it)."""
+    dt.sh("ip", "netns", "add", dns)
+    dt.sh("ip", "-n", ns, "link", "set", "d0", "netns", dns)
+    dt.sh("ip", "-n", dns, "link", "set", "lo", "up")
+    dt.sh("ip", "-n", dns, "link", "set", "d0", "up")
+    dt.sh("ip", "netns", "exec", dns, "ethtool", "-K", "d0", "tx", "off")
+
+
+def remove_stale_dpdk_namespaces():
+    for line in dt.sh("ip", "netns", "list", check=False).stdout.splitlines():
+        name = line.split()[0] if line.split() else ""
+        if not name.startswith(DPDK_NS_PREFIX):
+            continue
+        try:
+            os.kill(int(name[len(DPDK_NS_PREFIX):]), 0)
+            continue
+        except (ValueError, ProcessLookupError):
+            pass
+        except PermissionError:
+            continue
+        dt.kill_namespace(name)
+
+
+def admin_metrics(node) -> str:
+    """The node's Prometheus text through its admin socket (a Unix socket: it crosses
+    namespaces, unlike a metrics port on the DPDK broker's loopback)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(10)
+        s.connect(node.props["samsa.admin.socket"])
+        s.sendall(json.dumps({"v": 1, "cmd": "metrics"}).encode() + b"\n")
+        buf = b""
+        while b"\n" not in buf:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            buf += chunk
+    r = json.loads(buf.split(b"\n", 1)[0])
+    if not r.get("ok"):
+        raise AssertionError(f"metrics of node {node.id}: {r}")
+    return r["result"]
+
+
+def metric(text: str, name: str, labels: str = "") -> float:
+    """The sum of name's samples whose labels contain `labels` (e.g. 'api="CreateTopics"')."""
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(name + "{") or line.startswith(name + " "):
+            if labels in line:
+                total += float(line.split()[-1])
+    return total
+
+
+def kernel_reaches(dns: str, host: str, port: int) -> str:
+    """What a kernel TCP connect from namespace dns to host:port gives ('connected' or the
+    error)."""
+    code = ("import socket\n"
+            "try:\n"
+            f"    socket.create_connection(({host!r}, {port}), timeout=2).close()\n"
+            "    print('connected')\n"
+            "except OSError as e:\n"
+            "    print(e)\n")
+    r = subprocess.run(["ip", "netns", "exec", dns, dt.DEBIAN_PY, "-c", code],
+                       capture_output=True, text=True, timeout=20)
+    return (r.stdout + r.stderr).strip()
 
 
 def outer(a) -> int:
@@ -44,15 +126,18 @@ def outer(a) -> int:
     if why:
         return dt.h.skip_or_fail(log, why, "the test")
     ns = f"{dt.NS_PREFIX}{os.getpid()}"
+    dns = f"{DPDK_NS_PREFIX}{os.getpid()}"
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(f"SIGTERM: cleaning up {ns}"))
     dt.remove_stale_namespaces()
+    remove_stale_dpdk_namespaces()
     inner = None
     t0 = time.monotonic()
     try:
         dt.setup_namespace(ns, force_wire=True)
+        setup_dpdk_namespace(ns, dns)
         work = tempfile.mkdtemp(prefix="samsa-dpdk-cluster-")
         cmd = ["ip", "netns", "exec", ns, dt.DEBIAN_PY, os.path.abspath(__file__), "--inner",
-               "--work", work] + sys.argv[1:]
+               "--work", work, "--dpdk-ns", dns] + sys.argv[1:]
         inner = subprocess.Popen(cmd, start_new_session=True)
         try:
             rc = inner.wait(timeout=a.budget)
@@ -75,6 +160,7 @@ def outer(a) -> int:
             except ProcessLookupError:
                 pass
             inner.wait()
+        dt.kill_namespace(dns)
         dt.kill_namespace(ns)
 
 
@@ -119,6 +205,68 @@ def from_stack(port: int) -> bool:
                if line.split())
 
 
+def isr_change(a, dpdk, uring):
+    """Broker 2 stops (the controller takes it out of every ISR and hands its leaderships to
+    broker 1) and starts again: broker 1, leading every partition, puts it back into each ISR
+    with AlterPartition, which only its link to the controller carries."""
+    from confluent_kafka.admin import AdminClient
+    dadmin = AdminClient({"bootstrap.servers": f"{DPDK_IP}:{dpdk.port}"})
+    rc = uring.stop()
+    ct.check(rc == 0, f"the uring broker stopped ({rc})")
+
+    def isrs():
+        t = ct.topic_md(dadmin, TOPIC, PARTITIONS, timeout=10)
+        return {p: (t.partitions[p].leader, sorted(t.partitions[p].isrs))
+                for p in range(PARTITIONS)}
+
+    end = time.time() + 20
+    while any(v != (DPDK_BROKER, [DPDK_BROKER]) for v in isrs().values()):
+        if time.time() > end:
+            raise AssertionError(f"ISRs not down to the DPDK broker within 20 s: {isrs()}")
+        time.sleep(0.2)
+    ct.check(True, "the uring broker out of every ISR, the DPDK broker leads all")
+    mark = len(dpdk.log_text())
+    t0 = time.monotonic()
+    uring.start("restart")
+    uring.wait_listening(60)
+    end = time.time() + 30
+    # (Leaderships may move back once it is in the ISR again: only the ISRs are compared.)
+    while any(v[1] != [DPDK_BROKER, URING_BROKER] for v in isrs().values()):
+        if time.time() > end:
+            raise AssertionError(f"the uring broker not back in every ISR within 30 s: "
+                                 f"{isrs()}")
+        time.sleep(0.2)
+    grown = set(re.findall(rf"ISR of {TOPIC}-(\d+) is now 2 of its replicas",
+                           dpdk.log_text()[mark:]))
+    ct.check(len(grown) == PARTITIONS,
+             f"the DPDK broker's AlterPartition put the uring broker back into {len(grown)} "
+             f"ISRs {time.monotonic() - t0:.2f}s after its restart")
+
+
+def controller_restart(controller, dpdk, cport: int):
+    """The controller stops and starts again: the DPDK broker's link loses its connection,
+    connects again over the stack and carries a forwarded CreateTopics."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+    mark = len(dpdk.log_text())
+    rc = controller.stop()
+    ct.check(rc == 0, f"the controller stopped ({rc})")
+    t0 = time.monotonic()
+    controller.start("restart")
+    controller.wait_listening()
+    end = time.time() + 20
+    while not from_stack(cport):
+        if time.time() > end:
+            raise AssertionError(f"the DPDK broker's link not back at the controller within 20 s")
+        time.sleep(0.1)
+    again = time.monotonic() - t0
+    dadmin = AdminClient({"bootstrap.servers": f"{DPDK_IP}:{dpdk.port}"})
+    name = "dpdk-after-controller-restart"
+    dadmin.create_topics([NewTopic(name, num_partitions=1, replication_factor=2)])[name].result(30)
+    lost = "lost the connection to the controller" in dpdk.log_text()[mark:]
+    ct.check(lost, f"the DPDK broker's link reconnected over the stack {again:.2f}s after the "
+                   f"controller's restart and forwarded a CreateTopics")
+
+
 def inner(a) -> int:
     try:
         import confluent_kafka  # noqa: F401
@@ -127,11 +275,13 @@ def inner(a) -> int:
         return dt.h.skip_or_fail(log, "confluent-kafka is missing", "the test")
     root = a.work
     cport = ct.free_port()
+    # The controller listens on the veth's kernel end only: the DPDK broker's namespace has no
+    # kernel route to it, the stack reaches it over the veth.
     common = {"controller.listener.names": "CONTROLLER",
-              "controller.quorum.bootstrap.servers": f"127.0.0.1:{cport}"}
+              "controller.quorum.bootstrap.servers": f"{KERNEL_IP}:{cport}"}
     controller = ct.Node(a.samsad, root, CONTROLLER,
                          dict(common, **{"process.roles": "controller", "samsa.reactors": "1",
-                                         "listeners": f"CONTROLLER://127.0.0.1:{cport}"}))
+                                         "listeners": f"CONTROLLER://{KERNEL_IP}:{cport}"}))
     broker_common = dict(common, **{"process.roles": "broker",
                                     "replica.lag.time.max.ms": "5000",
                                     "replica.fetch.wait.max.ms": "100"})
@@ -144,7 +294,7 @@ def inner(a) -> int:
         "samsa.net.backend": "dpdk",
         "samsa.dpdk.eal.args": "--no-huge -m 512 --vdev=net_af_packet0,iface=d0",
         "samsa.dpdk.ip": DPDK_IP,
-        "samsa.dpdk.netmask": "255.255.255.0"}))
+        "samsa.dpdk.netmask": "255.255.255.0"}), wrap=["ip", "netns", "exec", a.dpdk_ns])
     uring = ct.Node(a.samsad, root, URING_BROKER, dict(broker_common, **{
         "listeners": f"PLAINTEXT://{KERNEL_IP}:{ct.free_port()}",
         "samsa.reactors": "2"}))
@@ -154,6 +304,12 @@ def inner(a) -> int:
     try:
         controller.start()
         controller.wait_listening()
+        # No kernel path from the DPDK broker's namespace to the controller (so the link below
+        # cannot have used one).
+        why = kernel_reaches(a.dpdk_ns, KERNEL_IP, cport)
+        ct.check(why != "connected" and why != "",
+                 f"the DPDK broker's namespace has no kernel route to the controller ({why})")
+        t_start = time.monotonic()
         for n in brokers.values():
             n.start()
         for n in brokers.values():
@@ -165,11 +321,29 @@ def inner(a) -> int:
             if time.time() > end:
                 raise AssertionError("both brokers not in Metadata within 30 s")
             time.sleep(0.1)
-        ct.check(True, "both brokers (DPDK and uring) registered")
-        fs = admin.create_topics([NewTopic(TOPIC, num_partitions=PARTITIONS,
-                                           replication_factor=2,
-                                           config={"min.insync.replicas": "2"})])
+        unfenced = dpdk.unfenced_ms()
+        ct.check(bool(unfenced), f"both brokers (DPDK and uring) registered and unfenced "
+                                 f"{time.monotonic() - t_start:.2f}s after start; the DPDK "
+                                 f"broker {unfenced[:1]} ms after registering")
+        # The controller's end of the DPDK broker's link: from the stack's address.
+        end = time.time() + 10
+        while not from_stack(cport):
+            if time.time() > end:
+                raise AssertionError(f"the controller has no connection from {DPDK_IP}")
+            time.sleep(0.1)
+        ct.check(True, f"the controller's link to the DPDK broker comes from {DPDK_IP} "
+                       f"(the userspace stack)")
+        # The topic is created through the DPDK broker alone (it names itself controller in
+        # Metadata and forwards CreateTopics over its link).
+        before = metric(admin_metrics(dpdk), "samsa_requests_total", 'api="CreateTopics"')
+        dadmin = AdminClient({"bootstrap.servers": f"{DPDK_IP}:{dpdk.port}"})
+        fs = dadmin.create_topics([NewTopic(TOPIC, num_partitions=PARTITIONS,
+                                            replication_factor=2,
+                                            config={"min.insync.replicas": "2"})])
         fs[TOPIC].result(30)
+        after = metric(admin_metrics(dpdk), "samsa_requests_total", 'api="CreateTopics"')
+        ct.check(after > before, f"CreateTopics answered by the DPDK broker ({before:.0f} -> "
+                                 f"{after:.0f}), forwarded to the controller over the stack")
         t = ct.topic_md(admin, TOPIC, PARTITIONS, timeout=20)
         leaders = {p: t.partitions[p].leader for p in range(PARTITIONS)}
         ct.check(set(leaders.values()) == {DPDK_BROKER, URING_BROKER},
@@ -224,11 +398,22 @@ def inner(a) -> int:
         total = w + n1 + n2 + n3
         got = ct.consume_all(bootstrap, TOPIC, PARTITIONS, total, timeout=60)
         ct.check(len(got) == total, f"all {total} records read back ({len(got)})")
+        isr_change(a, dpdk, uring)
+        controller_restart(controller, dpdk, cport)
+        # SIGTERM: the DPDK broker's controlled shutdown goes over the stack too.
+        t0 = time.monotonic()
+        rc = dpdk.stop()
+        secs = time.monotonic() - t0
+        m = re.findall(r"controlled shutdown: (leaderships moved|timed out) after (\d+) ms",
+                       dpdk.log_text())
+        ct.check(rc == 0 and secs < 10 and bool(m) and m[-1][0] == "leaderships moved",
+                 f"the DPDK broker stopped (exit {rc}) in {secs:.2f}s, controlled shutdown: "
+                 f"{m[-1] if m else 'no line'}")
         ok = True
     except AssertionError as e:
         log(f"FAIL: {e}")
     finally:
-        for n in nodes:
+        for n in (dpdk, uring, controller):
             rc = n.stop()
             if rc not in (0, None):
                 log(f"node {n.id} stopped with {rc}")
@@ -265,6 +450,7 @@ def main() -> int:
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--inner", action="store_true")
     ap.add_argument("--work", default="")
+    ap.add_argument("--dpdk-ns", default="")
     a, _ = ap.parse_known_args()
     return inner(a) if a.inner else outer(a)
 
