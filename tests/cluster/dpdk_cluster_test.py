@@ -256,7 +256,7 @@ def controller_restart(controller, dpdk, cport: int):
     end = time.time() + 20
     while not from_stack(cport):
         if time.time() > end:
-            raise AssertionError(f"the DPDK broker's link not back at the controller within 20 s")
+            raise AssertionError("the DPDK broker's link not back at the controller within 20 s")
         time.sleep(0.1)
     again = time.monotonic() - t0
     dadmin = AdminClient({"bootstrap.servers": f"{DPDK_IP}:{dpdk.port}"})
