@@ -22,6 +22,10 @@ constexpr std::uint16_t kBurst = 32;
 constexpr int kBurstsPerPoll = 8;
 // Counters shown to other threads are refreshed this often.
 constexpr std::int64_t kStatsEveryNs = 10'000'000;
+// Payload pieces shorter than this are copied even on zero-copy devices: an attached
+// segment costs a second mbuf (allocated, attached, freed through the callback), which a
+// small memcpy into the header's mbuf beats (produce answers are tens of bytes).
+constexpr std::size_t kAttachMin = 512;
 // Drivers without a descriptor to sleep on nap at most this long when idle.
 constexpr std::int64_t kMaxNapNs = 1'000'000;
 
@@ -178,7 +182,7 @@ err_t StackImpl::output_pieces(StackConn* sc, pbuf* p) {
     const auto* d = static_cast<const std::byte*>(q->payload);
     std::size_t left = q->len;
     // PBUF_ROM: tcp_write's reference to data kept until acknowledged (only ours).
-    const bool rom = q->type_internal == PBUF_ROM;
+    const bool rom = q->type_internal == PBUF_ROM && q->len >= kAttachMin;
     while (left > 0) {
       std::size_t avail = 0;
       TxBuf* t = rom && !sc->txq.empty() ? find_txbuf(sc, d, &avail) : nullptr;
