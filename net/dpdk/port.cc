@@ -439,7 +439,8 @@ std::expected<std::unique_ptr<Port>, std::string> Port::open(const PortOptions& 
   // tx_burst copy or writev each segment, and advertise MULTI_SEGS). af_xdp does not (its
   // tx_burst copies pkt_len bytes from the first segment), and a device that DMAs would need
   // the heap memory registered with it (rte_extmem_register, rte_dev_dma_map): both copy.
-  p->zero_copy_tx_ = (p->driver_ == "net_af_packet" || p->driver_ == "net_tap") &&
+  p->zero_copy_tx_ = opts.tx_zero_copy &&
+                     (p->driver_ == "net_af_packet" || p->driver_ == "net_tap") &&
                      (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS) != 0;
   if (p->zero_copy_tx_) {
     const std::string ext_name = "samsa_ext" + std::to_string(pools.fetch_add(1));
@@ -725,10 +726,7 @@ bool Port::tx_attach(void** frame, const std::byte* p, std::uint16_t len, ExtRef
   rte_mbuf_ext_shared_info* sh = shinfo_of(ref);
   if (!ext_pool_ || rte_mbuf_ext_refcnt_read(sh) >= 0xff00) return false;
   rte_mbuf* m = rte_pktmbuf_alloc(static_cast<rte_mempool*>(ext_pool_));
-  if (!m) {
-    ++tx_nombuf_;
-    return false;
-  }
+  if (!m) return false;  // the caller copies instead: not a drop
   // Software devices read it with the CPU; the address is all they use.
   rte_mbuf_ext_refcnt_update(sh, 1);
   void* addr = const_cast<std::byte*>(p);
@@ -742,6 +740,7 @@ bool Port::tx_attach(void** frame, const std::byte* p, std::uint16_t len, ExtRef
     return false;
   }
   if (!head) *frame = m;
+  tx_attached_bytes_ += len;
   return true;
 }
 
@@ -776,6 +775,7 @@ PortStats Port::stats() const {
   }
   s.tx_dropped = tx_dropped_;
   s.tx_nombuf = tx_nombuf_;
+  s.tx_attached_bytes = tx_attached_bytes_;
   return s;
 }
 

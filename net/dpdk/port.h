@@ -42,7 +42,8 @@ struct PortOptions {
   // Bytes each mbuf keeps for the stack right after the mbuf header (the lwIP pbuf that
   // wraps a received frame lives there: no allocation per packet).
   std::uint16_t priv_size = 0;
-  std::uint32_t ip = 0;  // network order; probed with ARP before the port is used
+  std::uint32_t ip = 0;      // network order; probed with ARP before the port is used
+  bool tx_zero_copy = true;  // where the device allows (zero_copy_tx())
 };
 
 // Counters since start; rx/tx from DPDK's port statistics, the rest kept here.
@@ -55,8 +56,9 @@ struct PortStats {
   std::uint64_t rx_errors = 0;
   std::uint64_t rx_nombuf = 0;  // no mbuf to receive into
   std::uint64_t tx_errors = 0;
-  std::uint64_t tx_dropped = 0;  // tx ring stayed full; frame dropped (TCP resends it)
-  std::uint64_t tx_nombuf = 0;   // no mbuf for an outgoing frame
+  std::uint64_t tx_dropped = 0;         // tx ring stayed full; frame dropped (TCP resends it)
+  std::uint64_t tx_nombuf = 0;          // no mbuf for an outgoing frame
+  std::uint64_t tx_attached_bytes = 0;  // sent from attached memory (tx_attach), not copied
 };
 
 class Port {
@@ -126,6 +128,7 @@ class Port {
   std::vector<void*> txq_;  // frames waiting for ring room
   std::uint64_t tx_dropped_ = 0;
   std::uint64_t tx_nombuf_ = 0;
+  std::uint64_t tx_attached_bytes_ = 0;
 };
 
 // The EAL argument vector samsad passes for samsa.dpdk.eal.args (exposed for tests): the

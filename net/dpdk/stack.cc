@@ -66,6 +66,7 @@ std::expected<void, std::string> StackImpl::init(const DpdkOptions& o) {
   po.mbufs = o.mbufs;
   po.priv_size = sizeof(pbuf_custom);
   po.ip = ip_;
+  po.tx_zero_copy = o.tx_zero_copy;
   auto port = Port::open(po);
   if (!port) return std::unexpected(port.error());
   port_ = std::move(*port);
@@ -307,6 +308,7 @@ void StackImpl::housekeeping(std::int64_t now) {
   tx_bytes_ = ps.tx_bytes;
   rx_dropped_ = ps.rx_missed + ps.rx_errors + ps.rx_nombuf;
   tx_dropped_ = ps.tx_dropped + ps.tx_nombuf + ps.tx_errors;
+  tx_zero_copy_ = ps.tx_attached_bytes;
   ip_dropped_ = lwip_stats.ip.drop + lwip_stats.tcp.drop + lwip_stats.etharp.drop;
   std::uint64_t half = 0;
   for (tcp_pcb* p = tcp_active_pcbs; p; p = p->next)
@@ -332,6 +334,7 @@ DpdkStats StackImpl::stats() const {
   s.tx_bytes = tx_bytes_;
   s.rx_dropped = rx_dropped_;
   s.tx_dropped = tx_dropped_;
+  s.tx_zero_copy_bytes = tx_zero_copy_;
   s.ip_dropped = ip_dropped_;
   s.tcp_retransmits = g_retransmits.load(std::memory_order_relaxed);
   s.tcp_connections = open_;

@@ -200,7 +200,7 @@ class StackImpl final : public DpdkStack, public StackPort, public io::Poller {
   std::atomic<std::uint64_t> busy_ns_{0}, sleeps_{0}, accepted_{0}, resets_{0}, open_{0};
   std::atomic<std::uint64_t> half_open_{0}, ip_dropped_{0}, syn_shed_{0}, connects_{0};
   std::atomic<std::uint64_t> rx_packets_{0}, rx_bytes_{0}, tx_packets_{0}, tx_bytes_{0};
-  std::atomic<std::uint64_t> rx_dropped_{0}, tx_dropped_{0};
+  std::atomic<std::uint64_t> rx_dropped_{0}, tx_dropped_{0}, tx_zero_copy_{0};
   std::atomic<std::uint32_t> mbufs_free_{0};
   std::uint64_t busy_before_attach_ns_ = 0;
   mutable std::mutex info_mu_;
