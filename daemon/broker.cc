@@ -32,13 +32,15 @@ std::string dpdk_stats_text(const net::DpdkStats& s) {
                                       : 0.0;
   std::snprintf(
       b, sizeof b,
-      "rx %llu packets %llu bytes, tx %llu packets %llu bytes, dropped rx %llu tx %llu "
+      "rx %llu packets %llu bytes, tx %llu packets %llu bytes (%llu without a copy), dropped "
+      "rx %llu tx %llu "
       "ip %llu, tcp retransmits %llu, connections %llu (half-open %llu, accepted %llu, "
       "outbound %llu, "
       "resets received %llu, half-open dropped %llu), poll busy %.1f%%, sleeps %llu, mbufs "
       "free %u/%u",
       static_cast<unsigned long long>(s.rx_packets), static_cast<unsigned long long>(s.rx_bytes),
       static_cast<unsigned long long>(s.tx_packets), static_cast<unsigned long long>(s.tx_bytes),
+      static_cast<unsigned long long>(s.tx_zero_copy_bytes),
       static_cast<unsigned long long>(s.rx_dropped), static_cast<unsigned long long>(s.tx_dropped),
       static_cast<unsigned long long>(s.ip_dropped),
       static_cast<unsigned long long>(s.tcp_retransmits),
@@ -145,7 +147,8 @@ std::expected<void, std::string> Broker::init(Config cfg,
     if (!s) return std::unexpected(s.error());
 #if SAMSA_HAVE_DPDK
     const DpdkSettings& d = (*s)->dpdk;
-    net::DpdkOptions o{d.eal_args, d.ip, d.netmask, d.gateway, d.mtu, d.idle_poll_us, d.mbufs};
+    net::DpdkOptions o{d.eal_args, d.ip,           d.netmask, d.gateway,
+                       d.mtu,      d.idle_poll_us, d.mbufs,   d.tx_zero_copy};
     auto stack = net::DpdkStack::create(o);
     if (!stack) return std::unexpected("samsa.net.backend=dpdk: " + stack.error());
     dpdk_ = std::move(*stack);

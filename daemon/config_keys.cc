@@ -407,6 +407,15 @@ const std::vector<ConfigKey> kKeys = {
      "After the last packet the poll loop keeps polling this long before it sleeps; it then "
      "sleeps until the device's descriptor is readable (af_packet, af_xdp, tap) or, for "
      "devices without one, in naps growing to 1 ms."},
+    {"samsa.dpdk.tx.zero.copy",
+     T::boolean,
+     "true",
+     {},
+     {},
+     {},
+     false,
+     "Send answer bytes from where they are kept, without copying them into packet buffers, on "
+     "devices that take frames in pieces (net_af_packet, net_tap); others always copy."},
     {"samsa.dpdk.mbufs",
      T::int32,
      "32767",

@@ -381,6 +381,9 @@ std::string render_prometheus(const BrokerSample& s) {
     counter("samsa_dpdk_rx_bytes_total", "Bytes the DPDK device received.", d.rx_bytes);
     counter("samsa_dpdk_tx_packets_total", "Frames the DPDK device sent.", d.tx_packets);
     counter("samsa_dpdk_tx_bytes_total", "Bytes the DPDK device sent.", d.tx_bytes);
+    counter("samsa_dpdk_tx_zero_copy_bytes_total",
+            "Payload bytes sent from kept answers without a copy into packet buffers.",
+            d.tx_zero_copy_bytes);
     w.family("samsa_dpdk_dropped_packets_total", "counter",
              "Frames dropped: rx (device ring full, no mbuf, errors), tx (ring full too long, no "
              "mbuf, errors), ip (not for us, bad header or checksum).");

@@ -151,6 +151,7 @@ std::expected<std::shared_ptr<const BrokerSettings>, std::string> make_settings(
     d.mtu = static_cast<std::uint32_t>(c.get_int("samsa.dpdk.mtu"));
     d.idle_poll_us = static_cast<std::uint32_t>(c.get_int("samsa.dpdk.idle.poll.us"));
     d.mbufs = static_cast<std::uint32_t>(c.get_int("samsa.dpdk.mbufs"));
+    d.tx_zero_copy = c.get_bool("samsa.dpdk.tx.zero.copy");
     in_addr a{};
     if (d.eal_args.empty())
       return std::unexpected(

@@ -31,6 +31,7 @@ struct DpdkSettings {
   std::uint32_t mtu = 1500;
   std::uint32_t idle_poll_us = 50;
   std::uint32_t mbufs = 32767;
+  bool tx_zero_copy = true;
 };
 
 // process.roles: absent or "broker,controller" is the single node samsad has always been (its

@@ -34,13 +34,17 @@ struct DpdkOptions {
   // tap) or, for drivers without one, in naps that grow up to this long.
   std::uint32_t idle_poll_us = 50;
   std::uint32_t mbufs = 32767;  // packet buffers in the pool
+  // samsa.dpdk.tx.zero.copy: attach answer memory to outgoing frames instead of copying it,
+  // where the device allows (net/dpdk/README.md, Zero copy).
+  bool tx_zero_copy = true;
 };
 
 // The stack's counters (a snapshot the poll loop refreshes every few milliseconds).
 struct DpdkStats {
   std::uint64_t rx_packets = 0, rx_bytes = 0, tx_packets = 0, tx_bytes = 0;
-  std::uint64_t rx_dropped = 0;  // device ring full, no mbuf, errors
-  std::uint64_t tx_dropped = 0;  // transmit ring full for too long, no mbuf, errors
+  std::uint64_t rx_dropped = 0;          // device ring full, no mbuf, errors
+  std::uint64_t tx_dropped = 0;          // transmit ring full for too long, no mbuf, errors
+  std::uint64_t tx_zero_copy_bytes = 0;  // payload sent from kept answers without a copy
   std::uint64_t ip_dropped = 0;  // not for us, bad header or checksum (lwIP's IP and TCP drops)
   std::uint64_t tcp_retransmits = 0;
   std::uint64_t tcp_connections = 0;  // established (or closing) connections now

@@ -31,6 +31,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <new>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -432,7 +433,30 @@ std::expected<std::unique_ptr<Port>, std::string> Port::open(const PortOptions& 
   }
   p->pool_ = mp;
 
+  // Transmit without copying lwIP's segments into mbufs: the headers are copied into one,
+  // the payload (answer memory the stack keeps until acknowledged) is attached as external
+  // buffers. Only where the PMD walks a segment chain with the CPU: af_packet and tap (their
+  // tx_burst copy or writev each segment, and advertise MULTI_SEGS). af_xdp does not (its
+  // tx_burst copies pkt_len bytes from the first segment), and a device that DMAs would need
+  // the heap memory registered with it (rte_extmem_register, rte_dev_dma_map): both copy.
+  p->zero_copy_tx_ = opts.tx_zero_copy &&
+                     (p->driver_ == "net_af_packet" || p->driver_ == "net_tap") &&
+                     (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS) != 0;
+  if (p->zero_copy_tx_) {
+    const std::string ext_name = "samsa_ext" + std::to_string(pools.fetch_add(1));
+    // Attached mbufs live from link_output until tx_burst (af_packet and tap free them
+    // there) or while frames wait for ring room (Port's queue, at most 4096 + a burst).
+    p->ext_pool_ = rte_pktmbuf_pool_create(ext_name.c_str(), 8191, 256, 0, 0,
+                                           static_cast<int>(rte_socket_id()));
+    if (!p->ext_pool_) {
+      LOG_WARN("dpdk: no memory for the zero-copy transmit mbufs (%s); frames are copied",
+               rte_strerror(rte_errno));
+      p->zero_copy_tx_ = false;
+    }
+  }
+
   rte_eth_conf conf{};
+  if (p->zero_copy_tx_) conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
   if (int rc = rte_eth_dev_configure(id, 1, 1, &conf); rc != 0)
     return fail("device " + p->device_ + ": configuring one queue pair: " + rte_strerror(-rc) +
                 log_tail());
@@ -563,9 +587,12 @@ std::expected<std::unique_ptr<Port>, std::string> Port::open(const PortOptions& 
                   (p->iface_.empty() ? p->device_ : p->iface_) + " from " + owner +
                   " (another broker, or a host with that address)");
   }
-  LOG_INFO("dpdk: %s (%s%s%s) up: mac %s, mtu %u, 1 rx/1 tx queue, %u mbufs, %zu wait fds",
-           p->device_.c_str(), p->driver_.c_str(), p->iface_.empty() ? "" : " on ",
-           p->iface_.c_str(), mac_text(p->mac_).c_str(), p->mtu_, opts.mbufs, p->wait_fds_.size());
+  LOG_INFO(
+      "dpdk: %s (%s%s%s) up: mac %s, mtu %u, 1 rx/1 tx queue, %u mbufs, %zu wait fds, %s "
+      "transmit",
+      p->device_.c_str(), p->driver_.c_str(), p->iface_.empty() ? "" : " on ", p->iface_.c_str(),
+      mac_text(p->mac_).c_str(), p->mtu_, opts.mbufs, p->wait_fds_.size(),
+      p->zero_copy_tx_ ? "zero-copy" : "copying");
   return p;
 }
 
@@ -640,6 +667,87 @@ bool Port::tx_flush() {
   return !txq_.empty();
 }
 
+static_assert(sizeof(ExtRef) >= sizeof(rte_mbuf_ext_shared_info));
+static_assert(alignof(ExtRef) >= alignof(rte_mbuf_ext_shared_info));
+
+namespace {
+rte_mbuf_ext_shared_info* shinfo_of(ExtRef* r) {
+  return std::launder(reinterpret_cast<rte_mbuf_ext_shared_info*>(r->raw));
+}
+}  // namespace
+
+void Port::ext_init(ExtRef* ref, ExtFreed freed, void* opaque) {
+  auto* sh = new (ref->raw) rte_mbuf_ext_shared_info{};
+  sh->free_cb = freed;
+  sh->fcb_opaque = opaque;
+  rte_mbuf_ext_refcnt_set(sh, 1);
+}
+
+void Port::ext_put(ExtRef* ref) {
+  rte_mbuf_ext_shared_info* sh = shinfo_of(ref);
+  // The same step DPDK takes when it frees an attached mbuf (__rte_pktmbuf_free_extbuf).
+  if (rte_mbuf_ext_refcnt_update(sh, -1) == 0) sh->free_cb(nullptr, sh->fcb_opaque);
+}
+
+std::uint16_t Port::ext_count(const ExtRef* ref) {
+  return rte_mbuf_ext_refcnt_read(shinfo_of(const_cast<ExtRef*>(ref)));
+}
+
+bool Port::tx_copy(void** frame, const std::byte* p, std::uint16_t len) {
+  auto* head = static_cast<rte_mbuf*>(*frame);
+  rte_mbuf* tail = head ? rte_pktmbuf_lastseg(head) : nullptr;
+  if (tail && RTE_MBUF_DIRECT(tail) && rte_pktmbuf_tailroom(tail) >= len) {
+    std::memcpy(rte_pktmbuf_mtod_offset(tail, char*, tail->data_len), p, len);
+    tail->data_len = static_cast<std::uint16_t>(tail->data_len + len);
+    head->pkt_len += len;
+    return true;
+  }
+  rte_mbuf* m = rte_pktmbuf_alloc(static_cast<rte_mempool*>(pool_));
+  if (!m) {
+    ++tx_nombuf_;
+    return false;
+  }
+  char* d = rte_pktmbuf_append(m, len);
+  if (!d) {
+    rte_pktmbuf_free(m);
+    ++tx_nombuf_;
+    return false;
+  }
+  std::memcpy(d, p, len);
+  if (head && rte_pktmbuf_chain(head, m) != 0) {
+    rte_pktmbuf_free(m);
+    return false;
+  }
+  if (!head) *frame = m;
+  return true;
+}
+
+bool Port::tx_attach(void** frame, const std::byte* p, std::uint16_t len, ExtRef* ref) {
+  rte_mbuf_ext_shared_info* sh = shinfo_of(ref);
+  if (!ext_pool_ || rte_mbuf_ext_refcnt_read(sh) >= 0xff00) return false;
+  rte_mbuf* m = rte_pktmbuf_alloc(static_cast<rte_mempool*>(ext_pool_));
+  if (!m) return false;  // the caller copies instead: not a drop
+  // Software devices read it with the CPU; the address is all they use.
+  rte_mbuf_ext_refcnt_update(sh, 1);
+  void* addr = const_cast<std::byte*>(p);
+  rte_pktmbuf_attach_extbuf(
+      m, addr, static_cast<rte_iova_t>(reinterpret_cast<std::uintptr_t>(addr)), len, sh);
+  m->data_len = len;
+  m->pkt_len = len;
+  auto* head = static_cast<rte_mbuf*>(*frame);
+  if (head && rte_pktmbuf_chain(head, m) != 0) {
+    rte_pktmbuf_free(m);  // drops the reference again
+    return false;
+  }
+  if (!head) *frame = m;
+  tx_attached_bytes_ += len;
+  return true;
+}
+
+void Port::tx_discard(void* frame) {
+  if (frame) rte_pktmbuf_free(static_cast<rte_mbuf*>(frame));
+}
+
 void Port::free(void* mbuf) {
   rte_pktmbuf_free(static_cast<rte_mbuf*>(mbuf));
 }
@@ -667,6 +775,7 @@ PortStats Port::stats() const {
   }
   s.tx_dropped = tx_dropped_;
   s.tx_nombuf = tx_nombuf_;
+  s.tx_attached_bytes = tx_attached_bytes_;
   return s;
 }
 

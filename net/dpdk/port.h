@@ -24,6 +24,16 @@ struct Frame {
   std::uint16_t len = 0;
 };
 
+// Memory outgoing frames may point into instead of having it copied (DPDK's external
+// buffers): the storage of an rte_mbuf_ext_shared_info (port.cc checks the size). Its count is the
+// owner's own hold plus one per mbuf attached; `freed(nullptr, opaque)` runs once it drops to
+// zero, on the thread that drops the last reference (here always the polling thread: the
+// PMDs this is used with free transmitted mbufs inside tx_burst).
+struct ExtRef {
+  alignas(8) unsigned char raw[24];
+};
+using ExtFreed = void (*)(void* addr, void* opaque);
+
 struct PortOptions {
   // samsa.dpdk.eal.args, split on white space. Missing essentials are added (see port.cc).
   std::string eal_args;
@@ -32,7 +42,8 @@ struct PortOptions {
   // Bytes each mbuf keeps for the stack right after the mbuf header (the lwIP pbuf that
   // wraps a received frame lives there: no allocation per packet).
   std::uint16_t priv_size = 0;
-  std::uint32_t ip = 0;  // network order; probed with ARP before the port is used
+  std::uint32_t ip = 0;      // network order; probed with ARP before the port is used
+  bool tx_zero_copy = true;  // where the device allows (zero_copy_tx())
 };
 
 // Counters since start; rx/tx from DPDK's port statistics, the rest kept here.
@@ -45,8 +56,9 @@ struct PortStats {
   std::uint64_t rx_errors = 0;
   std::uint64_t rx_nombuf = 0;  // no mbuf to receive into
   std::uint64_t tx_errors = 0;
-  std::uint64_t tx_dropped = 0;  // tx ring stayed full; frame dropped (TCP resends it)
-  std::uint64_t tx_nombuf = 0;   // no mbuf for an outgoing frame
+  std::uint64_t tx_dropped = 0;         // tx ring stayed full; frame dropped (TCP resends it)
+  std::uint64_t tx_nombuf = 0;          // no mbuf for an outgoing frame
+  std::uint64_t tx_attached_bytes = 0;  // sent from attached memory (tx_attach), not copied
 };
 
 class Port {
@@ -64,6 +76,23 @@ class Port {
   // A buffer for an outgoing frame of len bytes (nullptr: pool empty); queue it with tx().
   std::byte* tx_alloc(std::uint16_t len, void** mbuf);
   void tx(void* mbuf);
+
+  // Frames built from pieces, for devices that take multi-segment frames from memory the CPU
+  // reads (zero_copy_tx()). tx_copy appends bytes copied into pool mbufs; tx_attach appends
+  // len bytes at p, which `ref` keeps alive, without a copy (one reference per attached
+  // segment, dropped when the device is done with it). *frame starts null; false (pool
+  // empty, or ref's count near its 16-bit limit) leaves *frame as it was: append by copy
+  // instead, or tx_discard it. A finished frame goes to tx().
+  bool zero_copy_tx() const { return zero_copy_tx_; }
+  bool tx_copy(void** frame, const std::byte* p, std::uint16_t len);
+  bool tx_attach(void** frame, const std::byte* p, std::uint16_t len, ExtRef* ref);
+  static void tx_discard(void* frame);
+  // The owner's hold on `ref`: ext_init takes it (count 1), ext_put drops one reference and
+  // runs `freed` when it was the last.
+  static void ext_init(ExtRef* ref, ExtFreed freed, void* opaque);
+  static void ext_put(ExtRef* ref);
+  // References on `ref` (the owner's and the frames'); for tests.
+  static std::uint16_t ext_count(const ExtRef* ref);
   // Hands queued frames to the device; true while some are still waiting for ring room.
   bool tx_flush();
 
@@ -90,6 +119,8 @@ class Port {
   std::uint16_t id_ = 0;
   bool started_ = false;
   void* pool_ = nullptr;
+  void* ext_pool_ = nullptr;  // data-less mbufs for tx_attach
+  bool zero_copy_tx_ = false;
   std::uint8_t mac_[6]{};
   std::uint32_t mtu_ = 1500;
   std::string device_, driver_, iface_;
@@ -97,6 +128,7 @@ class Port {
   std::vector<void*> txq_;  // frames waiting for ring room
   std::uint64_t tx_dropped_ = 0;
   std::uint64_t tx_nombuf_ = 0;
+  std::uint64_t tx_attached_bytes_ = 0;
 };
 
 // The EAL argument vector samsad passes for samsa.dpdk.eal.args (exposed for tests): the

@@ -22,6 +22,10 @@ constexpr std::uint16_t kBurst = 32;
 constexpr int kBurstsPerPoll = 8;
 // Counters shown to other threads are refreshed this often.
 constexpr std::int64_t kStatsEveryNs = 10'000'000;
+// Payload pieces shorter than this are copied even on zero-copy devices: an attached
+// segment costs a second mbuf (allocated, attached, freed through the callback), which a
+// small memcpy into the header's mbuf beats (produce answers are tens of bytes).
+constexpr std::size_t kAttachMin = 512;
 // Drivers without a descriptor to sleep on nap at most this long when idle.
 constexpr std::int64_t kMaxNapNs = 1'000'000;
 
@@ -62,6 +66,7 @@ std::expected<void, std::string> StackImpl::init(const DpdkOptions& o) {
   po.mbufs = o.mbufs;
   po.priv_size = sizeof(pbuf_custom);
   po.ip = ip_;
+  po.tx_zero_copy = o.tx_zero_copy;
   auto port = Port::open(po);
   if (!port) return std::unexpected(port.error());
   port_ = std::move(*port);
@@ -142,6 +147,20 @@ err_t StackImpl::netif_init(netif* n) {
 
 err_t StackImpl::link_output(netif* n, pbuf* p) {
   auto* self = static_cast<StackImpl*>(n->state);
+  if (self->port_->zero_copy_tx() && p->next) {
+    // While a TCP pcb sends, lwIP points the interface's hints at the pcb's own: that names
+    // the connection whose kept answers a PBUF_ROM payload (tcp_write without copy) may
+    // point into. Anything else (ARP, ICMP, frames ARP held back) is copied.
+    StackConn* sc = nullptr;
+    if (n->hints) {
+      auto* pcb = reinterpret_cast<tcp_pcb*>(reinterpret_cast<char*>(n->hints) -
+                                             offsetof(tcp_pcb, netif_hints));
+      // A listener's half-open pcbs carry its Group as their argument, and send no data.
+      if (pcb->state != LISTEN && pcb->state != SYN_RCVD)
+        sc = static_cast<StackConn*>(pcb->callback_arg);
+    }
+    if (sc) return self->output_pieces(sc, p);
+  }
   void* m = nullptr;
   std::byte* d = self->port_->tx_alloc(p->tot_len, &m);
   if (!d) {
@@ -150,6 +169,35 @@ err_t StackImpl::link_output(netif* n, pbuf* p) {
   }
   pbuf_copy_partial(p, d, p->tot_len, 0);
   self->port_->tx(m);
+  LINK_STATS_INC(link.xmit);
+  return ERR_OK;
+}
+
+// The frame as a chain of mbufs: headers (and anything not found among the connection's kept
+// answers) copied, payload attached where it lies. Each attached segment holds a reference on
+// its answer piece until the device is done with it.
+err_t StackImpl::output_pieces(StackConn* sc, pbuf* p) {
+  void* frame = nullptr;
+  for (pbuf* q = p; q; q = q->next) {
+    if (q->len == 0) continue;
+    const auto* d = static_cast<const std::byte*>(q->payload);
+    std::size_t left = q->len;
+    // PBUF_ROM: tcp_write's reference to data kept until acknowledged (only ours).
+    const bool rom = q->type_internal == PBUF_ROM && q->len >= kAttachMin;
+    while (left > 0) {
+      std::size_t avail = 0;
+      TxBuf* t = rom && !sc->txq.empty() ? find_txbuf(sc, d, &avail) : nullptr;
+      const auto len = static_cast<std::uint16_t>(t ? std::min(left, avail) : left);
+      if (!(t && port_->tx_attach(&frame, d, len, &t->ref)) && !port_->tx_copy(&frame, d, len)) {
+        Port::tx_discard(frame);
+        LINK_STATS_INC(link.memerr);
+        return ERR_MEM;  // TCP keeps the segment and sends it later
+      }
+      d += len;
+      left -= len;
+    }
+  }
+  port_->tx(frame);
   LINK_STATS_INC(link.xmit);
   return ERR_OK;
 }
@@ -260,6 +308,7 @@ void StackImpl::housekeeping(std::int64_t now) {
   tx_bytes_ = ps.tx_bytes;
   rx_dropped_ = ps.rx_missed + ps.rx_errors + ps.rx_nombuf;
   tx_dropped_ = ps.tx_dropped + ps.tx_nombuf + ps.tx_errors;
+  tx_zero_copy_ = ps.tx_attached_bytes;
   ip_dropped_ = lwip_stats.ip.drop + lwip_stats.tcp.drop + lwip_stats.etharp.drop;
   std::uint64_t half = 0;
   for (tcp_pcb* p = tcp_active_pcbs; p; p = p->next)
@@ -285,6 +334,7 @@ DpdkStats StackImpl::stats() const {
   s.tx_bytes = tx_bytes_;
   s.rx_dropped = rx_dropped_;
   s.tx_dropped = tx_dropped_;
+  s.tx_zero_copy_bytes = tx_zero_copy_;
   s.ip_dropped = ip_dropped_;
   s.tcp_retransmits = g_retransmits.load(std::memory_order_relaxed);
   s.tcp_connections = open_;

@@ -41,6 +41,32 @@ extern std::uint64_t g_isn_key[2];
 
 class StackImpl;
 
+// One answer piece the stack keeps for lwIP, whose segments point into it (tcp_write without
+// copy). On devices that take frames in pieces (Port::zero_copy_tx) the frames on their way
+// to the device point into it too: `ref` counts the connection's hold plus one per such
+// frame segment, so a retransmission still queued in the port when the ACK of the first
+// transmission releases the piece keeps reading valid memory. Recycled through TxPool (no
+// allocation per answer in steady state).
+struct TxPool;
+struct TxBuf {
+  Buffer bytes;
+  ExtRef ref;
+  TxPool* pool = nullptr;
+  TxBuf* next_free = nullptr;
+};
+
+// Free TxBufs. Outlives the port (StackImpl declares it first): the port's queue may still
+// hold frames that point into TxBufs when the stack goes.
+struct TxPool {
+  ~TxPool();
+  TxBuf* get(Buffer b);       // the connection's hold (count 1)
+  static void put(TxBuf* t);  // drops the connection's hold
+  static void freed(void* addr, void* opaque);
+  TxBuf* free = nullptr;
+  std::size_t free_count = 0;
+  std::size_t live = 0;  // taken and not yet back (for tests and counters)
+};
+
 class StackConn {
  public:
   StackConn(StackImpl& s, LinkPtr l, tcp_pcb* p) : stack(s), link(std::move(l)), pcb(p) {}
@@ -61,7 +87,8 @@ class StackConn {
   // Answers: every byte handed over stays here until the peer acknowledged it (lwIP's
   // segments point into these buffers, TCP_WRITE without copy). [0, wpiece/woff) is written
   // into lwIP; `front_start` is the stream offset of txq.front().
-  RingQueue<Buffer> txq;
+  RingQueue<TxBuf*> txq;
+  std::size_t tx_hint = 0;  // txq index where link_output last found a segment's bytes
   std::size_t wpiece = 0;
   std::size_t woff = 0;
   std::uint64_t queued = 0, written = 0, acked = 0, front_start = 0;
@@ -118,6 +145,8 @@ class StackImpl final : public DpdkStack, public StackPort, public io::Poller {
   static err_t on_poll(void* arg, tcp_pcb* pcb);
   static err_t netif_init(netif* n);
   static err_t link_output(netif* n, pbuf* p);
+  err_t output_pieces(StackConn* sc, pbuf* p);
+  TxBuf* find_txbuf(StackConn* sc, const std::byte* p, std::size_t* avail);
   static void free_rx(pbuf* p);
 
  private:
@@ -148,8 +177,10 @@ class StackImpl final : public DpdkStack, public StackPort, public io::Poller {
   void housekeeping(std::int64_t now);
   void shed_half_open();
   void append_rx(StackConn* sc, pbuf* p);
+  void clear_txq(StackConn* sc);
 
   DpdkOptions opts_;
+  TxPool tx_pool_;  // before port_: frames in the port's queue may point into its buffers
   std::unique_ptr<Port> port_;
   netif netif_{};
   bool netif_up_ = false;
@@ -169,7 +200,7 @@ class StackImpl final : public DpdkStack, public StackPort, public io::Poller {
   std::atomic<std::uint64_t> busy_ns_{0}, sleeps_{0}, accepted_{0}, resets_{0}, open_{0};
   std::atomic<std::uint64_t> half_open_{0}, ip_dropped_{0}, syn_shed_{0}, connects_{0};
   std::atomic<std::uint64_t> rx_packets_{0}, rx_bytes_{0}, tx_packets_{0}, tx_bytes_{0};
-  std::atomic<std::uint64_t> rx_dropped_{0}, tx_dropped_{0};
+  std::atomic<std::uint64_t> rx_dropped_{0}, tx_dropped_{0}, tx_zero_copy_{0};
   std::atomic<std::uint32_t> mbufs_free_{0};
   std::uint64_t busy_before_attach_ns_ = 0;
   mutable std::mutex info_mu_;

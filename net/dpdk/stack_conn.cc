@@ -86,7 +86,7 @@ void StackImpl::drop_pcb(StackConn* sc, StackEvent::Closed why) {
     sc->ev.closed = why;
     open_.fetch_sub(1, std::memory_order_relaxed);
   }
-  sc->txq.clear();
+  clear_txq(sc);
   sc->wpiece = sc->woff = 0;
   sc->front_start = sc->acked = sc->written = sc->queued;
   mark(sc);
@@ -108,7 +108,7 @@ void StackImpl::update(StackConn* sc, ConnUpdate u) {
   for (auto& b : u.send) {
     if (b.size() == 0) continue;
     sc->queued += b.size();
-    sc->txq.push_back(std::move(b));
+    sc->txq.push_back(tx_pool_.get(std::move(b)));
   }
   if (u.credit) {
     // A consumed byte reopens the window by one; lwIP takes 16 bits at a time.
@@ -131,7 +131,7 @@ void StackImpl::update(StackConn* sc, ConnUpdate u) {
 
 void StackImpl::try_write(StackConn* sc) {
   while (sc->pcb && sc->wpiece < sc->txq.size()) {
-    Buffer& b = sc->txq[sc->wpiece];
+    Buffer& b = sc->txq[sc->wpiece]->bytes;
     const std::size_t rem = b.size() - sc->woff;
     if (rem == 0) {
       ++sc->wpiece;
@@ -153,10 +153,79 @@ void StackImpl::try_write(StackConn* sc) {
 
 void StackImpl::release_acked(StackConn* sc) {
   while (!sc->txq.empty() && sc->wpiece > 0 &&
-         sc->front_start + sc->txq.front().size() <= sc->acked) {
-    sc->front_start += sc->txq.front().size();
-    sc->txq.pop_front();
+         sc->front_start + sc->txq.front()->bytes.size() <= sc->acked) {
+    sc->front_start += sc->txq.front()->bytes.size();
+    TxPool::put(sc->txq.take_front());
     --sc->wpiece;
+    if (sc->tx_hint > 0) --sc->tx_hint;
+  }
+}
+
+void StackImpl::clear_txq(StackConn* sc) {
+  while (!sc->txq.empty())
+    TxPool::put(sc->txq.take_front());
+  sc->tx_hint = 0;
+}
+
+// The kept answer piece that holds p (a segment's payload, which lwIP sends from in place),
+// and how many bytes of it from p on. Segments go out near where the last one was found
+// (new data after it, a retransmission at the front), so the search starts there.
+TxBuf* StackImpl::find_txbuf(StackConn* sc, const std::byte* p, std::size_t* avail) {
+  const std::size_t n = sc->txq.size();
+  for (std::size_t k = 0; k < n; ++k) {
+    const std::size_t i = (sc->tx_hint + k) % n;
+    TxBuf* t = sc->txq[i];
+    const std::byte* b = t->bytes.data();
+    if (p >= b && p < b + t->bytes.size()) {
+      sc->tx_hint = i;
+      *avail = static_cast<std::size_t>(b + t->bytes.size() - p);
+      return t;
+    }
+  }
+  return nullptr;
+}
+
+// ---- kept answer pieces ----
+
+TxBuf* TxPool::get(Buffer b) {
+  TxBuf* t = free;
+  if (t) {
+    free = t->next_free;
+    --free_count;
+  } else {
+    t = new TxBuf;
+    t->pool = this;
+  }
+  t->next_free = nullptr;
+  t->bytes = std::move(b);
+  Port::ext_init(&t->ref, &TxPool::freed, t);
+  ++live;
+  return t;
+}
+
+void TxPool::put(TxBuf* t) {
+  Port::ext_put(&t->ref);
+}
+
+void TxPool::freed(void*, void* opaque) {
+  auto* t = static_cast<TxBuf*>(opaque);
+  TxPool* pool = t->pool;
+  t->bytes = Buffer();
+  --pool->live;
+  // Enough spares for the answers of a busy moment; beyond that they go back to the heap.
+  if (pool->free_count >= 4096) {
+    delete t;
+    return;
+  }
+  t->next_free = pool->free;
+  pool->free = t;
+  ++pool->free_count;
+}
+
+TxPool::~TxPool() {
+  while (TxBuf* t = free) {
+    free = t->next_free;
+    delete t;
   }
 }
 
@@ -253,6 +322,7 @@ void StackImpl::free_conn(StackConn* sc) {
   if (sc->prev) sc->prev->next = sc->next;
   if (sc->next) sc->next->prev = sc->prev;
   if (conns_ == sc) conns_ = sc->next;
+  clear_txq(sc);
   if (sc->dirty) {  // unlink from the dirty list
     StackConn** pp = &dirty_;
     while (*pp && *pp != sc)

@@ -339,8 +339,9 @@ def samsactl_check(samsactl: str, broker: Samsad):
         f"{int(got['samsa_connections_accepted_total'])} connections accepted")
 
 
-def counters_check(broker: Samsad, impaired: bool) -> bool:
-    """The stack's counters, logged at shutdown, saw the traffic (and the losses)."""
+def counters_check(broker: Samsad, impaired: bool, pmd: str) -> bool:
+    """The stack's counters, logged at shutdown, saw the traffic (and the losses), and answers
+    went out without a copy into mbufs on af_packet (zero-copy transmit), copied on af_xdp."""
     with open(broker.log_file, "rb") as f:
         lines = [l for l in f.read().decode(errors="replace").splitlines()
                  if "dpdk: rx " in l]
@@ -348,14 +349,20 @@ def counters_check(broker: Samsad, impaired: bool) -> bool:
         log("FAIL: samsad logged no dpdk counters at shutdown")
         return False
     log(f"counters at shutdown: {lines[-1].split('dpdk: ', 1)[1]}")
-    m = re.search(r"rx (\d+) packets (\d+) bytes, tx (\d+) packets (\d+) bytes.*"
-                  r"tcp retransmits (\d+), connections (\d+)", lines[-1])
+    m = re.search(r"rx (\d+) packets (\d+) bytes, tx (\d+) packets (\d+) bytes "
+                  r"\((\d+) without a copy\).*tcp retransmits (\d+), connections (\d+)", lines[-1])
     if not m:
         log("FAIL: cannot read the dpdk counters line")
         return False
-    rx_p, rx_b, tx_p, tx_b, retrans, _conns = map(int, m.groups())
+    rx_p, rx_b, tx_p, tx_b, zero_copy, retrans, _conns = map(int, m.groups())
     if min(rx_p, rx_b, tx_p, tx_b) == 0:
         log("FAIL: the dpdk counters show no traffic")
+        return False
+    if pmd == "af_packet" and zero_copy < tx_b // 4:
+        log(f"FAIL: af_packet sent only {zero_copy} of {tx_b} bytes without a copy")
+        return False
+    if pmd == "af_xdp" and zero_copy != 0:
+        log(f"FAIL: af_xdp cannot take frames in pieces, yet {zero_copy} bytes went so")
         return False
     if impaired and retrans == 0:
         log("FAIL: 1% loss on the way out of DPDK, yet the stack counted no retransmit")
@@ -519,7 +526,7 @@ def inner(a) -> int:
             log(f"FAIL: {problem}\n{broker.tail()}")
             ok = False
         elif ok:
-            ok = counters_check(broker, impaired=a.bulk_mb > 0 and a.mtu <= 1500)
+            ok = counters_check(broker, impaired=a.bulk_mb > 0 and a.mtu <= 1500, pmd=a.pmd)
             if ok and a.mtu > 1500:
                 ok = jumbo_check(broker, a.mtu)
         if not ok:

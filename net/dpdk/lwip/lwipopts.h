@@ -49,6 +49,9 @@
 #define LWIP_SINGLE_NETIF 1
 #define LWIP_NETIF_STATUS_CALLBACK 0
 #define LWIP_NETIF_LINK_CALLBACK 0
+// While a pcb sends, lwIP points netif->hints at the pcb's own: link_output learns from it
+// which connection's kept answers a segment's payload points into (zero-copy transmit).
+#define LWIP_NETIF_HWADDRHINT 1
 
 // ---- TCP ----
 #define LWIP_TCP 1
