@@ -23,6 +23,7 @@
 #include "net/kafka/api.h"
 #include "net/kafka/gen/describe_cluster_request.h"
 #include "net/kafka/gen/describe_cluster_response.h"
+#include "net/kafka/wire.h"
 
 namespace samsa::daemon {
 namespace {
@@ -284,14 +285,6 @@ class ReactorChannel final : public ControllerChannel {
   std::uint64_t releases_ = 0;
 };
 
-std::vector<std::byte> flatten(net::Response r) {
-  std::vector<std::byte> out;
-  out.reserve(r.size());
-  for (auto& p : r.pieces())
-    out.insert(out.end(), p.bytes.data(), p.bytes.data() + p.bytes.size());
-  return out;
-}
-
 }  // namespace
 
 std::unique_ptr<ControllerChannel> kernel_controller_channel() {
@@ -313,7 +306,7 @@ std::expected<std::string, std::string> controller_cluster_id(ControllerChannel&
   while (mono_ms() < deadline) {
     if (ch.connect(host, port)) {
       kafka::DescribeClusterRequest req;
-      auto frame = flatten(kafka::encode_request(req, 0, 1, "samsa-broker"));
+      auto frame = kafka::flatten(kafka::encode_request(req, 0, 1, "samsa-broker"));
       auto resp = ch.exchange(frame, 5000, never);
       ch.disconnect();
       if (resp) {

@@ -54,25 +54,6 @@ Resolved resolve(const std::string& host, std::uint16_t port, bool numeric_only)
   return out;
 }
 
-class Impl;
-
-class UringClientConnection final : public ClientConnection {
- public:
-  explicit UringClientConnection(Impl* impl) : impl_(impl) {}
-  ~UringClientConnection() override;
-  bool send(Buffer frame) override;
-  bool connected() const override;
-  std::size_t inflight() const override;
-  void reconnect() override;
-  void set_endpoint(const std::string& host, std::uint16_t port) override;
-  const std::string& host() const override;
-  std::uint16_t port() const override;
-  const ClientStats& stats() const override;
-
- private:
-  Impl* impl_;
-};
-
 class Impl final : ClientCore<Impl> {
   friend class ClientCore<Impl>;
 
@@ -460,34 +441,6 @@ class Impl final : ClientCore<Impl> {
   msghdr msg_{};
 };
 
-UringClientConnection::~UringClientConnection() {
-  impl_->orphan();
-}
-bool UringClientConnection::send(Buffer frame) {
-  return impl_->send(std::move(frame));
-}
-bool UringClientConnection::connected() const {
-  return impl_->connected();
-}
-std::size_t UringClientConnection::inflight() const {
-  return impl_->inflight();
-}
-void UringClientConnection::reconnect() {
-  impl_->reconnect();
-}
-void UringClientConnection::set_endpoint(const std::string& host, std::uint16_t port) {
-  impl_->set_endpoint(host, port);
-}
-const std::string& UringClientConnection::host() const {
-  return impl_->host();
-}
-std::uint16_t UringClientConnection::port() const {
-  return impl_->port();
-}
-const ClientStats& UringClientConnection::stats() const {
-  return impl_->stats();
-}
-
 }  // namespace
 
 std::atomic<std::size_t>& client_live_counter() {
@@ -497,11 +450,7 @@ std::atomic<std::size_t>& client_live_counter() {
 
 std::unique_ptr<ClientConnection> ClientConnection::create(io::Reactor& r, ClientHandler& h,
                                                            ClientOptions o) {
-  auto* impl = new Impl(r, h, std::move(o));
-  std::unique_ptr<ClientConnection> c(new UringClientConnection(impl));
-  impl->set_handle(c.get());
-  impl->start();
-  return c;
+  return make_client_handle<Impl>(r, h, std::move(o));
 }
 
 std::size_t ClientConnection::live_count() {

@@ -12,6 +12,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
+#include <string>
+#include <utility>
 
 #include "base/bytes.h"
 #include "base/clock.h"
@@ -195,5 +198,37 @@ class ClientCore : protected io::TurnHook {
   CoreTimer deadline_timer_;
   RingQueue<std::int64_t> sent_at_;  // send time of each request without its response
 };
+
+// The handle a backend gives its user: every call goes to the internals D, which its
+// destruction orphans (they free themselves once the backend has its operations back).
+template <class D>
+class ClientHandle final : public ClientConnection {
+ public:
+  explicit ClientHandle(D* d) : d_(d) {}
+  ~ClientHandle() override { d_->orphan(); }
+  bool send(Buffer frame) override { return d_->send(std::move(frame)); }
+  bool connected() const override { return d_->connected(); }
+  std::size_t inflight() const override { return d_->inflight(); }
+  void reconnect() override { d_->reconnect(); }
+  void set_endpoint(const std::string& host, std::uint16_t port) override {
+    d_->set_endpoint(host, port);
+  }
+  const std::string& host() const override { return d_->host(); }
+  std::uint16_t port() const override { return d_->port(); }
+  const ClientStats& stats() const override { return d_->stats(); }
+
+ private:
+  D* d_;
+};
+
+// New internals D, their handle, and the first attempt.
+template <class D, class... A>
+std::unique_ptr<ClientConnection> make_client_handle(A&&... args) {
+  auto* d = new D(std::forward<A>(args)...);
+  auto handle = std::make_unique<ClientHandle<D>>(d);
+  d->set_handle(handle.get());
+  d->start();
+  return handle;
+}
 
 }  // namespace samsa::net

@@ -42,25 +42,6 @@ std::pair<std::uint32_t, int> resolve4(const std::string& host, bool numeric_onl
   return {ip, 0};
 }
 
-class Client;
-
-class Handle final : public ClientConnection {
- public:
-  explicit Handle(Client* c) : c_(c) {}
-  ~Handle() override;
-  bool send(Buffer frame) override;
-  bool connected() const override;
-  std::size_t inflight() const override;
-  void reconnect() override;
-  void set_endpoint(const std::string& host, std::uint16_t port) override;
-  const std::string& host() const override;
-  std::uint16_t port() const override;
-  const ClientStats& stats() const override;
-
- private:
-  Client* c_;
-};
-
 class Client final : public ClientSide, ClientCore<Client> {
   friend class ClientCore<Client>;
 
@@ -347,43 +328,11 @@ class Client final : public ClientSide, ClientCore<Client> {
   ConnUpdate out_;  // requests and credit for the stack, sent at the end of the turn
 };
 
-Handle::~Handle() {
-  c_->orphan();
-}
-bool Handle::send(Buffer frame) {
-  return c_->send(std::move(frame));
-}
-bool Handle::connected() const {
-  return c_->connected();
-}
-std::size_t Handle::inflight() const {
-  return c_->inflight();
-}
-void Handle::reconnect() {
-  c_->reconnect();
-}
-void Handle::set_endpoint(const std::string& host, std::uint16_t port) {
-  c_->set_endpoint(host, port);
-}
-const std::string& Handle::host() const {
-  return c_->host();
-}
-std::uint16_t Handle::port() const {
-  return c_->port();
-}
-const ClientStats& Handle::stats() const {
-  return c_->stats();
-}
-
 }  // namespace
 
 std::unique_ptr<ClientConnection> make_client(io::Reactor& r, ClientHandler& h, ClientOptions o,
                                               StackPort& stack) {
-  auto* c = new Client(r, h, std::move(o), stack);
-  std::unique_ptr<ClientConnection> handle(new Handle(c));
-  c->set_handle(handle.get());
-  c->start();
-  return handle;
+  return make_client_handle<Client>(r, h, std::move(o), stack);
 }
 
 }  // namespace samsa::net::dpdk

@@ -172,6 +172,8 @@ class StackImpl final : public DpdkStack, public StackPort, public io::Poller {
   void maybe_shutdown(StackConn* sc);
   void do_close(StackConn* sc);
   void drop_pcb(StackConn* sc, StackEvent::Closed why);
+  // A connection's pcb: our callbacks, no Nagle, keepalive (as the uring backend's sockets).
+  void set_callbacks(tcp_pcb* pcb, StackConn* sc);
   void clear_callbacks(tcp_pcb* pcb);
   void free_conn(StackConn* sc);
   void housekeeping(std::int64_t now);

@@ -46,13 +46,7 @@ void StackImpl::do_connect(const LinkPtr& link, std::uint32_t ip, std::uint16_t 
     return fail("bind", e);
   }
   sc->pcb = pcb;
-  tcp_arg(pcb, sc);
-  tcp_recv(pcb, &StackImpl::on_recv);
-  tcp_sent(pcb, &StackImpl::on_sent);
-  tcp_err(pcb, &StackImpl::on_err);
-  tcp_poll(pcb, &StackImpl::on_poll, 4);
-  tcp_nagle_disable(pcb);
-  ip_set_option(pcb, SOF_KEEPALIVE);
+  set_callbacks(pcb, sc);
   ip_addr_t dst;
   IP_SET_TYPE_VAL(dst, IPADDR_TYPE_V4);
   ip_2_ip4(&dst)->addr = ip;

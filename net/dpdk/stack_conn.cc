@@ -73,6 +73,17 @@ err_t StackImpl::on_poll(void* arg, tcp_pcb*) {
   return ERR_OK;
 }
 
+void StackImpl::set_callbacks(tcp_pcb* pcb, StackConn* sc) {
+  tcp_arg(pcb, sc);
+  tcp_recv(pcb, &StackImpl::on_recv);
+  tcp_sent(pcb, &StackImpl::on_sent);
+  tcp_err(pcb, &StackImpl::on_err);
+  tcp_poll(pcb, &StackImpl::on_poll, 4);
+  // Answers go out at once; dead peers are found.
+  tcp_nagle_disable(pcb);
+  ip_set_option(pcb, SOF_KEEPALIVE);
+}
+
 void StackImpl::clear_callbacks(tcp_pcb* pcb) {
   tcp_arg(pcb, nullptr);
   tcp_recv(pcb, nullptr);

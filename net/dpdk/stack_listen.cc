@@ -196,17 +196,8 @@ err_t StackImpl::on_accept(void* arg, tcp_pcb* pcb, err_t err) {
   std::string peer = std::string(host) + ":" + std::to_string(pcb->remote_port);
   sc->ev.opened = make_conn(link, s, sc, std::move(peer));
   sc->conn = sc->ev.opened.get();
-  sc->next = s.conns_;
-  if (s.conns_) s.conns_->prev = sc;
-  s.conns_ = sc;
-  tcp_arg(pcb, sc);
-  tcp_recv(pcb, &StackImpl::on_recv);
-  tcp_sent(pcb, &StackImpl::on_sent);
-  tcp_err(pcb, &StackImpl::on_err);
-  tcp_poll(pcb, &StackImpl::on_poll, 4);
-  // As the uring transport's sockets: answers go out at once; dead peers are found.
-  tcp_nagle_disable(pcb);
-  ip_set_option(pcb, SOF_KEEPALIVE);
+  s.track(sc);
+  s.set_callbacks(pcb, sc);
   s.accepted_.fetch_add(1, std::memory_order_relaxed);
   s.open_.fetch_add(1, std::memory_order_relaxed);
   s.mark(sc);
