@@ -15,6 +15,7 @@
 #include "net/kafka/gen/broker_registration_response.h"
 #include "net/kafka/gen/fetch_request.h"
 #include "net/kafka/gen/fetch_response.h"
+#include "net/kafka/wire.h"
 #include "replication/cluster_wire.h"
 
 namespace samsa::daemon {
@@ -31,14 +32,6 @@ constexpr std::int64_t kRequestTimeoutMs = 3000;
 constexpr std::int64_t kForwardWaitMs = 10'000;
 constexpr std::int32_t kFetchWaitMs = 100;
 constexpr std::int32_t kFetchMaxBytes = 8 << 20;
-
-std::vector<std::byte> flatten(net::Response r) {
-  std::vector<std::byte> out;
-  out.reserve(r.size());
-  for (auto& p : r.pieces())
-    out.insert(out.end(), p.bytes.data(), p.bytes.data() + p.bytes.size());
-  return out;
-}
 
 // The end of the whole batches in buf: the offset after the last one's last record.
 std::int64_t end_of_batches(std::span<const std::byte> buf, std::int64_t from) {
@@ -124,7 +117,8 @@ bool ClusterLink::do_register() {
   reg.endpoints = opts_.endpoints;
   auto body = replication::registration_request(reg, opts_.cluster_id);
   const std::int32_t corr = next_correlation_++;
-  auto frame = flatten(kafka::encode_request(body, kRegistrationVersion, corr, "samsa-broker"));
+  auto frame =
+      kafka::flatten(kafka::encode_request(body, kRegistrationVersion, corr, "samsa-broker"));
   auto resp = exchange(frame, kRequestTimeoutMs);
   if (!resp) return false;
   auto h = kafka::decode_response_header(*resp, kafka::BrokerRegistrationResponse::kApiKey,
@@ -161,7 +155,7 @@ bool ClusterLink::do_heartbeat() {
   hb.want_shut_down = want_shut_down_.load();
   auto body = replication::heartbeat_request(hb);
   const std::int32_t corr = next_correlation_++;
-  auto frame = flatten(kafka::encode_request(body, kHeartbeatVersion, corr, "samsa-broker"));
+  auto frame = kafka::flatten(kafka::encode_request(body, kHeartbeatVersion, corr, "samsa-broker"));
   auto resp = exchange(frame, kRequestTimeoutMs);
   if (!resp) return false;
   auto h = kafka::decode_response_header(*resp, kafka::BrokerHeartbeatResponse::kApiKey,
@@ -211,7 +205,7 @@ bool ClusterLink::do_fetch(std::int32_t max_wait_ms) {
   t.partitions.push_back(p);
   req.topics.push_back(std::move(t));
   const std::int32_t corr = next_correlation_++;
-  auto frame = flatten(kafka::encode_request(req, kFetchVersion, corr, "samsa-broker"));
+  auto frame = kafka::flatten(kafka::encode_request(req, kFetchVersion, corr, "samsa-broker"));
   const std::int64_t sent_ms = mono_ms();
   auto resp = exchange(frame, kRequestTimeoutMs + max_wait_ms);
   if (!resp) return false;
@@ -278,7 +272,11 @@ bool ClusterLink::do_forward() {
     frame[static_cast<std::size_t>(8 + i)] = static_cast<std::byte>(corr >> (24 - 8 * i));
   auto resp = exchange(frame, 30'000);
   if (!resp) {
-    f.done(std::nullopt, -1);
+    // The connection failed under it (a controller restart, say): sent again on the next one,
+    // as Kafka's forwarding does, until expire_waiting gives it up. Failing it at once closed
+    // the client's connection although the controller was back within milliseconds.
+    std::lock_guard lk(mu_);
+    queue_.push_front(std::move(f));
     return false;
   }
   barriers_.push_back(Barrier{std::move(*resp), std::move(f.done), -1, mono_ms()});
