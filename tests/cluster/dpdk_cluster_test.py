@@ -32,7 +32,6 @@ import argparse
 import json
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -130,7 +129,6 @@ def outer(a) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(f"SIGTERM: cleaning up {ns}"))
     dt.remove_stale_namespaces()
     remove_stale_dpdk_namespaces()
-    inner = None
     t0 = time.monotonic()
     try:
         dt.setup_namespace(ns, force_wire=True)
@@ -138,28 +136,11 @@ def outer(a) -> int:
         work = tempfile.mkdtemp(prefix="samsa-dpdk-cluster-")
         cmd = ["ip", "netns", "exec", ns, dt.DEBIAN_PY, os.path.abspath(__file__), "--inner",
                "--work", work, "--dpdk-ns", dns] + sys.argv[1:]
-        inner = subprocess.Popen(cmd, start_new_session=True)
-        try:
-            rc = inner.wait(timeout=a.budget)
-        except subprocess.TimeoutExpired:
-            log(f"FAIL: the test did not finish within {a.budget:.0f}s")
-            rc = 1
-        log(f"{'PASS' if rc == 0 else 'FAIL'} after {time.monotonic() - t0:.1f}s")
-        if rc == 0 and not a.keep:
-            shutil.rmtree(work, ignore_errors=True)
-        else:
-            log(f"kept {work}")
-        return 0 if rc == 0 else 1
+        return dt.run_inner(cmd, a.budget, work, a.keep, t0)
     except Fail as e:
         log(f"FAIL: {e}")
         return 1
     finally:
-        if inner and inner.poll() is None:
-            try:
-                os.killpg(inner.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            inner.wait()
         dt.kill_namespace(dns)
         dt.kill_namespace(ns)
 

@@ -177,6 +177,35 @@ def rewire_through_wire():
     link_up(["ip"], None, ["k0", "w0", "w1", "d0"])
 
 
+def run_inner(cmd: list[str], budget: float, work: str, keep: bool, t0: float) -> int:
+    """Runs the test's inner half (inside its namespace, in a session of its own, killed with
+    it if it outlives the budget or this process is ended) and says the verdict; the work
+    directory goes on success unless kept. 0, 1 or SKIP."""
+    inner = subprocess.Popen(cmd, start_new_session=True)
+    try:
+        try:
+            rc = inner.wait(timeout=budget)
+        except subprocess.TimeoutExpired:
+            log(f"FAIL: the test did not finish within its budget of {budget:.0f}s")
+            rc = 1
+    finally:
+        if inner.poll() is None:
+            try:
+                os.killpg(inner.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            inner.wait()
+    if rc == SKIP:
+        shutil.rmtree(work, ignore_errors=True)
+        return SKIP
+    log(f"{'PASS' if rc == 0 else 'FAIL'} after {time.monotonic() - t0:.1f}s")
+    if rc == 0 and not keep:
+        shutil.rmtree(work, ignore_errors=True)
+    else:
+        log(f"kept {work} (samsad.log, the log dir)")
+    return 0 if rc == 0 else 1
+
+
 def outer(a) -> int:
     why = a.unavailable or missing_prerequisites(a)
     if why:
@@ -189,7 +218,6 @@ def outer(a) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(f"SIGTERM: cleaning up {ns}"))
     signal.signal(signal.SIGINT, lambda *_: sys.exit(f"SIGINT: cleaning up {ns}"))
     remove_stale_namespaces()
-    inner = None
     t0 = time.monotonic()
     try:
         mode = setup_namespace(ns, a.force_wire, a.mtu)
@@ -198,31 +226,11 @@ def outer(a) -> int:
         work = tempfile.mkdtemp(prefix="samsa-dpdk-")
         cmd = ["ip", "netns", "exec", ns, DEBIAN_PY, os.path.abspath(__file__), "--inner",
                "--mode", mode, "--work", work] + sys.argv[1:]
-        inner = subprocess.Popen(cmd, start_new_session=True)
-        try:
-            rc = inner.wait(timeout=a.budget)
-        except subprocess.TimeoutExpired:
-            log(f"FAIL: the test did not finish within its budget of {a.budget:.0f}s")
-            rc = 1
-        if rc == SKIP:
-            shutil.rmtree(work, ignore_errors=True)
-            return SKIP
-        log(f"{'PASS' if rc == 0 else 'FAIL'} after {time.monotonic() - t0:.1f}s")
-        if rc == 0 and not a.keep:
-            shutil.rmtree(work, ignore_errors=True)
-        else:
-            log(f"kept {work} (samsad.log, the log dir)")
-        return 0 if rc == 0 else 1
+        return run_inner(cmd, a.budget, work, a.keep, t0)
     except Fail as e:
         log(f"FAIL: {e}")
         return 1
     finally:
-        if inner and inner.poll() is None:
-            try:
-                os.killpg(inner.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            inner.wait()
         kill_namespace(ns)
 
 
