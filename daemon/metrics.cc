@@ -123,6 +123,7 @@ ReactorSample sample_reactor(ReactorContext& ctx, bool with_partitions) {
         ps.producers = p.producers().size();
         ps.bytes_in = log.stats().bytes_written;
         ps.batches_in = log.stats().appends;
+        ps.duplicate_mismatches = p.duplicate_mismatches();
         ps.fenced = log.fenced();
         ps.dir = log.dir().string();
         s.partitions.push_back(std::move(ps));
@@ -284,6 +285,14 @@ std::string render_prometheus(const BrokerSample& s) {
   w.family("samsa_topic_batches_in_total", "counter", "Record batches appended to the topic.");
   for (const auto& t : topics)
     w.sample("samsa_topic_batches_in_total", {{"topic", t}}, static_cast<double>(batches_in[t]));
+  std::uint64_t mismatches = 0;
+  for (const PartitionSample* p : parts)
+    mismatches += p->duplicate_mismatches;
+  w.family("samsa_producer_duplicate_mismatches_total", "counter",
+           "Batches refused because they repeated a stored batch's producer id, epoch and "
+           "sequence numbers with other contents (a producer id in use twice), since each log "
+           "was opened.");
+  w.sample("samsa_producer_duplicate_mismatches_total", {}, static_cast<double>(mismatches));
   w.family("samsa_topic_bytes_out_total", "counter", "Record bytes sent to fetchers.");
   for (const auto& t : topics)
     w.sample("samsa_topic_bytes_out_total", {{"topic", t}}, static_cast<double>(bytes_out[t]));

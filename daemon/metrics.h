@@ -81,9 +81,10 @@ struct PartitionSample {
   std::int64_t high_watermark = 0;
   std::uint64_t size_bytes = 0;
   std::size_t segments = 0;
-  std::size_t producers = 0;     // idempotent producers the partition tracks
-  std::uint64_t bytes_in = 0;    // bytes written to the log since it was opened
-  std::uint64_t batches_in = 0;  // appends since it was opened
+  std::size_t producers = 0;               // idempotent producers the partition tracks
+  std::uint64_t bytes_in = 0;              // bytes written to the log since it was opened
+  std::uint64_t batches_in = 0;            // appends since it was opened
+  std::uint64_t duplicate_mismatches = 0;  // Partition::duplicate_mismatches
   bool fenced = false;
   std::string dir;
 };

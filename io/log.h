@@ -167,6 +167,7 @@ struct BatchInfo {
   std::int16_t producer_epoch;
   std::int32_t base_sequence;
   std::int32_t record_count;
+  std::uint32_t crc;  // CRC32C as stored in the header (attributes .. end)
   int compression() const { return attributes & 0x7; }
   bool is_transactional() const { return attributes & 0x10; }
   bool is_control() const { return attributes & 0x20; }

@@ -105,6 +105,7 @@ Result<BatchInfo> Log::Impl::prepare(AppendOp* op) const {
     store_be<std::int64_t>(b.data() + batch::kMaxTimestamp, ts.max);
     batch::update_crc(b);
     v->max_timestamp = ts.max;
+    v->crc = load_be<std::uint32_t>(b.data() + batch::kCrc);
   }
   return v;
 }

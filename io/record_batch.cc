@@ -67,6 +67,7 @@ BatchInfo parse_header(const std::byte* p) {
   i.producer_epoch = load_be<std::int16_t>(p + kProducerEpoch);
   i.base_sequence = load_be<std::int32_t>(p + kBaseSequence);
   i.record_count = load_be<std::int32_t>(p + kRecordCount);
+  i.crc = load_be<std::uint32_t>(p + kCrc);
   return i;
 }
 

@@ -195,6 +195,25 @@ std::expected<io::AppendResult, AppendError> Partition::append(io::AppendOp* op)
       case ProducerVerdict::append:
         break;
       case ProducerVerdict::duplicate:
+        if (!is_retry_of(c.duplicate, *info, op->batch)) {
+          ++duplicate_mismatches_;
+          LOG_WARN("%s-%d: a batch of producer %" PRId64
+                   " epoch %d repeats sequences %d..%d "
+                   "(offsets %" PRId64 "..%" PRId64
+                   ") with other contents (%d records, CRC "
+                   "0x%08x; stored: %d records, CRC 0x%08x): refused, not a retry; is the "
+                   "producer id in use twice?",
+                   topic_.c_str(), index_, info->producer_id, info->producer_epoch,
+                   c.duplicate.first_seq, c.duplicate.last_seq, c.duplicate.first_offset,
+                   c.duplicate.last_offset, info->record_count, info->crc, c.duplicate.record_count,
+                   c.duplicate.crc);
+          return std::unexpected(AppendError{
+              ErrorCode::out_of_order_sequence_number,
+              "The batch repeats the sequence numbers of a stored batch of this producer with "
+              "other contents.",
+              {},
+              log_->log_start_offset()});
+        }
         LOG_DEBUG("%s-%d: duplicate batch of producer %" PRId64
                   " (sequences %d..%d) at offset "
                   "%" PRId64,
@@ -257,6 +276,30 @@ io::Result<io::AppendResult> Partition::append_replicated(io::AppendOp* op) {
     pos += static_cast<std::size_t>(info.length);
   }
   return r;
+}
+
+bool Partition::is_retry_of(const ProducerBatch& stored, const io::BatchInfo& retry,
+                            std::span<std::byte> retry_bytes) const {
+  if (stored.record_count >= 0) return same_batch(stored, retry, retry_bytes);
+  // Loaded from a snapshot, which keeps no contents: the log's copy says. This header read is
+  // synchronous, but rare and bounded: a retry of one of a producer's last five batches from
+  // before this replica opened the log (at most once per such retry, a header just written).
+  ProducerBatch known = stored;
+  bool found = false;
+  auto r = log_->scan_batch_headers(stored.first_offset, [&](const io::BatchInfo& b) {
+    found = b.base_offset == stored.first_offset && b.producer_id == retry.producer_id &&
+            b.producer_epoch == retry.producer_epoch && b.base_sequence == stored.first_seq;
+    known.record_count = b.record_count;
+    known.crc = b.crc;
+    known.log_append_time = b.log_append_time();
+    known.timestamp = b.max_timestamp;
+    return false;  // the one batch
+  });
+  if (!r) {
+    LOG_WARN("%s-%d: reading the batch at offset %" PRId64 " to check a retry: %s", topic_.c_str(),
+             index_, stored.first_offset, r.error().detail.c_str());
+  }
+  return r && found && same_batch(known, retry, retry_bytes);
 }
 
 void Partition::complete_duplicates() {

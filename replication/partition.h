@@ -136,6 +136,9 @@ class Partition final : private io::Log::Listener {
   void release_commit_waiters() { settle_commit_waiters(true); }
 
   const ProducerStateTable& producers() const { return producers_; }
+  // Batches refused because they repeated a producer's id, epoch and sequences with other
+  // contents (two producers given one id: acknowledging them would have lost their records).
+  std::uint64_t duplicate_mismatches() const { return duplicate_mismatches_; }
   // Forgets producers silent for producer.id.expiration.ms and those wholly below the log
   // start (retention, DeleteRecords). Returns how many producers were removed.
   std::size_t expire_producers(std::int64_t now_ms);
@@ -151,6 +154,9 @@ class Partition final : private io::Log::Listener {
   static void wake_all(PartitionWaiter*& head);
   void write_snapshot(std::int64_t offset);
   void complete_duplicates();
+  // Whether a batch matching stored's producer, epoch and sequences has its contents too.
+  bool is_retry_of(const ProducerBatch& stored, const io::BatchInfo& retry,
+                   std::span<std::byte> retry_bytes) const;
   // Calls the commit waiters whose outcome is known (oldest first); all of them with
   // not_leader_or_follower when close is set.
   void settle_commit_waiters(bool close = false);
@@ -173,6 +179,7 @@ class Partition final : private io::Log::Listener {
   CommitWaiter* commit_tail_ = nullptr;
   std::int64_t log_woken_end_ = -1;  // the written end log_waiters_ last saw
   ProducerStateTable producers_;
+  std::uint64_t duplicate_mismatches_ = 0;
   // Duplicate batches waiting for their originals to be written/durable (AppendOp::next).
   io::AppendOp* dup_head_ = nullptr;
   struct DupTimer : io::Timer {

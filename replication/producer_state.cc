@@ -3,6 +3,9 @@
 #include <cinttypes>
 #include <cstdio>
 
+#include "base/bytes.h"
+#include "io/record_batch.h"
+
 namespace samsa::replication {
 namespace {
 
@@ -95,7 +98,18 @@ void ProducerStateTable::update(const io::BatchInfo& b, std::int64_t first_offse
     e.epoch = b.producer_epoch;
     e.clear_batches();
   }
-  e.push(ProducerBatch{b.base_sequence, last_sequence_of(b), first_offset, last_offset, timestamp});
+  e.push(ProducerBatch{b.base_sequence, last_sequence_of(b), first_offset, last_offset, timestamp,
+                       b.record_count, b.crc, b.log_append_time()});
+}
+
+bool same_batch(const ProducerBatch& stored, const io::BatchInfo& retry,
+                std::span<std::byte> retry_bytes) {
+  if (stored.record_count != retry.record_count) return false;
+  if (!stored.log_append_time || retry.log_append_time()) return stored.crc == retry.crc;
+  const auto attrs = static_cast<std::int16_t>(retry.attributes | io::batch::kTimestampTypeBit);
+  store_be<std::int16_t>(retry_bytes.data() + io::batch::kAttributes, attrs);
+  store_be<std::int64_t>(retry_bytes.data() + io::batch::kMaxTimestamp, stored.timestamp);
+  return io::batch::compute_crc(retry_bytes) == stored.crc;
 }
 
 std::size_t ProducerStateTable::expire(std::int64_t now_ms, std::int64_t expiration_ms) {

@@ -2,7 +2,10 @@
 // Kafka's ProducerStateManager keeps them: per producer id its epoch and the sequence ranges and
 // offsets of its last five batches. A leader asks check() before appending a client's batch:
 //   - a batch that repeats one of the five (same epoch, same first and last sequence) is a
-//     duplicate: it is answered with the original offsets and not stored again;
+//     duplicate candidate; it is answered with the original offsets and not stored again only
+//     when its contents are the original's too (same_batch: record count and CRC). A batch
+//     with a known producer id and sequences but other contents is not a retry: two producers
+//     share the id, and acknowledging it would lose its records without a word;
 //   - an older epoch is INVALID_PRODUCER_EPOCH;
 //   - a new epoch must start at sequence 0, unless the partition knows nothing of the producer;
 //   - in the same epoch the first sequence must follow the last one (wrapping at INT32_MAX),
@@ -15,6 +18,7 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -32,7 +36,21 @@ struct ProducerBatch {
   std::int64_t first_offset = -1;
   std::int64_t last_offset = -1;
   std::int64_t timestamp = -1;  // the batch's max timestamp
+  // What a retry must match. -1: unknown (loaded from a snapshot, which keeps no contents;
+  // the log's copy of the batch is asked then).
+  std::int32_t record_count = -1;
+  std::uint32_t crc = 0;
+  // crc is of a batch the log stamped with LogAppendTime (a follower's or a replayed copy): a
+  // retry is compared after the same stamp. A leader's own appends keep the producer's CRC.
+  bool log_append_time = false;
 };
+
+// Whether retry (prepared by the log, not yet appended) has the contents of the stored batch:
+// same record count and CRC. For a stored LogAppendTime copy the retry's bytes are stamped
+// the same way first (its attributes and maxTimestamp change: call only for a batch that will
+// not be appended). stored must have known contents (record_count >= 0).
+bool same_batch(const ProducerBatch& stored, const io::BatchInfo& retry,
+                std::span<std::byte> retry_bytes);
 
 struct ProducerEntry {
   static constexpr std::size_t kMaxBatches = 5;

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <fstream>
 
 #include "base/bytes.h"
@@ -34,10 +36,10 @@ struct Op : io::AppendOp {
 };
 
 std::vector<std::byte> idem_batch(std::int64_t pid, std::int16_t epoch, std::int32_t seq,
-                                  int records) {
+                                  int records, char value = 'v') {
   std::vector<io::SimpleRecord> rs;
   for (int i = 0; i < records; ++i)
-    rs.push_back({1000 + i, "k" + std::to_string(seq + i), std::string(32, 'v'), {}});
+    rs.push_back({1000 + i, "k" + std::to_string(seq + i), std::string(32, value), {}});
   io::BatchBuilder::Options o;
   o.producer_id = pid;
   o.producer_epoch = epoch;
@@ -96,6 +98,75 @@ TEST_F(PartitionTest, DuplicateAnswersOnlyOnceTheOriginalIsDurable) {
   EXPECT_GE(retry.durable_at_done, 3);
   EXPECT_EQ(retry.result.base_offset, 0);
   EXPECT_EQ(p->log().log_end_offset(), 3);
+}
+
+// Issue 17: two producers given one producer id send batches with the same id, epoch and
+// sequences. The second one's is not a retry of the first's: answering it as a duplicate would
+// acknowledge records that are stored nowhere. It is refused (and counted); a real retry still
+// gets the original offsets.
+TEST_F(PartitionTest, ABatchRepeatingSequencesWithOtherContentsIsRefusedNotAcknowledged) {
+  auto p = open();
+  ASSERT_EQ(append(*p, idem_batch(9, 0, 0, 5))->base_offset, 0);
+  ASSERT_EQ(append(*p, idem_batch(9, 0, 5, 5))->base_offset, 5);
+  Op other(idem_batch(9, 0, 0, 5, 'w'), &p->log());
+  auto r = p->append(&other);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code, ErrorCode::out_of_order_sequence_number);
+  reactor->run_until([] { return false; }, 20'000'000);
+  EXPECT_EQ(other.completions, 0);  // never answered as appended
+  EXPECT_EQ(p->duplicate_mismatches(), 1u);
+  EXPECT_EQ(p->log().log_end_offset(), 10);
+  auto retry = append(*p, idem_batch(9, 0, 5, 5));
+  ASSERT_TRUE(retry.has_value());
+  EXPECT_EQ(retry->base_offset, 5);
+  EXPECT_EQ(p->duplicate_mismatches(), 1u);
+}
+
+TEST_F(PartitionTest, TheContentsCheckHoldsAfterARestartFromASnapshot) {
+  {
+    auto p = open();
+    for (int i = 0; i < 3; ++i)
+      ASSERT_TRUE(append(*p, idem_batch(9, 0, i * 2, 2)).has_value());
+    ASSERT_TRUE(p->close().has_value());
+  }
+  // The snapshot keeps no contents: the log's copy of the batch decides.
+  auto p = open();
+  auto other = append(*p, idem_batch(9, 0, 2, 2, 'w'));
+  ASSERT_FALSE(other.has_value());
+  EXPECT_EQ(other.error().code, ErrorCode::out_of_order_sequence_number);
+  auto retry = append(*p, idem_batch(9, 0, 2, 2));
+  ASSERT_TRUE(retry.has_value());
+  EXPECT_EQ(retry->base_offset, 2);
+  EXPECT_EQ(p->log().log_end_offset(), 6);
+}
+
+// A follower's copy of a LogAppendTime batch carries the leader's stamp (attributes and
+// maxTimestamp, so another CRC); once the follower leads, the producer's retry of it is still
+// recognised.
+TEST_F(PartitionTest, ARetryOfALogAppendTimeBatchIsRecognisedOnAFollowerCopy) {
+  io::LogConfig cfg;
+  cfg.timestamp_type = io::TimestampType::log_append_time;
+  auto leader = open({}, cfg);
+  ASSERT_TRUE(append(*leader, idem_batch(9, 0, 0, 3)).has_value());
+  auto stored = leader->log().read(0, 1 << 20, 3, true);
+  ASSERT_TRUE(stored.has_value());
+  ASSERT_EQ(stored->slices.size(), 1u);
+  std::vector<std::byte> copy(stored->slices[0].length);
+  ASSERT_EQ(::pread(stored->slices[0].file->fd, copy.data(), copy.size(),
+                    static_cast<off_t>(stored->slices[0].position)),
+            static_cast<ssize_t>(copy.size()));
+  auto l = io::Log::open(*reactor, dir / "t-1", cfg, {});
+  ASSERT_TRUE(l.has_value());
+  Partition follower(*reactor, "t", Uuid{}, 1, 0, std::move(*l));
+  Op rep(copy, &follower.log());
+  ASSERT_TRUE(follower.append_replicated(&rep).has_value());
+  ASSERT_TRUE(reactor->run_until([&] { return rep.completions == 1; }));
+  auto retry = append(follower, idem_batch(9, 0, 0, 3));
+  ASSERT_TRUE(retry.has_value());
+  EXPECT_EQ(retry->base_offset, 0);
+  auto other = append(follower, idem_batch(9, 0, 0, 3, 'w'));
+  ASSERT_FALSE(other.has_value());
+  EXPECT_EQ(follower.duplicate_mismatches(), 1u);
 }
 
 TEST_F(PartitionTest, SequenceAndEpochErrorsStoreNothing) {
