@@ -13,6 +13,7 @@
 #include "net/dpdk/dpdk_transport.h"
 #include "net/kafka/gen/allocate_producer_ids_request.h"
 #include "net/kafka/gen/allocate_producer_ids_response.h"
+#include "net/kafka/wire.h"
 #include "net/uring_transport.h"
 
 namespace samsa::daemon {
@@ -293,33 +294,39 @@ void Broker::run_coordinator() {
     auto allocate_ids = [this, broker_node, node_id](
                             std::int32_t block, std::move_only_function<void(std::int64_t)> done) {
       auto shared = std::make_shared<std::move_only_function<void(std::int64_t)>>(std::move(done));
+      // Only a whole block of the size asked for is taken.
+      auto deliver = [this, shared, block](const replication::ProducerIdsAnswer& a) {
+        const bool ok = a.error == kafka::ErrorCode::none && a.first >= 0 && a.length == block;
+        if (!ok && a.error != kafka::ErrorCode::none)
+          LOG_WARN("the controller reserved no producer ids: %s",
+                   std::string(kafka::error_name(a.error)).c_str());
+        on_coordinator([shared, first = ok ? a.first : -1](coordinator::GroupCoordinator&) {
+          (*shared)(first);
+        });
+      };
       if (broker_node) {
         // A broker node asks the controller (AllocateProducerIds), as Kafka's brokers do.
         kafka::AllocateProducerIdsRequest req;
         req.broker_id = node_id;
-        std::vector<std::byte> frame;
-        net::Response encoded = kafka::encode_request(req, 0, 0, "samsa-broker");
-        for (auto& p : encoded.pieces())
-          frame.insert(frame.end(), p.bytes.data(), p.bytes.data() + p.bytes.size());
-        frame.erase(frame.begin(), frame.begin() + 4);  // the size prefix
-        forward_to_controller(std::move(frame), [this, shared, block](auto resp) {
-          std::int64_t first = -1;
+        req.broker_epoch = link_ ? link_->broker_epoch() : -1;
+        auto frame = kafka::flatten(kafka::encode_request(req, 0, 0, "samsa-broker"));
+        frame.erase(frame.begin(), frame.begin() + 4);  // forwarded frames carry no size prefix
+        forward_to_controller(std::move(frame), [deliver](auto resp) {
+          replication::ProducerIdsAnswer a{kafka::ErrorCode::network_exception, -1, 0};
           if (resp) {
             auto h = kafka::decode_response_header(*resp,
                                                    kafka::AllocateProducerIdsResponse::kApiKey, 0);
             kafka::AllocateProducerIdsResponse r;
-            if (h.ok() && kafka::decode_response_body(*resp, h, 0, r) == kafka::DecodeError::none &&
-                r.error_code == 0 && r.producer_id_len == block)
-              first = r.producer_id_start;
+            if (h.ok() && kafka::decode_response_body(*resp, h, 0, r) == kafka::DecodeError::none)
+              a = {static_cast<kafka::ErrorCode>(r.error_code), r.producer_id_start,
+                   r.producer_id_len};
           }
-          on_coordinator([shared, first](coordinator::GroupCoordinator&) { (*shared)(first); });
+          deliver(a);
         });
         return;
       }
-      on_controller([this, block, shared](replication::Controller& c) {
-        c.allocate_producer_ids(block, [this, shared](std::int64_t first) {
-          on_coordinator([shared, first](coordinator::GroupCoordinator&) { (*shared)(first); });
-        });
+      on_controller([node_id, deliver](replication::Controller& c) {
+        c.allocate_producer_ids(node_id, -1, deliver);
       });
     };
     coordinator_ = std::make_unique<coordinator::GroupCoordinator>(

@@ -63,6 +63,8 @@ class ClusterLink {
 
   // A request frame (header and body, no size prefix) for the controller; any thread.
   void forward(std::vector<std::byte> frame, ForwardDone done);
+  // This broker's epoch with the controller (-1 while not registered); any thread.
+  std::int64_t broker_epoch() const { return epoch_.load(std::memory_order_acquire); }
   // The offset the broker's image has reached (heartbeats report it); any thread.
   void set_applied(std::int64_t offset) { applied_.store(offset, std::memory_order_release); }
 
@@ -87,7 +89,8 @@ class ClusterLink {
   std::atomic<bool> connected_{false};          // to the controller (controlled_shutdown reads it)
   std::unique_ptr<ControllerChannel> channel_;  // used on the link thread only
   std::int32_t next_correlation_ = 1;
-  std::int64_t epoch_ = -1;  // -1: not registered
+  // -1: not registered. Written by the link thread, read by any (broker_epoch()).
+  std::atomic<std::int64_t> epoch_{-1};
   bool fenced_ = true;
   std::int64_t registered_ms_ = 0;
   std::int64_t next_heartbeat_ms_ = 0;

@@ -1,11 +1,12 @@
-// replication::Controller — the single writer of cluster metadata. It validates topic changes,
-// appends them as records to the __cluster_metadata log (durably), applies them to a new
-// MetadataImage and publishes it to every reactor. A change is answered only after the records
-// are synced AND every reactor has applied the image, so a client that created a topic can
-// produce to it on any connection at once.
+// replication::Controller — the single writer of cluster metadata: it drives ControllerState
+// (which decides every change and produces its records) over the __cluster_metadata log. It
+// appends the records (durably), reports each commit to the state machine, publishes the
+// committed image to every reactor, and answers a change only after its records are synced
+// AND every reactor has applied the image, so a client that created a topic can produce to it
+// on any connection at once. A failed write reverts the state machine's uncommitted tail.
 //
 // Runs on its own reactor thread ("controller"); every method is called on that thread.
-// (A Raft quorum will later sit between "append" and "apply"; the records do not change.)
+// (A Raft quorum will later sit between "append" and "commit"; the records do not change.)
 #pragma once
 
 #include <cstdint>
@@ -27,64 +28,6 @@
 #include "replication/topic_config.h"
 
 namespace samsa::replication {
-
-struct TopicSpec {
-  std::string name;
-  std::int32_t partitions = -1;          // -1: num.partitions
-  std::int16_t replication_factor = -1;  // -1: default.replication.factor
-  std::map<std::string, std::string> configs;
-};
-
-struct TopicOutcome {
-  std::string name;
-  kafka::ErrorCode error = kafka::ErrorCode::none;
-  std::string message;
-  Uuid id{};
-  std::int32_t partitions = -1;
-  std::int16_t replication_factor = -1;
-};
-
-struct DeleteOutcome {
-  std::string name;
-  Uuid id{};
-  kafka::ErrorCode error = kafka::ErrorCode::none;
-  std::string message;
-};
-
-// IncrementalAlterConfigs' operations (Kafka's wire codes).
-enum class ConfigOpType : std::int8_t { set = 0, remove = 1, append = 2, subtract = 3 };
-
-struct ConfigOp {
-  std::string key;
-  ConfigOpType op = ConfigOpType::set;
-  std::optional<std::string> value;
-};
-
-// The changes to one resource, applied all together or not at all.
-struct ConfigAlteration {
-  ConfigResource resource = ConfigResource::topic;
-  std::string name;  // topic name; for brokers this node's id, or "" for the cluster default
-  std::vector<ConfigOp> ops;
-  bool replace = false;  // AlterConfigs (legacy): overrides the request does not name are removed
-};
-
-struct ConfigOutcome {
-  kafka::ErrorCode error = kafka::ErrorCode::none;
-  std::string message;
-};
-
-struct PartitionsSpec {
-  std::string name;
-  std::int32_t count = 0;  // the new total
-  // Replicas of each new partition (empty: the controller picks).
-  std::vector<std::vector<std::int32_t>> assignments;
-};
-
-struct PartitionsOutcome {
-  std::string name;
-  kafka::ErrorCode error = kafka::ErrorCode::none;
-  std::string message;
-};
 
 // What a metadata Fetch gets from the controller's log (committed records only).
 struct MetadataRead {
@@ -116,12 +59,13 @@ class Controller {
     TopicDefaults defaults;
     std::int32_t default_partitions = 1;
     std::int16_t default_replication_factor = 1;
-    std::int32_t live_brokers = 1;
     bool delete_topic_enable = true;
     // Bounds checked before any record is built: partitions on this broker
     // (samsa.max.partitions) and partitions one request may add (Kafka's own cap: 10000).
     std::int64_t max_partitions = 100000;
     std::int64_t max_partitions_per_request = 10000;
+    // Producer ids per AllocateProducerIds (Kafka's: 1000).
+    std::int32_t producer_id_block = 1000;
     // Dynamic broker settings (ConfigRecords of broker resources) are the daemon's: it says
     // whether key=value may be set at run time (nullopt: yes; else the INVALID_REQUEST message)
     // and what a key's effective value is (for APPEND/SUBTRACT). Unset: broker changes refused.
@@ -140,13 +84,11 @@ class Controller {
   // Opens the metadata log and replays it into the first image (published before returning).
   io::Result<void> open();
   ImagePtr image() const { return image_; }
-  void set_defaults(TopicDefaults d) { opts_.defaults = std::move(d); }
-  void set_default_partitions(std::int32_t n) { opts_.default_partitions = n; }
-  void set_delete_topic_enable(bool b) { opts_.delete_topic_enable = b; }
-  void set_max_partitions(std::int64_t per_broker, std::int64_t per_request) {
-    opts_.max_partitions = per_broker;
-    opts_.max_partitions_per_request = per_request;
-  }
+  // Reloaded settings (the state machine holds the live copy).
+  void set_defaults(TopicDefaults d);
+  void set_default_partitions(std::int32_t n);
+  void set_delete_topic_enable(bool b);
+  void set_max_partitions(std::int64_t per_broker, std::int64_t per_request);
 
   using CreateDone = std::function<void(std::vector<TopicOutcome>)>;
   using DeleteDone = std::function<void(std::vector<DeleteOutcome>)>;
@@ -165,8 +107,10 @@ class Controller {
                          PartitionsDone done);
   // Topic configs and dynamic broker settings, one outcome per alteration.
   void alter_configs(std::vector<ConfigAlteration> changes, bool validate_only, ConfigDone done);
-  // Reserves a block of producer ids durably; done(first id) or done(-1) on failure.
-  void allocate_producer_ids(std::int32_t block, std::function<void(std::int64_t)> done);
+  // Reserves a block of producer ids durably for a broker (broker_epoch -1: unchecked, the
+  // single node's own coordinator); done runs once the block's record is synced.
+  void allocate_producer_ids(std::int32_t broker_id, std::int64_t broker_epoch,
+                             std::function<void(ProducerIdsAnswer)> done);
 
   // A reactor finished applying the image of this version.
   void applied(std::size_t reactor, std::int64_t version);
@@ -212,32 +156,21 @@ class Controller {
   bool published() const { return published_; }
 
  private:
-  struct Pending;
   struct Commit;
-  // Appends records as one batch; calls then(ok) after they are synced and applied.
-  void commit(std::vector<MetadataRecord> records, std::function<void(bool)> then);
-  // Several groups of records: each group stays within one batch (so it survives a power cut
-  // whole or not at all); groups are packed into batches of about kBatchBytes.
-  // in_state: the records came from state_ (already in its view); others are replayed into it
-  // once committed.
-  void commit_groups(std::vector<std::vector<MetadataRecord>> groups,
-                     std::function<void(bool)> then, bool in_state = false);
-  void on_piece_done(Commit* c);
+  // Appends the records a ControllerState request returned (already in its working view), each
+  // group within one batch (so it survives a power cut whole or not at all; groups empty: one
+  // group), groups packed into batches of about kBatchBytes. then(ok) runs once they are
+  // synced, committed and applied by every reactor; ok false when a write failed (the state
+  // machine's proposals from there on were reverted).
+  void commit(std::vector<MetadataRecord> records, std::vector<std::size_t> groups,
+              std::function<void(bool)> then);
+  void on_piece_done(Commit* c, std::size_t piece);
   void on_committed(Commit* c);
-  // The partition count a topic will have once changes in flight commit.
-  std::int32_t pending_partitions(const TopicState& t) const;
   void publish();
   void run_waiters();
-  // Controller mode: the records a ControllerState request returned (already in its view).
-  void commit_state(std::vector<MetadataRecord> records, std::function<void(bool)> then);
   void on_tick();
   void serve_parked_reads();
   MetadataRead read_now(std::int64_t offset, std::int32_t max_bytes);
-  // The replicas of n new partitions with rf copies (single: this node; controller: spread over
-  // the usable brokers); nullopt when rf exceeds them.
-  std::optional<std::vector<std::vector<std::int32_t>>> place(std::int32_t n, std::int16_t rf);
-  std::int32_t live_brokers() const;
-  bool broker_registered(std::int32_t id) const;
 
   io::Reactor& reactor_;
   Options opts_;
@@ -249,17 +182,9 @@ class Controller {
     std::function<void()> fn;
   };
   std::vector<Waiter> waiters_;
-  // Topics being created or deleted by changes not yet committed (names reserved).
-  std::map<std::string, int> in_flight_names_;
-  // Partitions being added by changes not yet committed: in total, and per existing topic.
-  std::int64_t in_flight_partitions_ = 0;
-  std::map<std::string, std::int32_t> pending_counts_;
-  // Config changes wait for the one being committed (see alter_configs).
-  bool config_busy_ = false;
-  std::deque<std::function<void()>> config_queue_;
-
-  // Controller mode.
+  // Single and controller modes: the state machine (decisions, working and committed views).
   std::unique_ptr<ControllerState> state_;
+  // Controller mode.
   struct TickTimer : io::Timer {
     Controller* self = nullptr;
   } tick_;

@@ -13,19 +13,12 @@ namespace samsa::replication {
 
 using kafka::ErrorCode;
 
-void Controller::commit_state(std::vector<MetadataRecord> records, std::function<void(bool)> then) {
-  std::vector<std::vector<MetadataRecord>> groups;
-  groups.push_back(std::move(records));
-  commit_groups(std::move(groups), std::move(then), true);
-}
-
 void Controller::register_broker(const BrokerRegistration& reg,
                                  std::function<void(RegistrationAnswer)> done) {
-  if (!state_) {
+  if (opts_.mode != Mode::controller) {
     done(RegistrationAnswer{ErrorCode::not_controller, -1});
     return;
   }
-  state_->advance_next_offset(log_->log_end_offset());
   auto p = state_->register_broker(reg, wall_ms());
   if (p.answer.error == ErrorCode::none)
     LOG_INFO("broker %d registers (epoch %lld, %zu records)", reg.broker_id,
@@ -34,19 +27,18 @@ void Controller::register_broker(const BrokerRegistration& reg,
     done(p.answer);
     return;
   }
-  commit_state(std::move(p.records), [answer = p.answer, done = std::move(done)](bool ok) {
+  commit(std::move(p.records), {}, [answer = p.answer, done = std::move(done)](bool ok) {
     done(ok ? answer : RegistrationAnswer{ErrorCode::kafka_storage_error, -1});
   });
 }
 
 void Controller::broker_heartbeat(const Heartbeat& hb, std::function<void(HeartbeatAnswer)> done) {
-  if (!state_) {
+  if (opts_.mode != Mode::controller) {
     HeartbeatAnswer a;
     a.error = ErrorCode::not_controller;
     done(a);
     return;
   }
-  state_->advance_next_offset(log_->log_end_offset());
   const bool was_fenced = [&] {
     auto it = state_->image().brokers().find(hb.broker_id);
     return it == state_->image().brokers().end() || it->second.fenced;
@@ -59,7 +51,7 @@ void Controller::broker_heartbeat(const Heartbeat& hb, std::function<void(Heartb
     done(p.answer);
     return;
   }
-  commit_state(std::move(p.records), [answer = p.answer, done = std::move(done)](bool ok) {
+  commit(std::move(p.records), {}, [answer = p.answer, done = std::move(done)](bool ok) {
     HeartbeatAnswer a = answer;
     if (!ok) a.error = ErrorCode::kafka_storage_error;
     done(a);
@@ -70,13 +62,12 @@ void Controller::alter_partition(std::vector<AlterPartitionItem> items,
                                  std::function<void(std::vector<AlterPartitionAnswer>)> done) {
   std::vector<AlterPartitionAnswer> answers;
   answers.reserve(items.size());
-  if (!state_) {
+  if (opts_.mode != Mode::controller) {
     for (std::size_t i = 0; i < items.size(); ++i)
       answers.push_back(AlterPartitionAnswer{0, ErrorCode::not_controller, -1, -1, {}, -1});
     done(std::move(answers));
     return;
   }
-  state_->advance_next_offset(log_->log_end_offset());
   std::vector<MetadataRecord> records;
   for (const auto& it : items) {
     auto p = state_->alter_partition(it);
@@ -95,19 +86,19 @@ void Controller::alter_partition(std::vector<AlterPartitionItem> items,
     return;
   }
   // All the request's changes in one batch: they commit (or fail) together.
-  commit_state(std::move(records),
-               [answers = std::move(answers), done = std::move(done)](bool ok) mutable {
-                 if (!ok)
-                   for (auto& a : answers)
-                     if (a.error == ErrorCode::none) a.error = ErrorCode::kafka_storage_error;
-                 done(std::move(answers));
-               });
+  commit(std::move(records), {},
+         [answers = std::move(answers), done = std::move(done)](bool ok) mutable {
+           if (!ok)
+             for (auto& a : answers)
+               if (a.error == ErrorCode::none) a.error = ErrorCode::kafka_storage_error;
+           done(std::move(answers));
+         });
 }
 
 void Controller::elect_leaders(
     bool unclean, std::optional<std::vector<std::pair<std::string, std::int32_t>>> which,
     std::function<void(kafka::ErrorCode, std::vector<ElectionResult>)> done) {
-  if (!state_) {
+  if (opts_.mode != Mode::controller) {
     // A single node: each partition's one replica leads it already.
     std::vector<ElectionResult> out;
     if (which) {
@@ -123,7 +114,6 @@ void Controller::elect_leaders(
     done(opts_.mode == Mode::single ? ErrorCode::none : ErrorCode::not_controller, std::move(out));
     return;
   }
-  state_->advance_next_offset(log_->log_end_offset());
   auto p = state_->elect_leaders(unclean, which ? &*which : nullptr);
   std::size_t elected = 0;
   for (const auto& r : p.answer)
@@ -135,15 +125,14 @@ void Controller::elect_leaders(
     done(ErrorCode::none, std::move(p.answer));
     return;
   }
-  commit_state(std::move(p.records),
-               [answer = std::move(p.answer), done = std::move(done)](bool ok) mutable {
-                 done(ok ? ErrorCode::none : ErrorCode::kafka_storage_error, std::move(answer));
-               });
+  commit(std::move(p.records), {},
+         [answer = std::move(p.answer), done = std::move(done)](bool ok) mutable {
+           done(ok ? ErrorCode::none : ErrorCode::kafka_storage_error, std::move(answer));
+         });
 }
 
 void Controller::on_tick() {
   const std::int64_t now = wall_ms();
-  state_->advance_next_offset(log_->log_end_offset());
   auto fenced_before = state_->image().brokers();
   auto records = state_->tick(now);
   if (!records.empty()) {
@@ -153,7 +142,7 @@ void Controller::on_tick() {
         LOG_WARN("broker %d missed its heartbeats for %lld ms: fenced, its leaderships move", id,
                  static_cast<long long>(opts_.session_timeout_ms));
     }
-    commit_state(std::move(records), [](bool ok) {
+    commit(std::move(records), {}, [](bool ok) {
       if (!ok) LOG_ERROR("metadata: fencing records could not be written");
     });
   }
@@ -166,7 +155,7 @@ void Controller::on_tick() {
     if (!moves.empty()) {
       LOG_INFO("auto leader rebalance: %zu partitions back to their preferred leaders",
                moves.size());
-      commit_state(std::move(moves), [](bool ok) {
+      commit(std::move(moves), {}, [](bool ok) {
         if (!ok) LOG_ERROR("metadata: leader rebalance records could not be written");
       });
     }
@@ -280,24 +269,6 @@ void Controller::apply_fetched(std::span<const std::byte> batches, std::int64_t 
 void Controller::when_applied(std::int64_t version, std::function<void()> fn) {
   waiters_.push_back(Waiter{version, std::move(fn)});
   run_waiters();
-}
-
-std::optional<std::vector<std::vector<std::int32_t>>> Controller::place(std::int32_t n,
-                                                                        std::int16_t rf) {
-  if (state_) return state_->place(n, rf);
-  if (rf > live_brokers()) return std::nullopt;
-  return std::vector<std::vector<std::int32_t>>(static_cast<std::size_t>(std::max(n, 0)),
-                                                std::vector<std::int32_t>{opts_.node_id});
-}
-
-std::int32_t Controller::live_brokers() const {
-  if (state_) return static_cast<std::int32_t>(state_->usable_brokers().size());
-  return opts_.live_brokers;
-}
-
-bool Controller::broker_registered(std::int32_t id) const {
-  if (state_) return state_->image().brokers().contains(id);
-  return id == opts_.node_id;
 }
 
 }  // namespace samsa::replication

@@ -1,11 +1,11 @@
-// replication::Controller's config changes: topic configs and dynamic broker settings
-// (IncrementalAlterConfigs' operations, AlterConfigs' replacement), one change at a time.
+// ControllerState's config changes: topic configs and dynamic broker settings
+// (IncrementalAlterConfigs' operations, AlterConfigs' replacement).
 #include <algorithm>
 #include <map>
 #include <memory>
-#include <tuple>
+#include <string>
 
-#include "replication/controller.h"
+#include "replication/controller_state.h"
 
 namespace samsa::replication {
 
@@ -63,147 +63,119 @@ std::string apply_list_op(ConfigOpType op, std::string_view current, std::string
 
 }  // namespace
 
-void Controller::alter_configs(std::vector<ConfigAlteration> changes, bool validate_only,
-                               ConfigDone done) {
-  // One config change at a time: each works from the image the previous one produced (APPEND,
-  // SUBTRACT and AlterConfigs' replacement read the current values).
-  if (config_busy_) {
-    auto args = std::make_shared<std::tuple<std::vector<ConfigAlteration>, bool, ConfigDone>>(
-        std::move(changes), validate_only, std::move(done));
-    config_queue_.push_back([this, args] {
-      alter_configs(std::move(std::get<0>(*args)), std::get<1>(*args),
-                    std::move(std::get<2>(*args)));
-    });
-    return;
-  }
-  auto results = std::make_shared<std::vector<ConfigOutcome>>();
-  results->reserve(changes.size());
-  std::vector<MetadataRecord> records;
+Proposal<std::vector<ConfigOutcome>> ControllerState::alter_configs(
+    std::vector<ConfigAlteration> changes, bool validate_only) {
+  // Each change reads the values in the working view, so APPEND, SUBTRACT and AlterConfigs'
+  // replacement build on a change still being committed, never on an older value.
+  Proposal<std::vector<ConfigOutcome>> out;
+  out.answer.reserve(changes.size());
   std::map<std::pair<ConfigResource, std::string>, int> named;
   for (const auto& a : changes)
     ++named[{a.resource, a.name}];
-  for (auto& a : changes) {
-    ConfigOutcome o;
+  std::vector<MetadataRecord> records;
+  for (const auto& a : changes) {
     if (named[{a.resource, a.name}] > 1) {
       // Kafka refuses every occurrence of a resource named twice.
-      results->push_back({ErrorCode::invalid_request, "Each resource must appear at most once."});
+      out.answer.push_back({ErrorCode::invalid_request, "Each resource must appear at most once."});
       continue;
     }
-    auto fail = [&](ErrorCode e, std::string msg) {
-      if (o.error != ErrorCode::none) return;
-      o.error = e;
-      o.message = std::move(msg);
-    };
-    const bool topic = a.resource == ConfigResource::topic;
-    const std::string self_id = std::to_string(opts_.node_id);
-    std::map<std::string, std::string> current;
-    if (topic) {
-      if (auto why = check_topic_name(a.name)) {
-        fail(ErrorCode::invalid_topic_exception, "Topic name is invalid: " + *why);
-      } else if (const TopicState* t = image_->topic(a.name)) {
-        current = t->configs;
-      } else {
-        fail(ErrorCode::unknown_topic_or_partition, "The topic '" + a.name + "' does not exist.");
-      }
-    } else if (a.name != "" && a.name != self_id &&
-               !(state_ && a.name.find_first_not_of("0123456789") == std::string::npos &&
-                 a.name.size() < 10 && broker_registered(std::atoi(a.name.c_str())))) {
-      fail(ErrorCode::invalid_request, "Unexpected broker id, expected " + self_id +
-                                           " or empty string, but received " + a.name);
-    } else if (!opts_.validate_broker_config) {
-      fail(ErrorCode::invalid_request, "Dynamic broker settings are not available.");
+    out.answer.push_back(alter_one(a, validate_only, records));
+  }
+  for (auto& r : records)
+    emit(out.records, std::move(r));
+  return out;
+}
+
+ConfigOutcome ControllerState::alter_one(const ConfigAlteration& a, bool validate_only,
+                                         std::vector<MetadataRecord>& records) {
+  ConfigOutcome o;
+  auto fail = [&](ErrorCode e, std::string msg) {
+    if (o.error != ErrorCode::none) return;
+    o.error = e;
+    o.message = std::move(msg);
+  };
+  const MetadataImage& view = decision_view();
+  const bool topic = a.resource == ConfigResource::topic;
+  const std::string self_id = std::to_string(opts_.node_id);
+  std::map<std::string, std::string> current;
+  if (topic) {
+    if (auto why = check_topic_name(a.name)) {
+      fail(ErrorCode::invalid_topic_exception, "Topic name is invalid: " + *why);
+    } else if (const TopicState* t = view.topic(a.name)) {
+      current = t->configs;
     } else {
-      current = image_->broker_configs(a.name);
+      fail(ErrorCode::unknown_topic_or_partition, "The topic '" + a.name + "' does not exist.");
     }
-    std::map<std::string, int> seen;
-    for (const auto& op : a.ops)
-      if (++seen[op.key] == 2)
-        fail(ErrorCode::invalid_request, "Error due to duplicate config keys");
-    // Kafka reports bad topic configs as INVALID_CONFIG and bad broker ones as INVALID_REQUEST.
-    const ErrorCode bad = topic ? ErrorCode::invalid_config : ErrorCode::invalid_request;
-    std::map<std::string, std::string> next =
-        a.replace ? std::map<std::string, std::string>{} : current;
-    for (const auto& op : a.ops) {
-      if (o.error != ErrorCode::none) break;
-      const TopicConfigKey* tk = topic ? find_topic_config(op.key) : nullptr;
-      if (topic && !tk) {
-        fail(ErrorCode::invalid_config, "Unknown topic config name: " + op.key);
+  } else if (a.name != "" && a.name != self_id &&
+             !(!opts_.single_node && a.name.find_first_not_of("0123456789") == std::string::npos &&
+               a.name.size() < 10 && broker_registered(std::atoi(a.name.c_str())))) {
+    fail(ErrorCode::invalid_request,
+         "Unexpected broker id, expected " + self_id + " or empty string, but received " + a.name);
+  } else if (!opts_.validate_broker_config) {
+    fail(ErrorCode::invalid_request, "Dynamic broker settings are not available.");
+  } else {
+    current = view.broker_configs(a.name);
+  }
+  std::map<std::string, int> seen;
+  for (const auto& op : a.ops)
+    if (++seen[op.key] == 2) fail(ErrorCode::invalid_request, "Error due to duplicate config keys");
+  // Kafka reports bad topic configs as INVALID_CONFIG and bad broker ones as INVALID_REQUEST.
+  const ErrorCode bad = topic ? ErrorCode::invalid_config : ErrorCode::invalid_request;
+  std::map<std::string, std::string> next =
+      a.replace ? std::map<std::string, std::string>{} : current;
+  for (const auto& op : a.ops) {
+    if (o.error != ErrorCode::none) break;
+    const TopicConfigKey* tk = topic ? find_topic_config(op.key) : nullptr;
+    if (topic && !tk) {
+      fail(ErrorCode::invalid_config, "Unknown topic config name: " + op.key);
+      break;
+    }
+    if (op.op != ConfigOpType::remove && !op.value) {
+      fail(ErrorCode::invalid_request, "Null value not supported for : " + op.key);
+      break;
+    }
+    std::optional<std::string> value;
+    if (op.op == ConfigOpType::set) {
+      value = *op.value;
+    } else if (op.op == ConfigOpType::append || op.op == ConfigOpType::subtract) {
+      if (topic && tk->type != TopicConfigType::list) {
+        fail(ErrorCode::invalid_config, std::string("Can't ") + op_name(op.op) + " to key " +
+                                            op.key + " because its type is not LIST.");
         break;
       }
-      if (op.op != ConfigOpType::remove && !op.value) {
-        fail(ErrorCode::invalid_request, "Null value not supported for : " + op.key);
-        break;
+      std::string now;
+      if (auto it = next.find(op.key); it != next.end()) {
+        now = it->second;
+      } else if (topic) {
+        now = topic_config_value({}, opts_.defaults, op.key);
+      } else if (opts_.broker_config_value) {
+        now = opts_.broker_config_value(op.key);
       }
-      std::optional<std::string> value;
-      switch (op.op) {
-        case ConfigOpType::set:
-          value = *op.value;
-          break;
-        case ConfigOpType::remove:
-          break;
-        case ConfigOpType::append:
-        case ConfigOpType::subtract: {
-          if (topic && tk->type != TopicConfigType::list) {
-            fail(ErrorCode::invalid_config, std::string("Can't ") + op_name(op.op) + " to key " +
-                                                op.key + " because its type is not LIST.");
-            break;
-          }
-          std::string now;
-          if (auto it = next.find(op.key); it != next.end()) {
-            now = it->second;
-          } else if (topic) {
-            now = topic_config_value({}, opts_.defaults, op.key);
-          } else if (opts_.broker_config_value) {
-            now = opts_.broker_config_value(op.key);
-          }
-          value = apply_list_op(op.op, now, *op.value);
-          break;
-        }
-      }
-      if (o.error != ErrorCode::none) break;
-      if (topic) {
-        if (value) {
-          if (auto why = validate_topic_config(op.key, *value)) fail(bad, *why);
-        }
-      } else if (auto why = opts_.validate_broker_config(op.key, value)) {
-        fail(bad, *why);
-      }
+      value = apply_list_op(op.op, now, *op.value);
+    }
+    if (topic) {
       if (value) {
-        next[op.key] = *value;
-      } else {
-        next.erase(op.key);
+        if (auto why = validate_topic_config(op.key, *value)) fail(bad, *why);
       }
+    } else if (auto why = opts_.validate_broker_config(op.key, value)) {
+      fail(bad, *why);
     }
-    if (o.error == ErrorCode::none && !validate_only) {
-      for (const auto& [k, v] : next) {
-        auto it = current.find(k);
-        if (it == current.end() || it->second != v)
-          records.push_back(ConfigRecord{a.resource, a.name, k, v});
-      }
-      for (const auto& [k, v] : current)
-        if (!next.contains(k)) records.push_back(ConfigRecord{a.resource, a.name, k, std::nullopt});
+    if (value) {
+      next[op.key] = *value;
+    } else {
+      next.erase(op.key);
     }
-    results->push_back(std::move(o));
   }
-  if (records.empty()) {
-    done(std::move(*results));
-    return;
+  if (o.error == ErrorCode::none && !validate_only) {
+    for (const auto& [k, v] : next) {
+      auto it = current.find(k);
+      if (it == current.end() || it->second != v)
+        records.push_back(ConfigRecord{a.resource, a.name, k, v});
+    }
+    for (const auto& [k, v] : current)
+      if (!next.contains(k)) records.push_back(ConfigRecord{a.resource, a.name, k, std::nullopt});
   }
-  config_busy_ = true;
-  commit(std::move(records), [this, results, done = std::move(done)](bool ok) {
-    if (!ok) {
-      for (auto& r : *results)
-        if (r.error == ErrorCode::none)
-          r = {ErrorCode::kafka_storage_error, "The metadata log could not be written."};
-    }
-    done(std::move(*results));
-    config_busy_ = false;
-    if (!config_queue_.empty()) {
-      auto next = std::move(config_queue_.front());
-      config_queue_.pop_front();
-      next();
-    }
-  });
+  return o;
 }
 
 }  // namespace samsa::replication

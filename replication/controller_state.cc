@@ -1,6 +1,10 @@
 #include "replication/controller_state.h"
 
 #include <algorithm>
+#include <utility>
+
+#include "base/assert.h"
+#include "base/log.h"
 
 namespace samsa::replication {
 
@@ -14,27 +18,95 @@ bool contains(const std::vector<std::int32_t>& v, std::int32_t x) {
 
 }  // namespace
 
-void ControllerState::replay(const MetadataRecord& r, std::int64_t offset) {
-  // A record the image refuses contradicts what came before; replay carries on (as the
-  // single-node controller's replay does) rather than stopping the cluster.
-  (void)image_.apply(r);
-  image_.set_offset(offset);
+ControllerState::ControllerState(ControllerStateOptions opts)
+    : opts_(std::move(opts)), committed_(std::make_shared<MetadataImage>()) {}
+
+const MetadataImage& ControllerState::working() const {
+  if (working_stale_) {
+    // Topics stay shared with the committed view until either side changes one.
+    working_ = *committed_;
+    working_stale_ = false;
+  }
+  return working_;
+}
+
+MetadataImage& ControllerState::working() {
+  return const_cast<MetadataImage&>(std::as_const(*this).working());
+}
+
+bool ControllerState::replay(const MetadataRecord& r, std::int64_t offset) {
+  SAMSA_ASSERT_MSG(pending_.empty(), "committed records are replayed only with nothing proposed");
+  // A record the image refuses contradicts what came before; replay carries on (the caller
+  // counts and logs it) rather than stopping the cluster.
+  if (committed_.use_count() != 1) committed_ = std::make_shared<MetadataImage>(*committed_);
+  const bool ok = committed_->apply(r);
+  committed_->set_offset(offset);
+  working_stale_ = true;
+  next_offset_ = std::max(next_offset_, offset + 1);
+  return ok;
+}
+
+void ControllerState::skip(std::int64_t offset) {
+  SAMSA_ASSERT(pending_.empty());
+  if (committed_.use_count() != 1) committed_ = std::make_shared<MetadataImage>(*committed_);
+  committed_->set_offset(offset);
+  working_stale_ = true;
   next_offset_ = std::max(next_offset_, offset + 1);
 }
 
 void ControllerState::emit(std::vector<MetadataRecord>& out, MetadataRecord r) {
-  replay(r, next_offset_);
+  SAMSA_ASSERT(pending_.empty() || pending_.back().offset < next_offset_);
+  if (!working().apply(r)) {
+    // Decisions are made from the working view, so each record they produce applies to it;
+    // one that does not would be a contradiction in the log. It is left out and counted.
+    ++refused_proposals_;
+    LOG_ERROR("controller: a proposed record contradicts the working view (bug), left out");
+    return;
+  }
+  working().set_offset(next_offset_);
+  pending_.push_back(Pending{next_offset_, r});
+  ++next_offset_;
   out.push_back(std::move(r));
+}
+
+void ControllerState::commit(std::int64_t offset) {
+  if (pending_.empty() || pending_.front().offset > offset) return;
+  auto next =
+      committed_.use_count() == 1 ? committed_ : std::make_shared<MetadataImage>(*committed_);
+  while (!pending_.empty() && pending_.front().offset <= offset) {
+    // It applied to the working view in the same order, after the same committed records.
+    const bool ok = next->apply(pending_.front().record);
+    SAMSA_ASSERT_MSG(ok, "a committed proposal applies to the committed view");
+    next->set_offset(pending_.front().offset);
+    pending_.pop_front();
+  }
+  committed_ = std::move(next);
+}
+
+void ControllerState::revert_to(std::int64_t offset) {
+  SAMSA_ASSERT(offset > committed_->offset());
+  while (!pending_.empty() && pending_.back().offset >= offset)
+    pending_.pop_back();
+  working_ = *committed_;
+  working_stale_ = false;
+  for (const auto& p : pending_) {
+    const bool ok = working_.apply(p.record);
+    SAMSA_ASSERT(ok);
+    working_.set_offset(p.offset);
+  }
+  // A second failure further on (every later write of a fenced log fails too) changes nothing.
+  next_offset_ = std::min(next_offset_, offset);
 }
 
 std::vector<MetadataRecord> ControllerState::snapshot() const {
   std::vector<MetadataRecord> out;
-  for (const auto& [id, b] : image_.brokers()) {
+  const MetadataImage& image = *committed_;
+  for (const auto& [id, b] : image.brokers()) {
     out.push_back(
         RegisterBrokerRecord{id, b.incarnation_id, b.epoch, b.endpoints, b.rack, b.fenced});
     if (b.in_controlled_shutdown) out.push_back(BrokerRegistrationChangeRecord{id, b.epoch, 0, 1});
   }
-  for (const auto& [name, t] : image_.topics()) {
+  for (const auto& [name, t] : image.topics()) {
     out.push_back(TopicRecord{name, t->id});
     for (const auto& p : t->partitions)
       out.push_back(PartitionRecord{t->id, p.partition, p.replicas, p.isr, p.leader, p.leader_epoch,
@@ -42,11 +114,10 @@ std::vector<MetadataRecord> ControllerState::snapshot() const {
     for (const auto& [k, v] : t->configs)
       out.push_back(ConfigRecord{ConfigResource::topic, name, k, v});
   }
-  for (const auto& [res, layer] : image_.broker_configs())
+  for (const auto& [res, layer] : image.broker_configs())
     for (const auto& [k, v] : layer)
       out.push_back(ConfigRecord{ConfigResource::broker, res, k, v});
-  if (image_.next_producer_id() > 0)
-    out.push_back(ProducerIdsRecord{-1, image_.next_producer_id()});
+  if (image.next_producer_id() > 0) out.push_back(ProducerIdsRecord{-1, image.next_producer_id()});
   return out;
 }
 
@@ -54,18 +125,19 @@ void ControllerState::on_become_active(std::int64_t now_ms, std::int64_t next_of
   active_ = true;
   next_offset_ = std::max(next_offset_, next_offset);
   last_heartbeat_ms_.clear();
-  for (const auto& [id, b] : image_.brokers())
+  for (const auto& [id, b] : working().brokers())
     last_heartbeat_ms_[id] = now_ms;
 }
 
 bool ControllerState::usable(std::int32_t id) const {
-  auto it = image_.brokers().find(id);
-  return it != image_.brokers().end() && !it->second.fenced && !it->second.in_controlled_shutdown;
+  auto it = working().brokers().find(id);
+  return it != working().brokers().end() && !it->second.fenced &&
+         !it->second.in_controlled_shutdown;
 }
 
 void ControllerState::move_away_from(std::int32_t id, std::vector<MetadataRecord>& out) {
   std::vector<PartitionChangeRecord> changes;
-  for (const auto& [name, t] : image_.topics()) {
+  for (const auto& [name, t] : working().topics()) {
     for (const auto& p : t->partitions) {
       if (!contains(p.replicas, id)) continue;
       PartitionChangeRecord c{t->id, p.partition, std::nullopt, kNoLeaderChange};
@@ -100,7 +172,7 @@ void ControllerState::move_away_from(std::int32_t id, std::vector<MetadataRecord
 
 void ControllerState::elect_leaderless(std::vector<MetadataRecord>& out) {
   std::vector<PartitionChangeRecord> changes;
-  for (const auto& [name, t] : image_.topics()) {
+  for (const auto& [name, t] : working().topics()) {
     for (const auto& p : t->partitions) {
       if (p.leader >= 0) continue;
       for (std::int32_t r : p.replicas) {
@@ -122,8 +194,8 @@ Proposal<RegistrationAnswer> ControllerState::register_broker(const BrokerRegist
     p.answer.error = ErrorCode::invalid_request;
     return p;
   }
-  auto it = image_.brokers().find(req.broker_id);
-  if (it != image_.brokers().end()) {
+  auto it = working().brokers().find(req.broker_id);
+  if (it != working().brokers().end()) {
     const BrokerState& b = it->second;
     if (b.incarnation_id == req.incarnation_id) {
       // A retry of a registration that went through: the same epoch again, nothing to write.
@@ -156,8 +228,8 @@ Proposal<RegistrationAnswer> ControllerState::register_broker(const BrokerRegist
 
 Proposal<HeartbeatAnswer> ControllerState::heartbeat(const Heartbeat& hb, std::int64_t now_ms) {
   Proposal<HeartbeatAnswer> p;
-  auto it = image_.brokers().find(hb.broker_id);
-  if (it == image_.brokers().end() || it->second.epoch != hb.broker_epoch) {
+  auto it = working().brokers().find(hb.broker_id);
+  if (it == working().brokers().end() || it->second.epoch != hb.broker_epoch) {
     p.answer.error = ErrorCode::stale_broker_epoch;
     return p;
   }
@@ -171,11 +243,11 @@ Proposal<HeartbeatAnswer> ControllerState::heartbeat(const Heartbeat& hb, std::i
     }
     // Once it leads nothing it may stop; it is fenced then, so nothing waits for it.
     bool leads = false;
-    for (const auto& [name, t] : image_.topics())
+    for (const auto& [name, t] : working().topics())
       for (const auto& part : t->partitions)
         leads = leads || part.leader == hb.broker_id;
     if (!leads) {
-      if (!image_.brokers().at(hb.broker_id).fenced)
+      if (!working().brokers().at(hb.broker_id).fenced)
         emit(p.records, BrokerRegistrationChangeRecord{hb.broker_id, b.epoch, 1, 0});
       p.answer.should_shut_down = true;
     }
@@ -189,7 +261,7 @@ Proposal<HeartbeatAnswer> ControllerState::heartbeat(const Heartbeat& hb, std::i
     emit(p.records, BrokerRegistrationChangeRecord{hb.broker_id, b.epoch, -1, 0});
     elect_leaderless(p.records);
   }
-  p.answer.is_fenced = image_.brokers().at(hb.broker_id).fenced;
+  p.answer.is_fenced = working().brokers().at(hb.broker_id).fenced;
   return p;
 }
 
@@ -197,7 +269,7 @@ std::vector<MetadataRecord> ControllerState::tick(std::int64_t now_ms) {
   std::vector<MetadataRecord> out;
   if (!active_) return out;
   std::vector<std::pair<std::int32_t, std::int64_t>> expired;
-  for (const auto& [id, b] : image_.brokers()) {
+  for (const auto& [id, b] : working().brokers()) {
     if (b.fenced) continue;
     auto hb = last_heartbeat_ms_.find(id);
     if (hb == last_heartbeat_ms_.end()) {
@@ -258,11 +330,11 @@ Proposal<std::vector<ElectionResult>> ControllerState::elect_leaders(
   };
   if (!which) {
     std::vector<std::pair<std::string, std::int32_t>> all;
-    for (const auto& [name, t] : image_.topics())
+    for (const auto& [name, t] : working().topics())
       for (const auto& p : t->partitions)
         all.emplace_back(name, p.partition);
     for (const auto& [name, part] : all) {
-      const TopicState* t = image_.topic(name);
+      const TopicState* t = working().topic(name);
       ElectionResult r{name, part, ErrorCode::none, {}};
       decide(*t, t->partitions[static_cast<std::size_t>(part)], r);
       if (r.error != ErrorCode::election_not_needed) out.answer.push_back(std::move(r));
@@ -271,7 +343,7 @@ Proposal<std::vector<ElectionResult>> ControllerState::elect_leaders(
   }
   for (const auto& [name, part] : *which) {
     ElectionResult r{name, part, ErrorCode::none, {}};
-    const TopicState* t = image_.topic(name);
+    const TopicState* t = working().topic(name);
     if (!t || part < 0 || static_cast<std::size_t>(part) >= t->partitions.size()) {
       r.error = ErrorCode::unknown_topic_or_partition;
       r.message = "no such partition";
@@ -291,12 +363,12 @@ Proposal<AlterPartitionAnswer> ControllerState::alter_partition(const AlterParti
   Proposal<AlterPartitionAnswer> p;
   auto& a = p.answer;
   a.request_id = req.proposal.request_id;
-  auto b = image_.brokers().find(req.broker_id);
-  if (b == image_.brokers().end() || b->second.epoch != req.broker_epoch) {
+  auto b = working().brokers().find(req.broker_id);
+  if (b == working().brokers().end() || b->second.epoch != req.broker_epoch) {
     a.error = ErrorCode::stale_broker_epoch;
     return p;
   }
-  const TopicState* t = image_.topic(req.topic_id);
+  const TopicState* t = working().topic(req.topic_id);
   if (!t || req.partition < 0 || static_cast<std::size_t>(req.partition) >= t->partitions.size()) {
     a.error = ErrorCode::unknown_topic_or_partition;
     return p;
@@ -339,8 +411,8 @@ Proposal<AlterPartitionAnswer> ControllerState::alter_partition(const AlterParti
   }
   for (const auto& m : prop.new_isr) {
     if (contains(part.isr, m.broker_id)) continue;  // only additions must be eligible
-    auto mb = image_.brokers().find(m.broker_id);
-    if (mb == image_.brokers().end() || mb->second.fenced || mb->second.in_controlled_shutdown ||
+    auto mb = working().brokers().find(m.broker_id);
+    if (mb == working().brokers().end() || mb->second.fenced || mb->second.in_controlled_shutdown ||
         (m.broker_epoch >= 0 && mb->second.epoch != m.broker_epoch)) {
       answer_current(ErrorCode::ineligible_replica);
       return p;
@@ -349,7 +421,7 @@ Proposal<AlterPartitionAnswer> ControllerState::alter_partition(const AlterParti
   if (isr != part.isr)
     emit(p.records, PartitionChangeRecord{req.topic_id, req.partition, isr, kNoLeaderChange});
   const PartitionState& now =
-      image_.topic(req.topic_id)->partitions[static_cast<std::size_t>(req.partition)];
+      working().topic(req.topic_id)->partitions[static_cast<std::size_t>(req.partition)];
   a.error = ErrorCode::none;
   a.leader_id = now.leader;
   a.leader_epoch = now.leader_epoch;
@@ -359,10 +431,20 @@ Proposal<AlterPartitionAnswer> ControllerState::alter_partition(const AlterParti
 }
 
 std::vector<std::int32_t> ControllerState::usable_brokers() const {
+  if (opts_.single_node) return {opts_.node_id};
   std::vector<std::int32_t> live;
-  for (const auto& [bid, b] : image_.brokers())
+  for (const auto& [bid, b] : working().brokers())
     if (!b.fenced && !b.in_controlled_shutdown) live.push_back(bid);
   return live;
+}
+
+std::int32_t ControllerState::live_brokers() const {
+  return static_cast<std::int32_t>(usable_brokers().size());
+}
+
+bool ControllerState::broker_registered(std::int32_t id) const {
+  if (opts_.single_node) return id == opts_.node_id;
+  return working().brokers().contains(id);
 }
 
 std::optional<std::vector<std::vector<std::int32_t>>> ControllerState::place(
@@ -375,39 +457,13 @@ std::optional<std::vector<std::vector<std::int32_t>>> ControllerState::place(
   out.reserve(static_cast<std::size_t>(std::max(partitions, 0)));
   for (std::int32_t i = 0; i < partitions; ++i) {
     std::vector<std::int32_t> replicas;
+    replicas.reserve(static_cast<std::size_t>(replication_factor));
     for (std::int32_t k = 0; k < replication_factor; ++k)
       replicas.push_back(live[static_cast<std::size_t>((placement_start_ + i + k) % n)]);
     out.push_back(std::move(replicas));
   }
   placement_start_ = (placement_start_ + 1) % n;
   return out;
-}
-
-Proposal<ErrorCode> ControllerState::create_topic(const std::string& name, Uuid id,
-                                                  std::int32_t partitions,
-                                                  std::int16_t replication_factor) {
-  Proposal<ErrorCode> p;
-  if (replication_factor < 1 ||
-      static_cast<std::size_t>(replication_factor) > usable_brokers().size()) {
-    p.answer = ErrorCode::invalid_replication_factor;
-    return p;
-  }
-  if (partitions < 1) {
-    p.answer = ErrorCode::invalid_partitions;
-    return p;
-  }
-  if (image_.topic(name) || image_.topic(id)) {
-    p.answer = ErrorCode::topic_already_exists;
-    return p;
-  }
-  auto placed = place(partitions, replication_factor);
-  emit(p.records, TopicRecord{name, id});
-  for (std::int32_t i = 0; i < partitions; ++i) {
-    auto& replicas = (*placed)[static_cast<std::size_t>(i)];
-    emit(p.records, PartitionRecord{id, i, replicas, replicas, replicas.front(), 0, 0});
-  }
-  p.answer = ErrorCode::none;
-  return p;
 }
 
 }  // namespace samsa::replication

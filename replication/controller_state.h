@@ -1,17 +1,23 @@
-// replication::ControllerState — the cluster controller's state machine, with no I/O: broker
-// registrations and their sessions (heartbeats; fencing after broker.session.timeout.ms),
-// partitions' leaders, ISRs and epochs, elections from the ISR when a leader is fenced or shuts
-// down (unclean election off), AlterPartition validation, and replica placement for new topics.
+// replication::ControllerState — the controller's state machine, with no I/O: every decision
+// the controller makes (topics, partitions, configs, producer-id blocks, broker registrations
+// and their sessions, partitions' leaders, ISRs and epochs, elections, placement) and the
+// records that carry it.
+//
+// Decisions see every record already generated, committed or not (Kafka's QuorumController
+// rule): each request is decided from the *working* view, which runs ahead of the commit, and
+// its records join that view at once, so the next request sees them. Two AllocateProducerIds
+// in one commit window get disjoint blocks; a CreatePartitions racing a DeleteTopics sees the
+// deletion. The *committed* view follows as the driver reports commits; it is what brokers and
+// reactors are shown. When a write fails, the uncommitted tail is reverted (revert_to) and the
+// working view is rebuilt from the committed one plus what is still in flight.
 //
 // It sits behind the interface a Raft quorum will later drive unchanged:
-//  - replay(record, offset): every committed record, in log order (standby controllers, restart);
-//  - the active controller's requests (register_broker, heartbeat, alter_partition, tick, ...)
-//    return the records to propose and the answer to send once they commit; the records are
-//    replayed here at once (the active controller's view runs ahead of the commit, as Kafka's
-//    does), so the next request sees them;
+//  - replay(record, offset): every committed record, in log order (restart, standby);
+//  - the requests (create_topics, register_broker, heartbeat, alter_partition, tick, ...)
+//    return the records to propose and the answer to send once they commit;
+//  - commit(offset) as the quorum commits, revert_to(offset) when proposals are lost;
 //  - snapshot(): records that rebuild the committed state;
-//  - on_become_active / on_resign: leader events. After a resignation the driver rebuilds the
-//    state from the committed snapshot and log (proposals not committed are gone).
+//  - on_become_active / on_resign: leader events.
 // MetadataQuorum is where proposals go: the single-node quorum appends them to a local log and
 // commits once it is synced.
 // Time is passed in. Used by one thread (the controller's).
@@ -25,10 +31,15 @@
 #include <string>
 #include <vector>
 
+#include <deque>
+#include <functional>
+#include <memory>
+
 #include "net/kafka/errors.h"
 #include "replication/metadata_image.h"
 #include "replication/metadata_records.h"
 #include "replication/replica_state.h"
+#include "replication/topic_config.h"
 
 namespace samsa::replication {
 
@@ -49,6 +60,98 @@ struct ControllerStateOptions {
   // unclean.leader.election.enable: off; a partition whose ISR has no live member stays
   // without a leader (its last ISR member is kept in the ISR) until one returns.
   bool unclean_leader_election = false;
+  // The single-node samsad (no cluster settings): every replica on node_id, no registrations.
+  bool single_node = false;
+  std::int32_t node_id = 1;
+  // Topic creation: defaults and bounds (checked from the counts before any record is built:
+  // partitions on this broker, samsa.max.partitions, and partitions one request may add,
+  // Kafka's own cap of 10000).
+  TopicDefaults defaults;
+  std::int32_t default_partitions = 1;
+  std::int16_t default_replication_factor = 1;
+  bool delete_topic_enable = true;
+  std::int64_t max_partitions = 100000;
+  std::int64_t max_partitions_per_request = 10000;
+  // Dynamic broker settings are the daemon's: whether key=value may be set at run time
+  // (nullopt: yes; else the INVALID_REQUEST message) and a key's effective value (for
+  // APPEND/SUBTRACT). Unset: broker changes refused.
+  std::function<std::optional<std::string>(const std::string& key,
+                                           const std::optional<std::string>& value)>
+      validate_broker_config;
+  std::function<std::string(const std::string& key)> broker_config_value;
+  // New topic ids (unset: random_uuid(); the simulation passes a seeded generator).
+  std::function<Uuid()> new_topic_id;
+  // Producer ids per AllocateProducerIds (Kafka's controller hands out blocks of 1000).
+  std::int32_t producer_id_block = 1000;
+  // Test only (the simulation's broken variant): topic, partition, config and producer-id
+  // decisions read the committed view instead of the working one, as samsa's controller did
+  // before issue 17. Must make the controller simulation fail.
+  bool testing_decide_from_committed = false;
+};
+
+struct TopicSpec {
+  std::string name;
+  std::int32_t partitions = -1;          // -1: num.partitions
+  std::int16_t replication_factor = -1;  // -1: default.replication.factor
+  std::map<std::string, std::string> configs;
+};
+
+struct TopicOutcome {
+  std::string name;
+  kafka::ErrorCode error = kafka::ErrorCode::none;
+  std::string message;
+  Uuid id{};
+  std::int32_t partitions = -1;
+  std::int16_t replication_factor = -1;
+};
+
+struct DeleteOutcome {
+  std::string name;
+  Uuid id{};
+  kafka::ErrorCode error = kafka::ErrorCode::none;
+  std::string message;
+};
+
+// IncrementalAlterConfigs' operations (Kafka's wire codes).
+enum class ConfigOpType : std::int8_t { set = 0, remove = 1, append = 2, subtract = 3 };
+
+struct ConfigOp {
+  std::string key;
+  ConfigOpType op = ConfigOpType::set;
+  std::optional<std::string> value;
+};
+
+// The changes to one resource, applied all together or not at all.
+struct ConfigAlteration {
+  ConfigResource resource = ConfigResource::topic;
+  std::string name;  // topic name; for brokers this node's id, or "" for the cluster default
+  std::vector<ConfigOp> ops;
+  bool replace = false;  // AlterConfigs (legacy): overrides the request does not name are removed
+};
+
+struct ConfigOutcome {
+  kafka::ErrorCode error = kafka::ErrorCode::none;
+  std::string message;
+};
+
+struct PartitionsSpec {
+  std::string name;
+  std::int32_t count = 0;  // the new total
+  // Replicas of each new partition (empty: the controller picks).
+  std::vector<std::vector<std::int32_t>> assignments;
+};
+
+struct PartitionsOutcome {
+  std::string name;
+  kafka::ErrorCode error = kafka::ErrorCode::none;
+  std::string message;
+};
+
+// A block of producer ids: [first, first + length).
+struct ProducerIdsAnswer {
+  kafka::ErrorCode error = kafka::ErrorCode::none;
+  std::int64_t first = -1;
+  std::int32_t length = 0;
 };
 
 struct BrokerRegistration {
@@ -98,27 +201,48 @@ struct ElectionResult {
 template <class Answer>
 struct Proposal {
   std::vector<MetadataRecord> records;  // to propose; the answer goes out once they commit
+  // Consecutive runs of records that must share one metadata batch (whole or absent after a
+  // power cut), by size; empty: all the records are one run.
+  std::vector<std::size_t> groups;
   Answer answer;
 };
 
 class ControllerState {
  public:
-  explicit ControllerState(ControllerStateOptions opts = {}) : opts_(opts) {}
+  explicit ControllerState(ControllerStateOptions opts = {});
+
+  ControllerStateOptions& options() { return opts_; }
 
   // ---- the state machine ----
-  // A committed record at offset (or, on the active controller, one it proposed).
-  void replay(const MetadataRecord& r, std::int64_t offset);
+  // A committed record at offset, in log order (replaying the log at start; a standby). Only
+  // while nothing is proposed. Returns false when the record contradicts what came before (it
+  // is skipped, as replay carries on).
+  bool replay(const MetadataRecord& r, std::int64_t offset);
+  // An undecodable committed record: only the offset moves.
+  void skip(std::int64_t offset);
+  // Every record proposed up to offset is committed: it joins the committed view.
+  void commit(std::int64_t offset);
+  // The proposals from offset on are lost (a failed write, a lost leadership): they leave the
+  // working view, and the next proposal gets offset.
+  void revert_to(std::int64_t offset);
   std::vector<MetadataRecord> snapshot() const;
-  const MetadataImage& image() const { return image_; }
-  // The offset the next proposed record gets. A driver whose log also takes records from
-  // elsewhere (topic and config changes of replication::Controller) moves it to the log's end.
+  // The working view: the committed records and every proposal since (what decisions read).
+  const MetadataImage& image() const { return working(); }
+  // The committed view (what brokers and reactors are shown), and its last offset.
+  ImagePtr committed_image() const { return committed_; }
+  std::int64_t committed_offset() const { return committed_->offset(); }
+  std::size_t uncommitted() const { return pending_.size(); }
+  // The offset the next proposed record gets.
   std::int64_t next_offset() const { return next_offset_; }
-  void advance_next_offset(std::int64_t o) { next_offset_ = std::max(next_offset_, o); }
+  // Proposals the working view refused to apply (a decision built on a stale view: a bug).
+  std::uint64_t refused_proposals() const { return refused_proposals_; }
   // Brokers registered, unfenced and not shutting down (what placement spreads over).
   std::vector<std::int32_t> usable_brokers() const;
+  // How many brokers placement may use (the single node: 1).
+  std::int32_t live_brokers() const;
   // Replicas of `partitions` new partitions with `replication_factor` copies each over the usable
   // brokers, round robin from a rotating start, so leaders (first of each list) spread too.
-  // nullopt when the factor exceeds the usable brokers.
+  // nullopt when the factor exceeds them.
   std::optional<std::vector<std::vector<std::int32_t>>> place(std::int32_t partitions,
                                                               std::int16_t replication_factor);
 
@@ -128,7 +252,25 @@ class ControllerState {
   void on_resign() { active_ = false; }
   bool active() const { return active_; }
 
-  // ---- the active controller's requests ----
+  // ---- requests (controller_topics.cc, controller_configs.cc) ----
+  // CreateTopics: a request adding more than max_partitions_per_request partitions is refused
+  // whole (POLICY_VIOLATION, as Kafka does). With partial (Metadata auto-creation) topics are
+  // taken in order while they fit and the rest are refused. Each topic's records are one group.
+  Proposal<std::vector<TopicOutcome>> create_topics(std::vector<TopicSpec> specs,
+                                                    bool validate_only, bool partial = false);
+  Proposal<std::vector<PartitionsOutcome>> create_partitions(std::vector<PartitionsSpec> specs,
+                                                             bool validate_only);
+  // Each entry names a topic by name or (when name is empty) by id.
+  Proposal<std::vector<DeleteOutcome>> delete_topics(
+      const std::vector<std::pair<std::string, Uuid>>& topics);
+  // Topic configs and dynamic broker settings, one outcome per alteration.
+  Proposal<std::vector<ConfigOutcome>> alter_configs(std::vector<ConfigAlteration> changes,
+                                                     bool validate_only);
+  // A block of producer ids for a broker (broker_epoch -1: the single node's own coordinator).
+  Proposal<ProducerIdsAnswer> allocate_producer_ids(std::int32_t broker_id,
+                                                    std::int64_t broker_epoch);
+
+  // ---- cluster requests (controller_state.cc) ----
   Proposal<RegistrationAnswer> register_broker(const BrokerRegistration& req, std::int64_t now_ms);
   Proposal<HeartbeatAnswer> heartbeat(const Heartbeat& hb, std::int64_t now_ms);
   Proposal<AlterPartitionAnswer> alter_partition(const AlterPartitionItem& req);
@@ -144,14 +286,17 @@ class ControllerState {
       bool unclean, const std::vector<std::pair<std::string, std::int32_t>>* which);
   // auto.leader.rebalance.enable: preferred elections wherever they would succeed.
   std::vector<MetadataRecord> rebalance_leaders();
-  // A topic with partitions x replication_factor replicas spread over the unfenced brokers
-  // (round robin from a rotating start), leaders first in each list. INVALID_REPLICATION_FACTOR
-  // when it exceeds them.
-  Proposal<kafka::ErrorCode> create_topic(const std::string& name, Uuid id, std::int32_t partitions,
-                                          std::int16_t replication_factor);
 
  private:
-  // Records applied to the view at once (see the header comment).
+  // The working view, caught up with the committed one after a replay.
+  const MetadataImage& working() const;
+  MetadataImage& working();
+  // What topic, partition, config and producer-id decisions read: the working view (the
+  // committed one only in the broken test variant).
+  const MetadataImage& decision_view() const {
+    return opts_.testing_decide_from_committed ? *committed_ : working();
+  }
+  // Proposes a record: it joins the working view at once (see the header comment).
   void emit(std::vector<MetadataRecord>& out, MetadataRecord r);
   // Partition changes when broker id stops being usable (fenced or shutting down): it leaves
   // every ISR that keeps a usable member, and its leaderships move.
@@ -159,10 +304,31 @@ class ControllerState {
   // Leaderless partitions whose ISR holds a usable broker get it as leader.
   void elect_leaderless(std::vector<MetadataRecord>& out);
   bool usable(std::int32_t id) const;
+  bool broker_registered(std::int32_t id) const;
+  Uuid new_topic_id();
+  // Emits a new topic's records as one group; returns its id.
+  Uuid emit_topic(std::vector<MetadataRecord>& out, std::vector<std::size_t>& groups,
+                  const TopicSpec& s, std::int32_t partitions, std::int16_t rf);
+  // Why CreatePartitions' manual assignments cannot be taken (or nullopt).
+  std::optional<std::string> check_assignments(
+      const std::vector<std::vector<std::int32_t>>& assignments, std::size_t rf) const;
+  // One alteration of alter_configs: its outcome, and its records when it is valid.
+  ConfigOutcome alter_one(const ConfigAlteration& a, bool validate_only,
+                          std::vector<MetadataRecord>& records);
 
   ControllerStateOptions opts_;
-  MetadataImage image_;
+  // Committed view (shared with the reactors once published: copied on write) and the working
+  // view ahead of it; working_ is stale after a replay until first read.
+  std::shared_ptr<MetadataImage> committed_;
+  mutable MetadataImage working_;
+  mutable bool working_stale_ = false;
+  struct Pending {
+    std::int64_t offset;
+    MetadataRecord record;
+  };
+  std::deque<Pending> pending_;  // proposed, not committed, in offset order
   std::int64_t next_offset_ = 0;
+  std::uint64_t refused_proposals_ = 0;
   bool active_ = false;
   std::map<std::int32_t, std::int64_t> last_heartbeat_ms_;
   std::int32_t placement_start_ = 0;

@@ -95,7 +95,8 @@ bool MetadataImage::apply(const MetadataRecord& rec) {
           }
           return true;
         } else if constexpr (std::is_same_v<R, ProducerIdsRecord>) {
-          if (r.next_producer_id < next_producer_id_) return false;
+          // Blocks only move forward: a record that does not would hand out ids again.
+          if (r.next_producer_id <= next_producer_id_) return false;
           next_producer_id_ = r.next_producer_id;
           return true;
         } else if constexpr (std::is_same_v<R, RegisterBrokerRecord>) {

@@ -6,7 +6,6 @@
 #include <algorithm>
 
 #include "base/log.h"
-#include "coordinator/producer_ids.h"
 #include "daemon/broker.h"
 #include "daemon/handlers/handlers.h"
 #include "daemon/handlers/round_trip.h"
@@ -87,22 +86,21 @@ void alter_partition(RequestPtr r) {
 }
 
 // A broker node's group coordinator reserves producer ids here (every broker hands out ids from
-// blocks the controller reserved durably, so they never repeat across the cluster).
+// blocks the controller reserved durably, so they never repeat across the cluster). A broker
+// that is not registered with the epoch it sends gets STALE_BROKER_EPOCH, as from Kafka.
 void allocate_producer_ids(RequestPtr r) {
   kafka::AllocateProducerIdsRequest req;
   if (!r->decode(req)) return;
-  constexpr std::int32_t block = coordinator::ProducerIdManager::kBlockSize;
-  via_controller<std::int64_t>(
+  via_controller<replication::ProducerIdsAnswer>(
       std::move(r),
-      [](replication::Controller& c, auto done) {
-        c.allocate_producer_ids(block, std::move(done));
+      [id = req.broker_id, epoch = req.broker_epoch](replication::Controller& c, auto done) {
+        c.allocate_producer_ids(id, epoch, std::move(done));
       },
-      [](RequestPtr r, std::int64_t first) {
+      [](RequestPtr r, replication::ProducerIdsAnswer a) {
         kafka::AllocateProducerIdsResponse resp;
-        resp.error_code =
-            kafka::code(first < 0 ? ErrorCode::unknown_server_error : ErrorCode::none);
-        resp.producer_id_start = first;
-        resp.producer_id_len = first < 0 ? 0 : block;
+        resp.error_code = kafka::code(a.error);
+        resp.producer_id_start = a.first;
+        resp.producer_id_len = a.length;
         r->reply(resp);
       });
 }

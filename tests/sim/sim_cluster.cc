@@ -119,8 +119,8 @@ void Sim::controller_tick() {
     for (const auto& [id, b] : cs.image().brokers())
       live += !b.fenced;
     if (live == kBrokers) {
-      auto p = cs.create_topic("t", topic_id_, 1, 3);
-      if (p.answer == ErrorCode::none) propose(p.records);
+      auto p = cs.create_topics({{"t", 1, 3, {}}}, false);
+      if (p.answer.at(0).error == ErrorCode::none) propose(p.records);
     }
   }
   if (!ctl_.syncing && ctl_.quorum.start_sync()) {
@@ -148,6 +148,7 @@ void Sim::controller_committed() {
     (void)ctl_.committed.apply(recs[static_cast<std::size_t>(ctl_.applied)]);
     ctl_.committed.set_offset(ctl_.applied);
   }
+  ctl_.cs->commit(committed);
   if (ctl_.committed.topic("t")) topic_created_ = true;
   std::vector<Controller::Answer> keep;
   for (auto& a : ctl_.answers) {

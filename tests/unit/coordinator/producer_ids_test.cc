@@ -33,6 +33,7 @@ class ProducerIdsTest : public ::testing::Test {
     replication::Controller::Options o;
     o.log_dir = log_dir.get();
     o.reactors = 0;  // no shards to wait for: a change counts once it is synced
+    o.producer_id_block = 10;
     controller = std::make_unique<replication::Controller>(*reactor, o);
     auto ok = controller->open();
     ASSERT_TRUE(ok.has_value()) << ok.error().detail;
@@ -42,8 +43,10 @@ class ProducerIdsTest : public ::testing::Test {
           ++allocations;
           auto shared =
               std::make_shared<std::move_only_function<void(std::int64_t)>>(std::move(done));
-          controller->allocate_producer_ids(block,
-                                            [shared](std::int64_t first) { (*shared)(first); });
+          controller->allocate_producer_ids(1, -1,
+                                            [shared, block](replication::ProducerIdsAnswer a) {
+                                              (*shared)(a.length == block ? a.first : -1);
+                                            });
         },
         10);
   }

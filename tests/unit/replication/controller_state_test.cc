@@ -19,8 +19,20 @@ Uuid incarnation(int broker, int n) {
 const Uuid kTopic{9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9};
 
 // An active controller with brokers 1..3 registered and unfenced, at time 0.
+ControllerStateOptions fixed_topic_id() {
+  ControllerStateOptions o{1500, false};
+  o.new_topic_id = [] { return kTopic; };
+  return o;
+}
+
+ErrorCode create_one(ControllerState& cs, std::string name, std::int32_t partitions,
+                     std::int16_t rf) {
+  auto p = cs.create_topics({{std::move(name), partitions, rf, {}}}, false);
+  return p.answer.at(0).error;
+}
+
 struct Cluster {
-  ControllerState cs{ControllerStateOptions{1500, false}};
+  ControllerState cs{fixed_topic_id()};
   std::int64_t epoch[4] = {-1, -1, -1, -1};
   Cluster() {
     cs.on_become_active(0, 0);
@@ -33,10 +45,7 @@ struct Cluster {
     }
   }
   const PartitionState& p() const { return cs.image().topic(kTopic)->partitions[0]; }
-  void create() {
-    auto t = cs.create_topic("t", kTopic, 1, 3);
-    ASSERT_EQ(t.answer, ErrorCode::none);
-  }
+  void create() { ASSERT_EQ(create_one(cs, "t", 1, 3), ErrorCode::none); }
 };
 
 TEST(ControllerState, RegistrationStartsFencedAndAHeartbeatCaughtUpUnfences) {
@@ -66,13 +75,12 @@ TEST(ControllerState, RegistrationStartsFencedAndAHeartbeatCaughtUpUnfences) {
 
 TEST(ControllerState, PlacementNeedsEnoughBrokers) {
   Cluster c;
-  EXPECT_EQ(c.cs.create_topic("big", random_uuid(), 1, 4).answer,
-            ErrorCode::invalid_replication_factor);
+  EXPECT_EQ(create_one(c.cs, "big", 1, 4), ErrorCode::invalid_replication_factor);
   c.create();
   EXPECT_EQ(c.p().replicas.size(), 3u);
   EXPECT_EQ(c.p().isr, c.p().replicas);
   EXPECT_EQ(c.p().leader, c.p().replicas[0]);
-  EXPECT_EQ(c.cs.create_topic("t", random_uuid(), 1, 1).answer, ErrorCode::topic_already_exists);
+  EXPECT_EQ(create_one(c.cs, "t", 1, 1), ErrorCode::topic_already_exists);
 }
 
 TEST(ControllerState, SessionExpiryFencesAndElectsFromTheIsr) {
@@ -266,10 +274,74 @@ TEST(ControllerState, ControlledShutdownMovesLeadershipThenLetsTheBrokerStop) {
   EXPECT_TRUE(c.cs.image().brokers().at(l).fenced);
 }
 
+// Issue 17: decisions read the working view (every record proposed, committed or not), so two
+// requests decided before either commits never take the same ids, names or partitions.
+TEST(ControllerState, ProducerIdBlocksInOneCommitWindowAreDisjoint) {
+  Cluster c;
+  auto a = c.cs.allocate_producer_ids(1, c.epoch[1]);
+  auto b = c.cs.allocate_producer_ids(2, c.epoch[2]);
+  ASSERT_EQ(a.answer.error, ErrorCode::none);
+  ASSERT_EQ(b.answer.error, ErrorCode::none);
+  EXPECT_EQ(a.answer.first, 0);
+  EXPECT_EQ(a.answer.length, 1000);
+  EXPECT_EQ(b.answer.first, 1000);
+  // Nothing is committed yet; the committed view still says 0.
+  EXPECT_EQ(c.cs.committed_image()->next_producer_id(), 0);
+  c.cs.commit(c.cs.next_offset() - 1);
+  EXPECT_EQ(c.cs.committed_image()->next_producer_id(), 2000);
+  // A broker that is not registered with that epoch gets none.
+  EXPECT_EQ(c.cs.allocate_producer_ids(1, c.epoch[1] + 100).answer.error,
+            ErrorCode::stale_broker_epoch);
+  EXPECT_EQ(c.cs.allocate_producer_ids(7, -1).answer.error, ErrorCode::stale_broker_epoch);
+}
+
+TEST(ControllerState, TopicRequestsSeeWhatIsStillBeingCommitted) {
+  Cluster c;
+  c.cs.options().new_topic_id = random_uuid;
+  ASSERT_EQ(create_one(c.cs, "x.y", 1, 1), ErrorCode::none);
+  EXPECT_EQ(create_one(c.cs, "x.y", 1, 1), ErrorCode::topic_already_exists);
+  EXPECT_EQ(create_one(c.cs, "x_y", 1, 1), ErrorCode::invalid_topic_exception);
+  // A deletion not yet committed hides the topic from CreatePartitions and AlterConfigs.
+  auto d = c.cs.delete_topics({{"x.y", kZeroUuid}});
+  ASSERT_EQ(d.answer.at(0).error, ErrorCode::none);
+  EXPECT_EQ(c.cs.create_partitions({{"x.y", 3, {}}}, false).answer.at(0).error,
+            ErrorCode::unknown_topic_or_partition);
+  EXPECT_EQ(
+      c.cs.alter_configs(
+              {{ConfigResource::topic, "x.y", {{"retention.ms", ConfigOpType::set, "1"}}}}, false)
+          .answer.at(0)
+          .error,
+      ErrorCode::unknown_topic_or_partition);
+  EXPECT_EQ(c.cs.delete_topics({{"x.y", kZeroUuid}}).answer.at(0).error,
+            ErrorCode::unknown_topic_or_partition);
+  // And the name is free again.
+  EXPECT_EQ(create_one(c.cs, "x_y", 1, 1), ErrorCode::none);
+  EXPECT_EQ(c.cs.refused_proposals(), 0u);
+}
+
+TEST(ControllerState, AFailedWriteRevertsTheUncommittedTail) {
+  Cluster c;
+  c.cs.commit(c.cs.next_offset() - 1);
+  const std::int64_t committed = c.cs.committed_offset();
+  auto a = c.cs.allocate_producer_ids(1, c.epoch[1]);
+  ASSERT_EQ(create_one(c.cs, "t", 1, 3), ErrorCode::none);
+  ASSERT_NE(c.cs.image().topic("t"), nullptr);
+  // The write of both failed: they leave the working view and their offsets are free again.
+  c.cs.revert_to(committed + 1);
+  EXPECT_EQ(c.cs.image().topic("t"), nullptr);
+  EXPECT_EQ(c.cs.image().next_producer_id(), 0);
+  EXPECT_EQ(c.cs.next_offset(), committed + 1);
+  EXPECT_EQ(c.cs.uncommitted(), 0u);
+  // The block was never answered, so it may be handed out now.
+  EXPECT_EQ(c.cs.allocate_producer_ids(1, c.epoch[1]).answer.first, a.answer.first);
+}
+
 TEST(ControllerState, SnapshotAndRecordsReplayToTheSameState) {
   Cluster c;
   c.create();
   c.cs.heartbeat({2, c.epoch[2], c.cs.next_offset(), true, false}, 10);
+  // A snapshot holds the committed state.
+  c.cs.commit(c.cs.next_offset() - 1);
   ControllerState from_snapshot;
   std::int64_t off = 0;
   for (const auto& r : c.cs.snapshot()) {
