@@ -4,6 +4,7 @@ so that the test's own work does not pace them. Both stop once --stop-file exist
 
   fault_clients.py produce --bootstrap B --topic T --partitions N --out FILE --stop-file F
                            [--rate R] [--tag rdk] [--delivery-timeout-ms 60000]
+                           [--start-at UNIX_SECONDS]
   fault_clients.py consume --bootstrap B --topic T --partitions N --out FILE --stop-file F
                            [--mode group|assign] [--group G]
 
@@ -13,7 +14,8 @@ each producer instance. --out gets one line per delivery report:
   A <tag>.<instance> <partition> <offset> <sequence> <unix ms>     acknowledged
   F <tag>.<instance> <partition> <sequence> <error name>           failed
   S <tag> sent=<n>                                                 records sent so far
-A fatal error of the idempotent producer (e.g. after the broker lost its sequence state) ends the
+--start-at holds the producer back until that moment (several processes started at once ask
+for their producer ids together). A fatal error of the idempotent producer (e.g. after the broker lost its sequence state) ends the
 instance: it is flushed and a new one (instance + 1, a new producer id) goes on; the out file
 gets "X <tag>.<instance> <error>".
 
@@ -59,6 +61,8 @@ def produce(a) -> int:
                          "request.timeout.ms": min(5000, a.delivery_timeout_ms // 2),
                          "error_cb": on_error})
 
+    if a.start_at:
+        time.sleep(max(0.0, a.start_at - time.time()))
     p = make()
     i = 0
     start = time.time()
@@ -155,6 +159,7 @@ def main() -> int:
     ap.add_argument("--rate", type=float, default=200)
     ap.add_argument("--tag", default="rdk")
     ap.add_argument("--delivery-timeout-ms", type=int, default=60000)
+    ap.add_argument("--start-at", type=float, default=0)
     ap.add_argument("--mode", choices=["group", "assign"], default="group")
     ap.add_argument("--group", default="fault-test")
     a = ap.parse_args()

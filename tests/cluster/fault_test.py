@@ -1,9 +1,10 @@
 #!/usr/bin/python3
 """The real-cluster fault test of issue 9: 1 controller and 3 brokers, each samsad in its own
 network namespace joined by a veth pair to a bridge in another namespace (fault_net.py), each
-data directory on its own powerfs mount (fault_cluster.py); idempotent acks=all producers
-(librdkafka and the Java client) and a consumer run through a seeded fault loop, then a history
-checker (fault_check.py) reads every partition back.
+data directory on its own powerfs mount (fault_cluster.py); three idempotent acks=all producers
+(two librdkafka, one Java client), each bootstrapping through a different broker (so their
+producer ids come from different brokers' blocks), and a consumer run through a seeded fault
+loop, then a history checker (fault_check.py) reads every partition back.
 
   fault_test.py --samsad PATH --powerfs PATH [--cycles N | --full] [--seed S]
                 [--only kill,isolate,slow,powercut] [--consumer group|assign] [--memory-acks]
@@ -24,7 +25,7 @@ replica.lag.time.max.ms=--lag-ms (2000). Each cycle picks one fault (seeded; the
             and the two brokers that did not lead the chosen partition restart first, one of
             them must take its leadership, then the old leader restarts.
 After each cycle the cluster must heal within --heal-timeout: 3 brokers in Metadata, every
-partition led with a full ISR, and both producers acknowledged on every partition again.
+partition led with a full ISR, and every producer acknowledged on every partition again.
 
 Checked at the end (a fresh consumer reads every partition from offset 0 to its end): every
 acknowledged record is there at its acknowledged offset, none twice, each producer instance's
@@ -126,30 +127,37 @@ class AckTail:
         return not self.missing_after(partitions, ms)
 
 
+# The producers and the broker each bootstraps through (issue 17: producers that come in
+# through different brokers get their ids from different brokers' blocks).
+PRODUCERS = {"rdk": BROKERS[0], "java": BROKERS[1], "rdk2": BROKERS[2]}
+
+
 class Clients:
-    """The two producers and the consumer, stopped together through a stop file."""
+    """The producers and the consumer, stopped together through a stop file."""
 
     def __init__(self, a, work: str, bootstrap: str):
         self.a = a
         self.work = work
         self.stop_file = os.path.join(work, "stop")  # the producers'
         self.consumer_stop = os.path.join(work, "stop-consumer")
-        self.outs = {"rdk": os.path.join(work, "rdk.acks"), "java": os.path.join(work,
-                                                                               "java.acks")}
+        self.outs = {name: os.path.join(work, f"{name}.acks") for name in PRODUCERS}
         self.seen = os.path.join(work, "consumer.seen")
-        common = ["--bootstrap", bootstrap, "--topic", a.topic, "--partitions",
-                  str(a.partitions)]
-        producing = common + ["--stop-file", self.stop_file]
+        topic = ["--topic", a.topic, "--partitions", str(a.partitions)]
         clients = os.path.join(HERE, "fault_clients.py")
-        self.cmds = {
-            "rdk": [PYTHON, clients, "produce", "--out", self.outs["rdk"], "--rate",
-                    str(a.rate), "--tag", "rdk"] + producing,
-            "java": ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-cp", a.java_classpath,
-                     f"-Dlog4j2.configurationFile={JAVA_LOG}", JAVA_PRODUCER,
-                     "--out", self.outs["java"], "--rate", str(a.rate), "--tag", "java"] + producing,
-            "consumer": [PYTHON, clients, "consume", "--out", self.seen, "--mode", a.consumer,
-                         "--group", "fault-test", "--stop-file", self.consumer_stop] + common,
-        }
+        self.cmds = {}
+        for name, b in PRODUCERS.items():
+            producing = topic + ["--bootstrap", f"{fault_net.ip_of(b)}:{fault_net.BROKER_PORT}",
+                                 "--stop-file", self.stop_file, "--out", self.outs[name],
+                                 "--rate", str(a.rate), "--tag", name]
+            if name == "java":
+                self.cmds[name] = ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-cp",
+                                   a.java_classpath, f"-Dlog4j2.configurationFile={JAVA_LOG}",
+                                   JAVA_PRODUCER] + producing
+            else:
+                self.cmds[name] = [PYTHON, clients, "produce"] + producing
+        self.cmds["consumer"] = [PYTHON, clients, "consume", "--out", self.seen, "--mode",
+                                 a.consumer, "--group", "fault-test", "--stop-file",
+                                 self.consumer_stop, "--bootstrap", bootstrap] + topic
         self.procs: dict[str, subprocess.Popen] = {}
 
     def start(self):
@@ -169,7 +177,7 @@ class Clients:
         open(self.stop_file, "w").close()
         end = time.time() + timeout
         rcs = {}
-        for name in ("rdk", "java"):
+        for name in PRODUCERS:
             rcs[name] = self._wait(name, end)
         acked_end: dict[int, int] = {}
         for path in self.outs.values():
@@ -528,7 +536,7 @@ def run(a, work: str) -> int:
 
 def report(a, loop: Loop, work: str, drained, loop_s: float, total_s: float) -> int:
     acked, sent, failed, fatal = {}, 0, 0, []
-    for name in ("rdk", "java"):
+    for name in PRODUCERS:
         ak, fl, ft, st = fault_check.parse_producer(os.path.join(work, f"{name}.acks"))
         acked.update(ak)
         sent += st
