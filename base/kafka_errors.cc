@@ -1,4 +1,4 @@
-#include "net/kafka/errors.h"
+#include "base/kafka_errors.h"
 
 namespace samsa::kafka {
 
