@@ -1,4 +1,4 @@
-#include "net/buf_ring.h"
+#include "net/uring/buf_ring.h"
 
 #include <sys/mman.h>
 #include <unistd.h>

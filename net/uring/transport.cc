@@ -1,6 +1,6 @@
 // The uring transport: the per-reactor listening socket (SO_REUSEPORT), multishot accept and
 // the transport's lifetime. The connections are in uring_connection.cc.
-#include "net/uring_transport.h"
+#include "net/uring/uring_transport.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -15,7 +15,7 @@
 
 #include "base/clock.h"
 #include "base/log.h"
-#include "net/uring_connection.h"
+#include "net/uring/connection.h"
 
 namespace samsa::net {
 namespace uring {

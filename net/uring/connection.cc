@@ -1,4 +1,4 @@
-#include "net/uring_connection.h"
+#include "net/uring/connection.h"
 
 #include <sys/socket.h>
 #include <unistd.h>
@@ -169,8 +169,8 @@ void UringConnection::finish_closed() {
 
 void UringConnection::flush() {
   if (fd_ < 0 || (state_ != State::open && state_ != State::draining)) return;
-  if (!send_inflight_) advance_sent(0);  // drop skipped and empty answers at the front
-  schedule_reads();                      // file ranges are read while earlier bytes are sent
+  if (!send_inflight_) advance_sent(0);      // drop skipped and empty answers at the front
+  schedule_reads(head_seq_, cur_piece_, 0);  // file ranges are read while earlier bytes go
   if (send_inflight_) return;
   iov_.clear();
   std::size_t total = 0;
@@ -288,24 +288,5 @@ void UringConnection::release_front() {
 }
 
 // File ranges ahead of the send cursor start reading, up to kReadAheadBytes.
-void UringConnection::schedule_reads() {
-  if (reads_busy_ == kMaxReads) return;
-  std::size_t ahead = 0;
-  std::size_t scanned = 0;
-  for (std::size_t i = 0; i < window_.size() && scanned < 4 * kMaxIov; ++i, ++scanned) {
-    Slot& s = window_[i];
-    if (s.kind == Slot::waiting) return;
-    if (s.kind == Slot::skipped) continue;
-    auto& pcs = s.resp.pieces();
-    for (std::size_t p = i == 0 ? cur_piece_ : 0; p < pcs.size(); ++p) {
-      auto& pc = pcs[p];
-      if (pc.file.fd >= 0 && !pc.bytes.data()) {  // unread and no read under way
-        if (!start_read(head_seq_ + i, p)) return;
-      }
-      ahead += pc.bytes.size();
-      if (ahead >= kReadAheadBytes || ++scanned >= 4 * kMaxIov) return;
-    }
-  }
-}
 
 }  // namespace samsa::net::uring

@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "net/buf_ring.h"
 #include "net/connection_core.h"
-#include "net/uring_transport.h"
+#include "net/uring/buf_ring.h"
+#include "net/uring/uring_transport.h"
 
 namespace samsa::net::uring {
 
@@ -52,7 +52,6 @@ class UringConnection final : public ConnectionCore {
   void send_done(int res);
   void advance_sent(std::size_t n);
   void release_front();
-  void schedule_reads();
   void shut_down_write();
   void finish_closed();
 
