@@ -28,11 +28,11 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/kafka_errors.h"
 #include "coordinator/producer_ids.h"
 #include "coordinator/records.h"
 #include "coordinator/store.h"
 #include "io/reactor.h"
-#include "net/kafka/errors.h"
 
 namespace samsa::coordinator {
 
@@ -385,6 +385,20 @@ class GroupCoordinator {
   void join_new_member(Group& g, JoinRequest& req, Done<JoinResult>& done);
   void join_known_member(Group& g, JoinRequest& req, Done<JoinResult>& done);
   void join_static_replacement(Group& g, Member& old, JoinRequest& req, Done<JoinResult>& done);
+  // A static member's new id, stored while the group stayed stable: what to answer, or to undo
+  // when the write failed.
+  struct StaticSwap {
+    std::string group_id;
+    std::uint64_t incarnation = 0;
+    std::string instance, old_id, new_id;
+    std::optional<std::string> old_leader;
+    std::vector<Protocol> old_protocols;
+    std::int32_t old_rebalance = 0;
+    std::int32_t old_session = 0;
+    bool skip = false;
+  };
+  void finish_static_swap(const StaticSwap& s, Done<JoinResult> cb,
+                          const std::optional<io::Error>& err);
   Member& add_member(Group& g, JoinRequest& req, std::string id, Done<JoinResult> done);
   void update_member(Group& g, Member& m, JoinRequest& req, Done<JoinResult> done);
   // Takes a member out (answering whatever it waits for with UNKNOWN_MEMBER_ID); remove_member

@@ -154,6 +154,45 @@ void GroupCoordinator::join_known_member(Group& g, JoinRequest& req, Done<JoinRe
 
 // A static member (known group.instance.id) joins under a new member id: it takes over the old
 // member's place, and the old id is fenced.
+void GroupCoordinator::finish_static_swap(const StaticSwap& s, Done<JoinResult> cb,
+                                          const std::optional<io::Error>& err) {
+  Group* g = find_group(s.group_id);
+  Member* m = g && g->incarnation == s.incarnation ? g->member(s.new_id) : nullptr;
+  if (!m) {
+    JoinResult r;
+    r.error = ErrorCode::unknown_member_id;
+    r.member_id = s.new_id;
+    cb(std::move(r));
+    return;
+  }
+  if (err) {
+    // Undo: the old id stays the member's, as the log still says.
+    m->protocols = s.old_protocols;
+    m->rebalance_timeout_ms = s.old_rebalance;
+    m->session_timeout_ms = s.old_session;
+    auto node = g->members.extract(s.new_id);
+    node.mapped()->id = s.old_id;
+    node.key() = s.old_id;
+    g->members.insert(std::move(node));
+    if (g->is_leader(s.new_id)) g->leader = s.old_id;
+    g->static_members[s.instance] = s.old_id;
+    if (g->pending_sync.erase(s.new_id)) g->pending_sync.insert(s.old_id);
+    JoinResult r;
+    r.error = store_error(*err);
+    r.member_id = s.new_id;
+    r.generation = g->generation;
+    cb(std::move(r));
+    return;
+  }
+  const bool leader = g->is_leader(s.new_id);
+  JoinResult r = join_result(*g, *m, leader && s.skip);
+  r.skip_assignment = leader && s.skip;
+  // Older clients are told the previous leader id, so a rejoining leader acts as a follower and
+  // keeps the current assignment.
+  if (!s.skip) r.leader = s.old_leader.value_or("");
+  cb(std::move(r));
+}
+
 void GroupCoordinator::join_static_replacement(Group& g, Member& old, JoinRequest& req,
                                                Done<JoinResult>& done) {
   const std::string old_id = old.id;
@@ -202,50 +241,21 @@ void GroupCoordinator::join_static_replacement(Group& g, Member& old, JoinReques
       if (g.protocol && *g.protocol == select_protocol(g)) {
         // Nothing the assignment depends on changed: persist the new member id and answer with
         // the current generation; the rest of the group is not disturbed.
-        const std::string group_id = g.id;
-        const std::uint64_t inc = g.incarnation;
-        const std::string instance = *req.group_instance_id;
-        const bool skip = req.supports_skip_assignment;
+        StaticSwap swap{g.id,
+                        g.incarnation,
+                        *req.group_instance_id,
+                        old_id,
+                        new_id,
+                        old_leader,
+                        old_protocols,
+                        old_rebalance,
+                        old_session,
+                        req.supports_skip_assignment};
         auto cb = std::move(done);
         store_records(g.partition, {{encode_key(GroupKey{g.id}), encode_value(group_value(g))}},
-                      [this, group_id, inc, instance, old_id, new_id, old_leader, old_protocols,
-                       old_rebalance, old_session, skip,
+                      [this, swap = std::move(swap),
                        cb = std::move(cb)](std::optional<io::Error> err) mutable {
-                        Group* g = find_group(group_id);
-                        Member* m = g && g->incarnation == inc ? g->member(new_id) : nullptr;
-                        if (!m) {
-                          JoinResult r;
-                          r.error = ErrorCode::unknown_member_id;
-                          r.member_id = new_id;
-                          cb(std::move(r));
-                          return;
-                        }
-                        if (err) {
-                          // Undo: the old id stays the member's, as the log still says.
-                          m->protocols = old_protocols;
-                          m->rebalance_timeout_ms = old_rebalance;
-                          m->session_timeout_ms = old_session;
-                          auto node = g->members.extract(new_id);
-                          node.mapped()->id = old_id;
-                          node.key() = old_id;
-                          g->members.insert(std::move(node));
-                          if (g->is_leader(new_id)) g->leader = old_id;
-                          g->static_members[instance] = old_id;
-                          if (g->pending_sync.erase(new_id)) g->pending_sync.insert(old_id);
-                          JoinResult r;
-                          r.error = store_error(*err);
-                          r.member_id = new_id;
-                          r.generation = g->generation;
-                          cb(std::move(r));
-                          return;
-                        }
-                        const bool leader = g->is_leader(new_id);
-                        JoinResult r = join_result(*g, *m, leader && skip);
-                        r.skip_assignment = leader && skip;
-                        // Older clients are told the previous leader id, so a rejoining leader acts
-                        // as a follower and keeps the current assignment.
-                        if (!skip) r.leader = old_leader.value_or("");
-                        cb(std::move(r));
+                        finish_static_swap(swap, std::move(cb), err);
                       });
         return;
       }

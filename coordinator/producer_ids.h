@@ -10,7 +10,7 @@
 #include <functional>
 #include <vector>
 
-#include "net/kafka/errors.h"
+#include "base/kafka_errors.h"
 
 namespace samsa::coordinator {
 

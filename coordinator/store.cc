@@ -22,19 +22,13 @@ constexpr std::size_t kLoadChunkBytes = 1u << 20;
 // Kafka's offsets.commit.timeout.ms: how long a write waits for the ISR before it fails.
 constexpr std::int64_t kCommitTimeoutMs = 5000;
 
-struct PendingAppend : io::AppendOp {
+// A write of the coordinator's records: a produce with acks=all (Partition::produce: refused
+// while the ISR is below min.insync.replicas, answered once the high watermark, the ISR's durable
+// end, has passed it, so a committed offset survives the loss of this leader).
+struct PendingAppend : replication::ProduceOp {
   std::vector<std::byte> bytes;
   OffsetsStore::AppendDone reply;
   io::Reactor* home = nullptr;
-  replication::Partition* partition = nullptr;  // the leader's, on its shard's thread
-  io::Reactor* shard = nullptr;                 // that thread's loop
-  // Waiting for the ISR (a cluster's replicated partition), with its timeout.
-  struct Commit : replication::CommitWaiter {
-    PendingAppend* op = nullptr;
-  } commit;
-  struct Timeout : io::Timer {
-    PendingAppend* op = nullptr;
-  } timeout;
 };
 
 // Any thread: hands the outcome to the coordinator's thread, which owns (and frees) the op.
@@ -45,45 +39,24 @@ void finish_append(PendingAppend* op, std::optional<io::Error> err) {
   });
 }
 
-// The ISR's outcome for a write (shard thread): NOT_LEADER_OR_FOLLOWER becomes not_found
-// (NOT_COORDINATOR: the group moved with the leadership); too few replicas or the timeout
-// io_error (COORDINATOR_NOT_AVAILABLE: retriable).
-void on_isr_outcome(PendingAppend* op, kafka::ErrorCode e) {
-  if (op->timeout.armed()) op->shard->disarm(&op->timeout);
-  if (e == kafka::ErrorCode::none) {
+// The partition's thread: the produce's outcome. The one place where a coordinator write is
+// declared committed: a commit, an assignment or a deletion is answered from here.
+// NOT_LEADER_OR_FOLLOWER becomes not_found (NOT_COORDINATOR: the group moved with the
+// leadership); a batch over max.message.bytes batch_too_large (INVALID_COMMIT_OFFSET_SIZE);
+// anything else io_error (COORDINATOR_NOT_AVAILABLE: retriable).
+void on_produced(replication::ProduceOp* p) {
+  auto* op = static_cast<PendingAppend*>(p);
+  if (op->error == kafka::ErrorCode::none) {
     finish_append(op, std::nullopt);
     return;
   }
-  finish_append(op, io::Error{e == kafka::ErrorCode::not_leader_or_follower ? io::Errc::not_found
-                                                                            : io::Errc::io_error,
-                              std::string(kOffsetsTopic) + ": the ISR did not take the write (" +
-                                  std::string(kafka::error_name(e)) + ")"});
-}
-
-// The partition's thread, once the batch is durable on this leader (op->result holds its
-// offsets). The one place where a coordinator write is declared committed: a commit, an
-// assignment or a deletion is answered from here. On a cluster's replicated partition that is
-// what acks=all means for Produce: the high watermark (the ISR's durable end) has passed
-// op->result.last_offset, so a committed offset survives the loss of this leader.
-void when_committed(PendingAppend* op) {
-  if (!op->partition->replicated()) {
-    finish_append(op, std::nullopt);
-    return;
-  }
-  op->shard = io::Reactor::current();
-  op->commit.op = op;
-  op->commit.last_offset = op->result.last_offset;
-  op->commit.fn = [](replication::CommitWaiter* w, kafka::ErrorCode e) {
-    on_isr_outcome(static_cast<PendingAppend::Commit*>(w)->op, e);
-  };
-  op->timeout.op = op;
-  op->timeout.fn = [](io::Timer* t) {
-    PendingAppend* op = static_cast<PendingAppend::Timeout*>(t)->op;
-    op->partition->cancel_commit_wait(&op->commit);
-    on_isr_outcome(op, kafka::ErrorCode::request_timed_out);
-  };
-  op->shard->arm(&op->timeout, mono_ns() + kCommitTimeoutMs * 1'000'000);
-  op->partition->wait_committed(&op->commit);
+  const io::Errc code = op->log_error ? *op->log_error
+                        : op->error == kafka::ErrorCode::not_leader_or_follower
+                            ? io::Errc::not_found
+                            : io::Errc::io_error;
+  finish_append(op, io::Error{code, std::string(kOffsetsTopic) + ": the write was not taken (" +
+                                        std::string(kafka::error_name(op->error)) +
+                                        (op->message.empty() ? "" : ": " + op->message) + ")"});
 }
 
 bool pread_full(int fd, std::byte* out, std::size_t n, std::uint64_t pos, std::string* why) {
@@ -119,32 +92,12 @@ void PartitionStore::append(std::int32_t partition, std::vector<std::byte> batch
                                                        std::to_string(partition) + " is not open"});
       return;
     }
-    // Kafka writes the group's records with acks=all: refused while the ISR is below
-    // min.insync.replicas (COORDINATOR_NOT_AVAILABLE to the client, which retries).
-    if (const kafka::ErrorCode e = part->check_acks_all(); e != kafka::ErrorCode::none) {
-      finish_append(op,
-                    io::Error{e == kafka::ErrorCode::not_leader_or_follower ? io::Errc::not_found
-                                                                            : io::Errc::io_error,
-                              std::string(kOffsetsTopic) + "-" + std::to_string(partition) + ": " +
-                                  std::string(kafka::error_name(e))});
-      return;
-    }
+    // Kafka writes the group's records with acks=all and offsets.commit.timeout.ms.
     op->batch = op->bytes;
-    op->durability = io::Durability::durable;
-    op->partition = part;
-    op->done = [](io::AppendOp* a) {
-      auto* self = static_cast<PendingAppend*>(a);
-      if (self->error) {
-        finish_append(self, self->error);
-      } else {
-        when_committed(self);
-      }
-    };
-    if (auto r = part->append(op); !r) {
-      finish_append(
-          op, io::Error{r.error().log_error.value_or(io::Errc::io_error),
-                        std::string(kafka::error_name(r.error().code)) + ": " + r.error().message});
-    }
+    op->acks = -1;
+    op->deadline_ns = mono_ns() + kCommitTimeoutMs * 1'000'000;
+    op->produced = &on_produced;
+    part->produce(op);
   });
 }
 

@@ -14,45 +14,14 @@
 
 #include "base/clock.h"
 #include "base/log.h"
-#include "daemon/admin.h"
+#include "daemon/admin/admin.h"
+#include "daemon/api/dispatch.h"
 #include "daemon/broker_internal.h"
-#include "daemon/cluster_link.h"
-#include "daemon/controller_channel.h"
-#include "daemon/dispatch.h"
+#include "daemon/cluster/cluster_link.h"
+#include "daemon/cluster/controller_channel.h"
 #include "io/checkpoint.h"
-#include "net/dpdk/dpdk_transport.h"
-#include "net/uring_transport.h"
 
 namespace samsa::daemon {
-
-std::string dpdk_stats_text(const net::DpdkStats& s) {
-  char b[512];
-  const double busy = s.poll_total_ns ? 100.0 * static_cast<double>(s.poll_busy_ns) /
-                                            static_cast<double>(s.poll_total_ns)
-                                      : 0.0;
-  std::snprintf(
-      b, sizeof b,
-      "rx %llu packets %llu bytes, tx %llu packets %llu bytes (%llu without a copy), dropped "
-      "rx %llu tx %llu "
-      "ip %llu, tcp retransmits %llu, connections %llu (half-open %llu, accepted %llu, "
-      "outbound %llu, "
-      "resets received %llu, half-open dropped %llu), poll busy %.1f%%, sleeps %llu, mbufs "
-      "free %u/%u",
-      static_cast<unsigned long long>(s.rx_packets), static_cast<unsigned long long>(s.rx_bytes),
-      static_cast<unsigned long long>(s.tx_packets), static_cast<unsigned long long>(s.tx_bytes),
-      static_cast<unsigned long long>(s.tx_zero_copy_bytes),
-      static_cast<unsigned long long>(s.rx_dropped), static_cast<unsigned long long>(s.tx_dropped),
-      static_cast<unsigned long long>(s.ip_dropped),
-      static_cast<unsigned long long>(s.tcp_retransmits),
-      static_cast<unsigned long long>(s.tcp_connections),
-      static_cast<unsigned long long>(s.tcp_half_open),
-      static_cast<unsigned long long>(s.tcp_accepted),
-      static_cast<unsigned long long>(s.tcp_connects),
-      static_cast<unsigned long long>(s.tcp_resets_received),
-      static_cast<unsigned long long>(s.tcp_syn_dropped), busy,
-      static_cast<unsigned long long>(s.sleeps), s.mbufs_free, s.mbufs_total);
-  return b;
-}
 
 std::size_t session_slots_per_reactor(const BrokerSettings& s, std::size_t reactors) {
   const auto slots = static_cast<std::size_t>(std::max(0, s.fetch_session_slots));
@@ -110,11 +79,10 @@ std::expected<std::string, std::string> Broker::load_or_create_meta() {
   auto pre = cluster.empty() ? make_settings(config_, "") : nullptr;
   if (pre && *pre && (*pre)->cluster.role == ProcessRole::broker) {
     // A new broker joins the controller's cluster (Kafka formats its storage with that id),
-    // asking over the network its clients use: a DPDK broker needs no kernel route to it.
+    // asking over the network backend its clients use (it may be the only route to it).
     const auto& host = (*pre)->cluster.controller_host;
     const auto port = (*pre)->cluster.controller_port;
-    auto id = dpdk_ ? controller_cluster_id_over(*dpdk_, host, port, 60'000)
-                    : controller_cluster_id(*kernel_controller_channel(), host, port, 60'000);
+    auto id = cluster::controller_cluster_id(*backend_, host, port, 60'000);
     if (!id) return std::unexpected(id.error());
     cluster = *id;
   }
@@ -133,33 +101,18 @@ std::expected<std::string, std::string> Broker::load_or_create_meta() {
   return cluster;
 }
 
-std::expected<void, std::string> Broker::init(Config cfg,
-                                              std::function<void(const std::string&)> progress) {
-  config_ = std::move(cfg);
-  start_wall_ms_ = wall_ms();
-  start_mono_ns_ = mono_ns();
-  testing_hooks_ = config_.get_bool("samsa.testing.hooks");
-  // Before touching any data: the DPDK device and address must be ours (the stack's own
-  // listeners need no kernel port) ...
-  const bool dpdk = config_.get_string("samsa.net.backend") == "dpdk";
-  if (dpdk) {
+// Before touching any data: the network backend (a device and address must be ours), and no
+// other broker on the listeners' ports.
+std::expected<void, std::string> Broker::open_network() {
+  {
     auto s = make_settings(config_, "");
     if (!s) return std::unexpected(s.error());
-#if SAMSA_HAVE_DPDK
-    const DpdkSettings& d = (*s)->dpdk;
-    net::DpdkOptions o{d.eal_args, d.ip,           d.netmask, d.gateway,
-                       d.mtu,      d.idle_poll_us, d.mbufs,   d.tx_zero_copy};
-    auto stack = net::DpdkStack::create(o);
-    if (!stack) return std::unexpected("samsa.net.backend=dpdk: " + stack.error());
-    dpdk_ = std::move(*stack);
-#else
-    return std::unexpected(
-        "samsa.net.backend=dpdk: this samsad was built without the DPDK backend (libdpdk-dev "
-        "and lwIP's sources were missing at build time; see net/dpdk/README.md)");
-#endif
+    auto b = net::Backend::create((*s)->backend);
+    if (!b) return std::unexpected(b.error());
+    backend_ = std::move(*b);
   }
-  // ... and another broker may hold the port (or the log dirs, below).
-  if (auto listeners = parse_listeners(config_.get_list("listeners")); listeners && !dpdk) {
+  // Another broker may hold the port (or the log dirs: open_log_dirs).
+  if (auto listeners = parse_listeners(config_.get_list("listeners")); listeners) {
     const auto controller_names = config_.get_list("controller.listener.names");
     const bool controller_only = cluster_role(config_) == ProcessRole::controller;
     for (const auto& e : *listeners) {
@@ -172,11 +125,15 @@ std::expected<void, std::string> Broker::init(Config cfg,
       bool free = false;
       for (int attempt = 0; attempt < 40 && !free; ++attempt) {
         if (attempt) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        free = net::check_address_free(e.host, e.port, &why);
+        free = backend_->address_free(e.host, e.port, &why);
       }
       if (!free) return std::unexpected("listener " + e.name + ": " + why);
     }
   }
+  return {};
+}
+
+std::expected<std::vector<io::LogDir*>, std::string> Broker::open_log_dirs() {
   std::vector<io::LogDir*> dirs;
   for (const auto& d : config_.log_dirs()) {
     std::error_code ec;
@@ -187,28 +144,28 @@ std::expected<void, std::string> Broker::init(Config cfg,
     dirs.push_back(ld->get());
     log_dirs_.push_back(std::move(*ld));
   }
-  auto cluster = load_or_create_meta();
-  if (!cluster) return std::unexpected(cluster.error());
-  cluster_id_ = *cluster;
-  auto settings = make_settings(config_, cluster_id_);
-  if (!settings) return std::unexpected(settings.error());
-  settings_ = *settings;
-  // Before recovery, so `samsactl status` can show its progress.
-  if (auto e = start_admin(); !e.empty()) return std::unexpected(e);
+  return dirs;
+}
 
+// The retention thread over the log dirs, and the offload threads: rare blocking file work
+// (index files of rolled segments, producer snapshots, epoch checkpoints) runs there, never on
+// a reactor.
+std::expected<void, std::string> Broker::start_background(const std::vector<io::LogDir*>& dirs) {
   io::RetentionDeleter::Options ro;
   ro.check_interval_ms = config_.get_int("log.retention.check.interval.ms");
   ro.checkpoint_interval_ms = config_.get_int("log.flush.offset.checkpoint.interval.ms");
   retention_ = std::make_unique<io::RetentionDeleter>(ro, dirs);
   retention_->start();
-  // Rare blocking file work (index files of rolled segments, producer snapshots, epoch
-  // checkpoints) runs here, never on a reactor.
   {
     std::string why;
     offload_ = io::Offload::start("offload", 2, &why);
     if (!offload_) return std::unexpected(why);
   }
 
+  return {};
+}
+
+std::expected<void, std::string> Broker::start_reactors() {
   std::size_t n = static_cast<std::size_t>(config_.get_int("samsa.reactors"));
   if (n == 0) n = std::max<long>(1, sysconf(_SC_NPROCESSORS_ONLN));
   last_turns_.assign(n, 0);
@@ -247,6 +204,14 @@ std::expected<void, std::string> Broker::init(Config cfg,
       if (!t->error.empty()) return std::unexpected(t->error);
   }
 
+  return {};
+}
+
+// The coordinator thread, then the controller's: it replays the metadata log and publishes the
+// first image; every reactor then opens (recovers) its partitions' logs and starts listening.
+// Progress is reported every second meanwhile.
+std::expected<void, std::string> Broker::start_controller_and_coordinator(
+    const std::function<void(const std::string&)>& progress) {
   coordinator_thread_ = std::thread([this] { run_coordinator(); });
   {
     std::unique_lock lk(mu_);
@@ -256,9 +221,6 @@ std::expected<void, std::string> Broker::init(Config cfg,
 
   controller_thread_ = std::thread([this] { run_controller(); });
   {
-    // The controller replays the metadata log and publishes the first image; every reactor
-    // then opens (recovers) its partitions' logs and starts listening. Progress is reported
-    // every second meanwhile.
     const std::int64_t hold_until =
         testing_hooks_ ? mono_ms() + config().get_int("samsa.testing.startup.delay.ms") : 0;
     std::unique_lock lk(mu_);
@@ -279,6 +241,29 @@ std::expected<void, std::string> Broker::init(Config cfg,
     for (auto& t : reactors_)
       if (!t->error.empty()) return std::unexpected(t->error);
   }
+  return {};
+}
+
+std::expected<void, std::string> Broker::init(Config cfg,
+                                              std::function<void(const std::string&)> progress) {
+  config_ = std::move(cfg);
+  start_wall_ms_ = wall_ms();
+  start_mono_ns_ = mono_ns();
+  testing_hooks_ = config_.get_bool("samsa.testing.hooks");
+  if (auto r = open_network(); !r) return r;
+  auto dirs = open_log_dirs();
+  if (!dirs) return std::unexpected(dirs.error());
+  auto cluster = load_or_create_meta();
+  if (!cluster) return std::unexpected(cluster.error());
+  cluster_id_ = *cluster;
+  auto settings = make_settings(config_, cluster_id_);
+  if (!settings) return std::unexpected(settings.error());
+  settings_ = *settings;
+  // Before recovery, so `samsactl status` can show its progress.
+  if (auto e = start_admin(); !e.empty()) return std::unexpected(e);
+  if (auto r = start_background(*dirs); !r) return r;
+  if (auto r = start_reactors(); !r) return r;
+  if (auto r = start_controller_and_coordinator(progress); !r) return r;
   recovery_ms_ = (mono_ns() - start_mono_ns_) / 1'000'000;
   log_recovery_summary();
   std::string where;
@@ -311,15 +296,8 @@ bool Broker::healthy() {
 }
 
 std::string Broker::status_line() const {
-  // The network backend: which device, address and queues (samsa.net.backend=dpdk).
-  std::string net;
-  if (dpdk_) {
-    const net::DpdkInfo i = dpdk_->info();
-    net = "; dpdk " + i.device + " (" + i.driver + ")" +
-          (i.interface.empty() ? "" : " on " + i.interface) + " as " + i.ip + ", " +
-          std::to_string(i.rx_queues) + "/" + std::to_string(i.tx_queues) +
-          " rx/tx queues polled by " + i.polled_by;
-  }
+  // The network backend: which device, address and queues, if it has any.
+  const std::string net = backend_->summary();
   // systemd's STATUS once serving: where, how much, and what start-up had to do.
   std::string where;
   {

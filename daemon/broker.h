@@ -20,27 +20,30 @@
 #include <vector>
 
 #include "coordinator/coordinator.h"
+#include "daemon/api/fetch_sessions.h"
+#include "daemon/cluster/isr_keeper.h"
+#include "daemon/cluster/replica_fetcher.h"
 #include "daemon/config.h"
-#include "daemon/fetch_sessions.h"
 #include "daemon/metrics.h"
 #include "daemon/settings.h"
 #include "io/log_dir.h"
 #include "io/offload.h"
 #include "io/reactor.h"
 #include "io/retention.h"
-#include "net/dpdk/dpdk_transport.h"
+#include "net/backend.h"
 #include "net/memory_budget.h"
 #include "net/transport.h"
 #include "replication/controller.h"
-#include "replication/isr_keeper.h"
-#include "replication/replica_fetcher.h"
 #include "replication/shard.h"
+
+namespace samsa::cluster {
+class ClusterLink;
+}  // namespace samsa::cluster
 
 namespace samsa::daemon {
 
 class AdminServer;
 class Broker;
-class ClusterLink;
 class KafkaDispatcher;
 
 // A request parked on this reactor (a long-polling fetch); shutdown expires them so they
@@ -62,9 +65,9 @@ struct ReactorContext {
   io::Reactor* reactor = nullptr;
   std::unique_ptr<replication::Shard> shard;
   // A cluster broker's follower side: fetches its followed partitions from their leaders.
-  std::unique_ptr<replication::ReplicaFetcher> fetcher;
+  std::unique_ptr<cluster::ReplicaFetcher> fetcher;
   // A cluster broker's leader side of ISR changes: AlterPartition through the cluster link.
-  std::unique_ptr<replication::IsrKeeper> isr_keeper;
+  std::unique_ptr<cluster::IsrKeeper> isr_keeper;
   replication::ImagePtr image;
   std::shared_ptr<const BrokerSettings> settings;
   std::vector<std::unique_ptr<KafkaDispatcher>> dispatchers;  // one per listener
@@ -125,13 +128,8 @@ class Broker {
   // (the systemd watchdog asks).
   bool healthy();
   std::string status_line() const;
-  // samsa.net.backend=dpdk: the stack's device and counters (nullopt with uring).
-  std::optional<net::DpdkInfo> dpdk_info() const {
-    return dpdk_ ? std::optional(dpdk_->info()) : std::nullopt;
-  }
-  std::optional<net::DpdkStats> dpdk_stats() const {
-    return dpdk_ ? std::optional(dpdk_->stats()) : std::nullopt;
-  }
+  // The network backend (samsa.net.backend), made by init().
+  const net::Backend& backend() const { return *backend_; }
 
   // ---- for the admin socket (daemon/admin_ops.cc, daemon/admin_commands.cc) ----
   enum class State : std::uint8_t { starting, serving, draining, drained, stopping };
@@ -204,7 +202,19 @@ class Broker {
   Broker() = default;
   std::expected<void, std::string> init(Config cfg,
                                         std::function<void(const std::string&)> progress);
+  // init's steps, in order.
+  std::expected<void, std::string> open_network();
+  std::expected<std::vector<io::LogDir*>, std::string> open_log_dirs();
+  std::expected<void, std::string> start_background(const std::vector<io::LogDir*>& dirs);
+  std::expected<void, std::string> start_reactors();
+  std::expected<void, std::string> start_controller_and_coordinator(
+      const std::function<void(const std::string&)>& progress);
   void run_reactor(ReactorThread* t);
+  void make_shard(ReactorContext& ctx);
+  // shutdown's steps, in order.
+  void drain_requests(const std::vector<ReactorThread*>& running);
+  void close_connections(const std::vector<ReactorThread*>& running);
+  void close_logs(const std::vector<ReactorThread*>& running);
   void run_controller();
   void run_coordinator();
   // Creates __consumer_offsets if needed (through the controller), then starts the coordinator
@@ -238,8 +248,8 @@ class Broker {
   std::unique_ptr<io::RetentionDeleter> retention_;
   std::unique_ptr<io::Offload> offload_;  // "offload-N" threads
 
-  // samsa.net.backend=dpdk: the device and TCP/IP stack, polled by reactor 0.
-  std::unique_ptr<net::DpdkStack> dpdk_;
+  // samsa.net.backend: makes every transport and outbound connection (net/backend.h).
+  std::unique_ptr<net::Backend> backend_;
   std::vector<std::unique_ptr<ReactorThread>> reactors_;
   std::vector<std::unique_ptr<ReactorContext>> contexts_;
   std::thread controller_thread_;
@@ -275,7 +285,7 @@ class Broker {
   std::unique_ptr<AdminServer> admin_;
   // process.roles=broker: the "cluster-link" thread (started by the controller thread once the
   // broker's controller object is open, stopped by shutdown()).
-  std::unique_ptr<ClusterLink> link_;
+  std::unique_ptr<cluster::ClusterLink> link_;
   // This process's registration (a broker leads only under its own, unfenced).
   replication::Uuid incarnation_ = replication::random_uuid();
   void start_link();

@@ -12,6 +12,7 @@
 #include "net/kafka/api.h"
 #include "net/kafka/gen/create_topics_request.h"
 #include "net/kafka/gen/create_topics_response.h"
+#include "net/kafka/wire.h"
 
 namespace samsa::daemon {
 
@@ -119,11 +120,7 @@ void Broker::create_offsets_topic() {
   }
   req.topics.push_back(std::move(t));
   constexpr std::int16_t kVersion = 7;
-  net::Response encoded = kafka::encode_request(req, kVersion, 0, "samsa-broker");
-  std::vector<std::byte> frame;
-  for (auto& p : encoded.pieces())
-    frame.insert(frame.end(), p.bytes.data(), p.bytes.data() + p.bytes.size());
-  frame.erase(frame.begin(), frame.begin() + 4);  // the size prefix
+  auto frame = kafka::flatten_body(kafka::encode_request(req, kVersion, 0, "samsa-broker"));
   // Answered on the controller thread once the image holds the outcome, or (link down) on the
   // link's: the outcome is handled on the controller thread either way.
   forward_to_controller(std::move(frame), [this, again, name = spec.name,

@@ -6,12 +6,8 @@
 #include <string>
 
 #include "daemon/settings.h"
-#include "net/dpdk/dpdk_transport.h"
 
 namespace samsa::daemon {
-
-// The DPDK backend's counters in one line (the log every minute, at shutdown, and the status).
-std::string dpdk_stats_text(const net::DpdkStats& s);
 
 // Each reactor keeps its share of the broker's fetch sessions (rounded up: never 0 unless
 // sessions are off).

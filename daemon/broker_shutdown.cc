@@ -7,11 +7,11 @@
 
 #include "base/clock.h"
 #include "base/log.h"
-#include "daemon/admin.h"
+#include "daemon/admin/admin.h"
+#include "daemon/api/dispatch.h"
 #include "daemon/broker.h"
 #include "daemon/broker_internal.h"
-#include "daemon/cluster_link.h"
-#include "daemon/dispatch.h"
+#include "daemon/cluster/cluster_link.h"
 
 namespace samsa::daemon {
 
@@ -27,25 +27,10 @@ void stop_and_join(std::thread& thread, io::Reactor* reactor) {
 
 }  // namespace
 
-void Broker::shutdown() {
-  if (stopping_.exchange(true)) return;
-  const State was = state_.exchange(State::stopping, std::memory_order_acq_rel);
-  // The admin thread first: it reaches into every other thread.
-  admin_.reset();
-  // A broker node asks the controller to move its leaderships first, so clients find the new
-  // leaders at once instead of after broker.session.timeout.ms.
-  if (link_ && was != State::starting) {
-    const std::int64_t t0 = mono_ms();
-    const bool moved = link_->controlled_shutdown(5000);
-    LOG_INFO("controlled shutdown: %s after %lld ms", moved ? "leaderships moved" : "timed out",
-             static_cast<long long>(mono_ms() - t0));
-  }
+// 1. Stop accepting and expire long polls; 2. wait (up to samsa.shutdown.timeout.ms) for the
+// requests in flight to be answered.
+void Broker::drain_requests(const std::vector<ReactorThread*>& running) {
   const std::int64_t timeout_ms = config().get_int("samsa.shutdown.timeout.ms");
-  std::vector<ReactorThread*> running;
-  for (auto& t : reactors_)
-    if (t->ctx->reactor && t->thread.joinable()) running.push_back(t.get());
-
-  // 1. Stop accepting and expire long polls; 2. wait for in-flight requests to be answered.
   std::atomic<std::size_t> busy{0};
   auto count_busy = [&](bool first) {
     busy.store(0);
@@ -91,24 +76,25 @@ void Broker::shutdown() {
   if (!running.empty() && busy.load() != 0)
     LOG_WARN("shutdown: %zu requests still in flight after %lld ms; closing anyway", busy.load(),
              static_cast<long long>(timeout_ms));
-  // A broker node's link to the controller ran the forwarded requests just answered.
-  if (link_) link_->stop();
+}
 
-  // 3. No more requests: close every connection on every reactor.
-  {
-    std::atomic<std::size_t> left{running.size()};
-    for (ReactorThread* t : running) {
-      t->ctx->reactor->post_fn([t, &left] {
-        for (auto& tr : t->ctx->transports)
-          tr->close_all();
-        left.fetch_sub(1);
-      });
-    }
-    while (left.load() != 0)
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+// 3. No more requests: close every connection on every reactor.
+void Broker::close_connections(const std::vector<ReactorThread*>& running) {
+  std::atomic<std::size_t> left{running.size()};
+  for (ReactorThread* t : running) {
+    t->ctx->reactor->post_fn([t, &left] {
+      for (auto& tr : t->ctx->transports)
+        tr->close_all();
+      left.fetch_sub(1);
+    });
   }
-  // 4. The controller (it may still be finishing a change), the coordinator (its writes in
-  // flight complete on the shards, which are still running), then the shards' logs.
+  while (left.load() != 0)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
+// 4. The controller (it may still be finishing a change), the coordinator (its writes in flight
+// complete on the shards, which are still running), then the shards' logs, closed cleanly.
+void Broker::close_logs(const std::vector<ReactorThread*>& running) {
   stop_and_join(controller_thread_, controller_reactor_);
   stop_and_join(coordinator_thread_, coordinator_reactor_);
   for (ReactorThread* t : running) {
@@ -147,11 +133,38 @@ void Broker::shutdown() {
     auto r = clean ? d->shutdown_clean() : d->write_checkpoints();
     if (!r) LOG_WARN("log dir %s: %s", d->root().c_str(), r.error().detail.c_str());
   }
-  if (dpdk_) LOG_INFO("dpdk: %s", dpdk_stats_text(dpdk_->stats()).c_str());
-  dpdk_.reset();  // every reactor thread that used it has ended
+  // No backend when its start failed (an EAL that refused the device).
+  if (backend_) {
+    if (const std::string line = backend_->stats_line(); !line.empty())
+      LOG_INFO("%s", line.c_str());
+    backend_.reset();  // every reactor thread that used it has ended
+  }
   reactors_.clear();
   contexts_.clear();
   log_dirs_.clear();
+}
+
+void Broker::shutdown() {
+  if (stopping_.exchange(true)) return;
+  const State was = state_.exchange(State::stopping, std::memory_order_acq_rel);
+  // The admin thread first: it reaches into every other thread.
+  admin_.reset();
+  // A broker node asks the controller to move its leaderships first, so clients find the new
+  // leaders at once instead of after broker.session.timeout.ms.
+  if (link_ && was != State::starting) {
+    const std::int64_t t0 = mono_ms();
+    const bool moved = link_->controlled_shutdown(5000);
+    LOG_INFO("controlled shutdown: %s after %lld ms", moved ? "leaderships moved" : "timed out",
+             static_cast<long long>(mono_ms() - t0));
+  }
+  std::vector<ReactorThread*> running;
+  for (auto& t : reactors_)
+    if (t->ctx->reactor && t->thread.joinable()) running.push_back(t.get());
+  drain_requests(running);
+  // A broker node's link to the controller ran the forwarded requests just answered.
+  if (link_) link_->stop();
+  close_connections(running);
+  close_logs(running);
 }
 
 }  // namespace samsa::daemon

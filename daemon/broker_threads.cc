@@ -6,15 +6,13 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/thread.h"
+#include "daemon/api/dispatch.h"
 #include "daemon/broker.h"
 #include "daemon/broker_internal.h"
-#include "daemon/cluster_link.h"
-#include "daemon/dispatch.h"
-#include "net/dpdk/dpdk_transport.h"
+#include "daemon/cluster/cluster_link.h"
 #include "net/kafka/gen/allocate_producer_ids_request.h"
 #include "net/kafka/gen/allocate_producer_ids_response.h"
 #include "net/kafka/wire.h"
-#include "net/uring_transport.h"
 
 namespace samsa::daemon {
 namespace {
@@ -37,6 +35,54 @@ struct LoopBeat : io::Timer {
 
 }  // namespace
 
+// The reactor's shard of partitions and, on a cluster broker, what it says to other brokers:
+// its replica fetcher and ISR keeper. mu_ held (start-up reads the Broker's members).
+void Broker::make_shard(ReactorContext& ctx) {
+  replication::Shard::Options so;
+  so.index = ctx.index;
+  so.count = contexts_.size();
+  for (auto& d : log_dirs_)
+    so.log_dirs.push_back(d.get());
+  so.defaults = settings_->topic_defaults;
+  so.retention = retention_.get();
+  so.partition = settings_->partition;
+  so.producer_expiration_check_ms = settings_->producer_expiration_check_ms;
+  so.node_id = settings_->clustered() ? settings_->node_id : -1;
+  so.incarnation_id = incarnation_;
+  so.replica.replica_lag_time_max_ms = settings_->cluster.replica_lag_time_max_ms;
+  so.replica.testing_fetch_from_memory = settings_->cluster.testing_ack_from_memory;
+  // A cluster broker's partitions publish the ISR's high watermark: consumers read and
+  // acks=all answers only what every ISR member holds on disk.
+  so.replica_hw = settings_->cluster.role == ProcessRole::broker;
+  ctx.shard = std::make_unique<replication::Shard>(*ctx.reactor, std::move(so));
+  if (settings_->cluster.role != ProcessRole::broker) return;
+  cluster::ReplicaFetcher::Options fo;
+  fo.node_id = settings_->node_id;
+  fo.listener = settings_->cluster.inter_broker_listener;
+  fo.max_wait_ms = settings_->cluster.replica_fetch_wait_max_ms;
+  fo.partition_max_bytes = settings_->cluster.replica_fetch_max_bytes;
+  fo.max_bytes = settings_->cluster.replica_fetch_response_max_bytes;
+  fo.backoff_ms = settings_->cluster.replica_fetch_backoff_ms;
+  fo.testing_from_memory = settings_->cluster.testing_ack_from_memory;
+  // Followers reach their leaders over the network backend (and so does the controller
+  // link, start_link).
+  fo.connect = backend_->client_factory();
+  ctx.fetcher = std::make_unique<cluster::ReplicaFetcher>(*ctx.reactor, *ctx.shard, std::move(fo));
+  cluster::IsrKeeper::Options ko;
+  ko.node_id = settings_->node_id;
+  const std::size_t index = ctx.index;
+  ctx.isr_keeper = std::make_unique<cluster::IsrKeeper>(
+      *ctx.reactor, *ctx.shard, ko,
+      [this, index](std::vector<std::byte> frame, cluster::IsrKeeper::Done done) {
+        forward_to_controller(std::move(frame), [this, index, done](auto resp) {
+          on_reactor(index, [done, resp = std::move(resp)](ReactorContext&) mutable {
+            done(std::move(resp));
+          });
+        });
+      });
+  ctx.isr_keeper->start();
+}
+
 void Broker::run_reactor(ReactorThread* t) {
   ReactorContext& ctx = *t->ctx;
   const std::string name = "reactor-" + std::to_string(ctx.index);
@@ -50,53 +96,7 @@ void Broker::run_reactor(ReactorThread* t) {
       t->reactor = std::move(*r);
       t->reactor->set_offload(offload_.get());
       ctx.reactor = t->reactor.get();
-      replication::Shard::Options so;
-      so.index = ctx.index;
-      so.count = contexts_.size();
-      for (auto& d : log_dirs_)
-        so.log_dirs.push_back(d.get());
-      so.defaults = settings_->topic_defaults;
-      so.retention = retention_.get();
-      so.partition = settings_->partition;
-      so.producer_expiration_check_ms = settings_->producer_expiration_check_ms;
-      so.node_id = settings_->clustered() ? settings_->node_id : -1;
-      so.incarnation_id = incarnation_;
-      so.replica.replica_lag_time_max_ms = settings_->cluster.replica_lag_time_max_ms;
-      so.replica.testing_fetch_from_memory = settings_->cluster.testing_ack_from_memory;
-      // A cluster broker's partitions publish the ISR's high watermark: consumers read and
-      // acks=all answers only what every ISR member holds on disk.
-      so.replica_hw = settings_->cluster.role == ProcessRole::broker;
-      ctx.shard = std::make_unique<replication::Shard>(*ctx.reactor, std::move(so));
-      if (settings_->cluster.role == ProcessRole::broker) {
-        replication::ReplicaFetcher::Options fo;
-        fo.node_id = settings_->node_id;
-        fo.listener = settings_->cluster.inter_broker_listener;
-        fo.max_wait_ms = settings_->cluster.replica_fetch_wait_max_ms;
-        fo.partition_max_bytes = settings_->cluster.replica_fetch_max_bytes;
-        fo.max_bytes = settings_->cluster.replica_fetch_response_max_bytes;
-        fo.backoff_ms = settings_->cluster.replica_fetch_backoff_ms;
-        fo.testing_from_memory = settings_->cluster.testing_ack_from_memory;
-#if SAMSA_HAVE_DPDK
-        // On the DPDK backend the followers reach their leaders through the userspace stack
-        // too (and the controller link, start_link).
-        if (dpdk_) fo.connect = dpdk_->client_factory();
-#endif
-        ctx.fetcher =
-            std::make_unique<replication::ReplicaFetcher>(*ctx.reactor, *ctx.shard, std::move(fo));
-        replication::IsrKeeper::Options ko;
-        ko.node_id = settings_->node_id;
-        const std::size_t index = ctx.index;
-        ctx.isr_keeper = std::make_unique<replication::IsrKeeper>(
-            *ctx.reactor, *ctx.shard, ko,
-            [this, index](std::vector<std::byte> frame, replication::IsrKeeper::Done done) {
-              forward_to_controller(std::move(frame), [this, index, done](auto resp) {
-                on_reactor(index, [done, resp = std::move(resp)](ReactorContext&) mutable {
-                  done(std::move(resp));
-                });
-              });
-            });
-        ctx.isr_keeper->start();
-      }
+      make_shard(ctx);
     }
   }
   cv_.notify_all();
@@ -104,11 +104,11 @@ void Broker::run_reactor(ReactorThread* t) {
 
   struct Beat : io::Timer {
     ReactorContext* ctx;
-    net::DpdkStack* dpdk;  // reactor 0 only: its counters go to the log every minute
-    std::uint64_t beats = 0, last_packets = 0;
+    const net::Backend* backend;  // reactor 0 only: its counters go to the log every minute
+    std::uint64_t beats = 0, last_traffic = 0;
   } beat;
   beat.ctx = &ctx;
-  beat.dpdk = ctx.index == 0 ? dpdk_.get() : nullptr;
+  beat.backend = ctx.index == 0 ? backend_.get() : nullptr;
   ctx.metrics.set_started(mono_ns());
   // The watchdog counts loop turns; an idle loop must still show it is alive.
   beat.fn = [](io::Timer* tm) {
@@ -116,25 +116,24 @@ void Broker::run_reactor(ReactorThread* t) {
     b->ctx->turns.fetch_add(1, std::memory_order_relaxed);
     const std::int64_t now = mono_ns();
     b->ctx->metrics.on_beat(*b->ctx->reactor, now);
-    if (b->dpdk && ++b->beats % 60 == 0) {
-      const net::DpdkStats st = b->dpdk->stats();
-      if (st.rx_packets + st.tx_packets != b->last_packets)
-        LOG_INFO("dpdk: %s", dpdk_stats_text(st).c_str());
-      b->last_packets = st.rx_packets + st.tx_packets;
+    if (b->backend && ++b->beats % 60 == 0) {
+      const std::uint64_t traffic = b->backend->traffic();
+      if (traffic != b->last_traffic) LOG_INFO("%s", b->backend->stats_line().c_str());
+      b->last_traffic = traffic;
     }
     b->ctx->reactor->arm(tm, now + 1'000'000'000);
   };
   ctx.reactor->arm(&beat, mono_ns() + 1'000'000'000);
-  // One reactor polls the DPDK device (one queue pair) and hands the others their
-  // connections' bytes through their queues.
-  if (dpdk_ && ctx.index == 0) dpdk_->attach(*ctx.reactor);
+  // A backend with a device has one reactor poll it and hand the others their connections'
+  // bytes through their queues.
+  backend_->attach(ctx.index, *ctx.reactor);
 
   ctx.reactor->run();
 
   ctx.reactor->disarm(&beat);
   // Transports must be destroyed on their reactor (they drain kernel-held buffers).
   ctx.transports.clear();
-  if (dpdk_ && ctx.index == 0) dpdk_->detach();
+  backend_->detach(ctx.index);
   ctx.dispatchers.clear();
   ctx.isr_keeper.reset();
   ctx.fetcher.reset();  // its appends completed when the shard closed its logs
@@ -207,7 +206,7 @@ void Broker::run_controller() {
 
 void Broker::start_link() {
   const auto s = settings();
-  ClusterLink::Options lo;
+  cluster::ClusterLink::Options lo;
   lo.node_id = s->node_id;
   lo.incarnation_id = incarnation_;
   lo.cluster_id = cluster_id_;
@@ -223,13 +222,11 @@ void Broker::start_link() {
       c.when_applied(offset, [this, offset] { link_->set_applied(offset); });
     });
   };
-#if SAMSA_HAVE_DPDK
-  // On the DPDK backend the controller is reached through the userspace stack too, from reactor
-  // 0 (it polls the device). The link stops before the reactors do (Broker::shutdown).
-  if (dpdk_)
-    lo.channel = reactor_controller_channel(*contexts_.front()->reactor, dpdk_->client_factory());
-#endif
-  link_ = std::make_unique<ClusterLink>(std::move(lo));
+  // The controller is reached over the network backend from reactor 0 (which drives its
+  // device). The link stops before the reactors do (Broker::shutdown).
+  lo.channel =
+      cluster::reactor_controller_channel(*contexts_.front()->reactor, backend_->client_factory());
+  link_ = std::make_unique<cluster::ClusterLink>(std::move(lo));
   link_->start();
 }
 
@@ -309,8 +306,7 @@ void Broker::run_coordinator() {
         kafka::AllocateProducerIdsRequest req;
         req.broker_id = node_id;
         req.broker_epoch = link_ ? link_->broker_epoch() : -1;
-        auto frame = kafka::flatten(kafka::encode_request(req, 0, 0, "samsa-broker"));
-        frame.erase(frame.begin(), frame.begin() + 4);  // forwarded frames carry no size prefix
+        auto frame = kafka::flatten_body(kafka::encode_request(req, 0, 0, "samsa-broker"));
         forward_to_controller(std::move(frame), [deliver](auto resp) {
           replication::ProducerIdsAnswer a{kafka::ErrorCode::network_exception, -1, 0};
           if (resp) {
@@ -361,11 +357,8 @@ void Broker::publish(replication::ImagePtr image) {
         for (std::size_t l = 0; l < ctx.settings->listeners.size() && error.empty(); ++l) {
           const Endpoint& e = ctx.settings->listeners[l];
           ctx.dispatchers.push_back(std::make_unique<KafkaDispatcher>(ctx, l));
-          std::unique_ptr<net::Transport> tr;
-#if SAMSA_HAVE_DPDK
-          if (dpdk_) tr = net::DpdkTransport::create(*ctx.reactor, *ctx.dispatchers.back(), *dpdk_);
-#endif
-          if (!tr) tr = net::UringTransport::create(*ctx.reactor, *ctx.dispatchers.back());
+          std::unique_ptr<net::Transport> tr =
+              backend_->make_transport(*ctx.reactor, *ctx.dispatchers.back());
           net::ListenerConfig lc;
           lc.host = e.host;
           lc.port = e.port;

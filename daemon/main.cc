@@ -11,6 +11,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <expected>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -34,16 +35,16 @@ void usage(FILE* out) {
                kDefaultConfig);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  using namespace samsa;
-  set_thread_name("samsad");
-  // Under systemd, straight to the journal with structured fields.
-  daemon::systemd::log_to_journal_if_connected();
+struct Args {
   std::string config_file;
   bool config_given = false;
   std::vector<std::string> overrides;
+};
+
+// The command line, or the exit code when there is nothing to run (--help, --version, a bad
+// argument).
+std::expected<Args, int> parse_args(int argc, char** argv) {
+  Args out;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](const char* flag) -> std::string {
@@ -57,35 +58,29 @@ int main(int argc, char** argv) {
     };
     if (a == "--help" || a == "-h") {
       usage(stdout);
-      return 0;
+      return std::unexpected(0);
     } else if (a == "--version") {
       std::printf("samsad %s\n", SAMSA_VERSION);
-      return 0;
+      return std::unexpected(0);
     } else if (a.starts_with("--config")) {
-      config_file = value("--config");
-      config_given = true;
+      out.config_file = value("--config");
+      out.config_given = true;
     } else if (a.starts_with("--override")) {
-      overrides.push_back(value("--override"));
+      out.overrides.push_back(value("--override"));
     } else {
       std::fprintf(stderr, "samsad: unknown argument %s\n", a.c_str());
       usage(stderr);
-      return 2;
+      return std::unexpected(2);
     }
   }
-  if (!config_given && std::filesystem::exists(kDefaultConfig)) config_file = kDefaultConfig;
+  if (!out.config_given && std::filesystem::exists(kDefaultConfig))
+    out.config_file = kDefaultConfig;
+  return out;
+}
 
-  std::vector<std::string> warnings;
-  auto cfg = daemon::Config::load(config_file, overrides, &warnings);
-  if (!cfg) {
-    LOG_ERROR("invalid configuration: %s", cfg.error().c_str());
-    return 1;
-  }
-  for (const auto& w : warnings)
-    LOG_WARN("%s", w.c_str());
-  if (auto lvl = log::parse_level(cfg->get_string("samsa.log.level"))) log::set_level(*lvl);
-
-  // Signals are taken synchronously through a signalfd on this thread; block them before any
-  // other thread starts so every thread inherits the mask.
+// Signals are taken synchronously through a signalfd on this thread; they are blocked before
+// any other thread starts so every thread inherits the mask.
+int take_signals() {
   sigset_t mask;
   sigemptyset(&mask);
   sigaddset(&mask, SIGTERM);
@@ -93,7 +88,57 @@ int main(int argc, char** argv) {
   sigaddset(&mask, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &mask, nullptr);
   signal(SIGPIPE, SIG_IGN);
-  int sfd = signalfd(-1, &mask, SFD_CLOEXEC);
+  return signalfd(-1, &mask, SFD_CLOEXEC);
+}
+
+// Until SIGTERM or SIGINT: the watchdog pinged while every loop turns, SIGHUP reloads.
+void serve(samsa::daemon::Broker& broker, int sfd) {
+  using namespace samsa;
+  const std::int64_t watchdog_us = daemon::systemd::watchdog_usec();
+  for (;;) {
+    pollfd pfd{sfd, POLLIN, 0};
+    int timeout_ms = watchdog_us > 0 ? static_cast<int>(watchdog_us / 2000) : -1;
+    int n = poll(&pfd, 1, timeout_ms);
+    if (watchdog_us > 0) {
+      // Ping only while every reactor is turning: a stuck loop must get us restarted.
+      if (broker.healthy()) daemon::systemd::notify_watchdog();
+    }
+    if (n <= 0) continue;
+    signalfd_siginfo si;
+    if (read(sfd, &si, sizeof si) != sizeof si) continue;
+    if (si.ssi_signo == SIGHUP) {
+      // As samsactl reload, without waiting for the threads to confirm.
+      daemon::systemd::notify_reloading();
+      auto r = broker.reload();
+      if (!r) LOG_ERROR("reload failed, keeping the running configuration: %s", r.error().c_str());
+      daemon::systemd::notify_ready(broker.status_line());
+      continue;
+    }
+    LOG_INFO("signal %u: shutting down", si.ssi_signo);
+    return;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace samsa;
+  set_thread_name("samsad");
+  // Under systemd, straight to the journal with structured fields.
+  daemon::systemd::log_to_journal_if_connected();
+  auto args = parse_args(argc, argv);
+  if (!args) return args.error();
+
+  std::vector<std::string> warnings;
+  auto cfg = daemon::Config::load(args->config_file, args->overrides, &warnings);
+  if (!cfg) {
+    LOG_ERROR("invalid configuration: %s", cfg.error().c_str());
+    return 1;
+  }
+  for (const auto& w : warnings)
+    LOG_WARN("%s", w.c_str());
+  if (auto lvl = log::parse_level(cfg->get_string("samsa.log.level"))) log::set_level(*lvl);
+  const int sfd = take_signals();
 
   // READY=1 only once every log is recovered and every listener is open; meanwhile STATUS shows
   // how far recovery is, and each step forward pushes systemd's start timeout out, so a large
@@ -111,32 +156,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   daemon::systemd::notify_ready((*broker)->status_line());
-
-  const std::int64_t watchdog_us = daemon::systemd::watchdog_usec();
-  for (;;) {
-    pollfd pfd{sfd, POLLIN, 0};
-    int timeout_ms = watchdog_us > 0 ? static_cast<int>(watchdog_us / 2000) : -1;
-    int n = poll(&pfd, 1, timeout_ms);
-    if (watchdog_us > 0) {
-      // Ping only while every reactor is turning: a stuck loop must get us restarted.
-      if ((*broker)->healthy()) daemon::systemd::notify_watchdog();
-    }
-    if (n <= 0) continue;
-    signalfd_siginfo si;
-    if (read(sfd, &si, sizeof si) != sizeof si) continue;
-    if (si.ssi_signo == SIGHUP) {
-      // As samsactl reload, without waiting for the threads to confirm.
-      daemon::systemd::notify_reloading();
-      auto r = (*broker)->reload();
-      if (!r) LOG_ERROR("reload failed, keeping the running configuration: %s", r.error().c_str());
-      daemon::systemd::notify_ready((*broker)->status_line());
-      continue;
-    }
-    LOG_INFO("signal %u: shutting down", si.ssi_signo);
-    daemon::systemd::notify_stopping();
-    (*broker)->shutdown();
-    break;
-  }
+  serve(**broker, sfd);
+  daemon::systemd::notify_stopping();
+  (*broker)->shutdown();
   broker->reset();
   LOG_INFO("stopped");
   return 0;

@@ -5,10 +5,9 @@
 #include <set>
 
 #include "base/clock.h"
+#include "daemon/api/dispatch.h"
 #include "daemon/broker.h"
-#include "daemon/dispatch.h"
 #include "net/kafka/api.h"
-#include "net/uring_transport.h"
 
 namespace samsa::daemon {
 
@@ -30,17 +29,10 @@ void ReactorMetrics::on_beat(const io::Reactor& r, std::int64_t now_ns) {
   last_idle_ns_ = idle;
 }
 
-ReactorSample sample_reactor(ReactorContext& ctx, bool with_partitions) {
-  ReactorSample s;
-  s.index = ctx.index;
+namespace {
+
+void sample_requests(ReactorContext& ctx, ReactorSample& s) {
   auto& m = ctx.metrics;
-  s.utilisation = m.utilisation();
-  if (ctx.reactor) {
-    s.idle_ns = ctx.reactor->idle_ns();
-    s.turns = ctx.reactor->turns();
-    s.io = ctx.reactor->io_metrics();
-  }
-  s.alive_ns = static_cast<std::uint64_t>(std::max<std::int64_t>(0, mono_ns() - m.started_ns()));
   for (std::size_t k = 0; k < kMaxApiKey; ++k) {
     const auto& a = m.apis()[k];
     if (!a) continue;
@@ -59,29 +51,23 @@ ReactorSample sample_reactor(ReactorContext& ctx, bool with_partitions) {
     s.topic_bytes_out[it->first] = it->second.bytes_out;
     ++it;
   }
-  for (auto& t : ctx.transports) {
-    s.connections += t->connection_count();
-    if (auto* u = dynamic_cast<net::UringTransport*>(t.get())) {
-      const auto& st = u->stats();
-      s.accepted += st.accepted;
-      s.closed += st.closed;
-      s.backpressure_pauses += st.recv_pauses;
-      s.net_bytes_in += st.bytes_in;
-      s.net_bytes_out += st.bytes_out;
-    }
-#if SAMSA_HAVE_DPDK
-    if (auto* d = dynamic_cast<net::DpdkTransport*>(t.get())) {
-      const auto& st = d->stats();
-      s.accepted += st.accepted;
-      s.closed += st.closed;
-      s.backpressure_pauses += st.recv_pauses;
-      s.net_bytes_in += st.bytes_in;
-      s.net_bytes_out += st.bytes_out;
-    }
-#endif
-  }
   for (auto& d : ctx.dispatchers)
     s.in_flight += d->in_flight();
+}
+
+void sample_transports(ReactorContext& ctx, ReactorSample& s) {
+  for (auto& t : ctx.transports) {
+    s.connections += t->connection_count();
+    const net::ConnectionStats& st = t->connection_stats();
+    s.accepted += st.accepted;
+    s.closed += st.closed;
+    s.backpressure_pauses += st.recv_pauses;
+    s.net_bytes_in += st.bytes_in;
+    s.net_bytes_out += st.bytes_out;
+  }
+}
+
+void sample_replication(ReactorContext& ctx, ReactorSample& s) {
   if (ctx.shard) {
     ctx.shard->for_each([&](replication::Partition& p) {
       const replication::ReplicaState* rs = p.replica();
@@ -106,29 +92,49 @@ ReactorSample sample_reactor(ReactorContext& ctx, bool with_partitions) {
     s.replica_bytes_in = ctx.fetcher->stats().bytes_appended;
     s.replica_truncations = ctx.fetcher->stats().truncations;
   }
+}
+
+PartitionSample sample_partition(replication::Partition& p) {
+  PartitionSample ps;
+  ps.topic = p.topic();
+  ps.partition = p.index();
+  ps.leader_epoch = p.leader_epoch();
+  const io::Log& log = p.log();
+  ps.log_start = log.log_start_offset();
+  ps.log_end = log.log_end_offset();
+  ps.high_watermark = p.high_watermark();
+  ps.size_bytes = log.size_bytes();
+  ps.segments = log.segment_count();
+  ps.producers = p.producers().size();
+  ps.bytes_in = log.stats().bytes_written;
+  ps.batches_in = log.stats().appends;
+  ps.duplicate_mismatches = p.duplicate_mismatches();
+  ps.fenced = log.fenced();
+  ps.dir = log.dir().string();
+  return ps;
+}
+
+}  // namespace
+
+ReactorSample sample_reactor(ReactorContext& ctx, bool with_partitions) {
+  ReactorSample s;
+  s.index = ctx.index;
+  s.utilisation = ctx.metrics.utilisation();
+  if (ctx.reactor) {
+    s.idle_ns = ctx.reactor->idle_ns();
+    s.turns = ctx.reactor->turns();
+    s.io = ctx.reactor->io_metrics();
+  }
+  s.alive_ns =
+      static_cast<std::uint64_t>(std::max<std::int64_t>(0, mono_ns() - ctx.metrics.started_ns()));
+  sample_requests(ctx, s);
+  sample_transports(ctx, s);
+  sample_replication(ctx, s);
   if (ctx.shard) {
     s.failed_partitions = ctx.shard->failed();
-    if (with_partitions) {
-      ctx.shard->for_each([&](replication::Partition& p) {
-        PartitionSample ps;
-        ps.topic = p.topic();
-        ps.partition = p.index();
-        ps.leader_epoch = p.leader_epoch();
-        const io::Log& log = p.log();
-        ps.log_start = log.log_start_offset();
-        ps.log_end = log.log_end_offset();
-        ps.high_watermark = p.high_watermark();
-        ps.size_bytes = log.size_bytes();
-        ps.segments = log.segment_count();
-        ps.producers = p.producers().size();
-        ps.bytes_in = log.stats().bytes_written;
-        ps.batches_in = log.stats().appends;
-        ps.duplicate_mismatches = p.duplicate_mismatches();
-        ps.fenced = log.fenced();
-        ps.dir = log.dir().string();
-        s.partitions.push_back(std::move(ps));
-      });
-    }
+    if (with_partitions)
+      ctx.shard->for_each(
+          [&](replication::Partition& p) { s.partitions.push_back(sample_partition(p)); });
   }
   return s;
 }
@@ -215,78 +221,77 @@ class Writer {
 
 }  // namespace
 
-std::string render_prometheus(const BrokerSample& s) {
-  Writer w;
-  w.family("samsa_build_info", "gauge", "Always 1; the labels say which samsad this is.");
-  w.sample("samsa_build_info",
-           {{"version", s.version},
-            {"node_id", std::to_string(s.node_id)},
-            {"cluster_id", s.cluster_id}},
-           1);
-  w.family("process_start_time_seconds", "gauge", "Start time of the process since the epoch.");
-  w.sample("process_start_time_seconds", {}, s.start_time_s);
-  w.family("samsa_uptime_seconds", "gauge", "Seconds since samsad started.");
-  w.sample("samsa_uptime_seconds", {}, s.uptime_s);
+namespace {
 
-  // Requests, merged over reactors.
+// What every reactor reported, merged.
+struct Merged {
   std::map<std::pair<std::int16_t, std::int16_t>, LatencyHistogram> req;
   std::map<std::string, std::uint64_t> bytes_out, bytes_in, batches_in;
   std::vector<const PartitionSample*> parts;
   io::Reactor::IoMetrics io;
   std::uint64_t conns = 0, accepted = 0, closed = 0, pauses = 0, nin = 0, nout = 0, inflight = 0;
   std::map<std::pair<std::string, std::int32_t>, std::int64_t> hw;
+};
+
+Merged merge(const BrokerSample& s) {
+  Merged m;
   for (const auto& r : s.reactors) {
     if (!r) continue;
     for (const auto& [k, h] : r->requests)
-      req[k].merge(h);
+      m.req[k].merge(h);
     for (const auto& [t, b] : r->topic_bytes_out)
-      bytes_out[t] += b;
+      m.bytes_out[t] += b;
     for (const auto& p : r->partitions) {
-      bytes_in[p.topic] += p.bytes_in;
-      batches_in[p.topic] += p.batches_in;
-      parts.push_back(&p);
-      hw[{p.topic, p.partition}] = p.high_watermark;
+      m.bytes_in[p.topic] += p.bytes_in;
+      m.batches_in[p.topic] += p.batches_in;
+      m.parts.push_back(&p);
+      m.hw[{p.topic, p.partition}] = p.high_watermark;
     }
-    io.fsync.merge(r->io.fsync);
-    io.group_commit_appends.merge(r->io.group_commit_appends);
-    io.group_commit_bytes += r->io.group_commit_bytes;
-    conns += r->connections;
-    accepted += r->accepted;
-    closed += r->closed;
-    pauses += r->backpressure_pauses;
-    nin += r->net_bytes_in;
-    nout += r->net_bytes_out;
-    inflight += r->in_flight;
+    m.io.fsync.merge(r->io.fsync);
+    m.io.group_commit_appends.merge(r->io.group_commit_appends);
+    m.io.group_commit_bytes += r->io.group_commit_bytes;
+    m.conns += r->connections;
+    m.accepted += r->accepted;
+    m.closed += r->closed;
+    m.pauses += r->backpressure_pauses;
+    m.nin += r->net_bytes_in;
+    m.nout += r->net_bytes_out;
+    m.inflight += r->in_flight;
   }
+  return m;
+}
 
+void write_requests(Writer& w, const Merged& m) {
   w.family("samsa_requests_total", "counter", "Kafka requests answered, by API and version.");
-  for (const auto& [k, h] : req)
+  for (const auto& [k, h] : m.req)
     w.sample("samsa_requests_total",
              {{"api", kafka::api_name(k.first)}, {"version", std::to_string(k.second)}},
              static_cast<double>(h.count()));
   w.family("samsa_request_duration_seconds", "histogram",
            "Time from a request's decoding to its answer being queued, by API and version.");
-  for (const auto& [k, h] : req)
+  for (const auto& [k, h] : m.req)
     w.histogram("samsa_request_duration_seconds",
                 {{"api", kafka::api_name(k.first)}, {"version", std::to_string(k.second)}}, h,
                 1e-9);
   w.family("samsa_requests_in_flight", "gauge", "Requests decoded and not yet answered.");
-  w.sample("samsa_requests_in_flight", {}, static_cast<double>(inflight));
+  w.sample("samsa_requests_in_flight", {}, static_cast<double>(m.inflight));
+}
 
+void write_topics(Writer& w, Merged& m) {
   std::set<std::string> topics;
-  for (const auto& [t, b] : bytes_in)
+  for (const auto& [t, b] : m.bytes_in)
     topics.insert(t);
-  for (const auto& [t, b] : bytes_out)
+  for (const auto& [t, b] : m.bytes_out)
     topics.insert(t);
   w.family("samsa_topic_bytes_in_total", "counter",
            "Record batch bytes written to the topic's logs (since each log was opened).");
   for (const auto& t : topics)
-    w.sample("samsa_topic_bytes_in_total", {{"topic", t}}, static_cast<double>(bytes_in[t]));
+    w.sample("samsa_topic_bytes_in_total", {{"topic", t}}, static_cast<double>(m.bytes_in[t]));
   w.family("samsa_topic_batches_in_total", "counter", "Record batches appended to the topic.");
   for (const auto& t : topics)
-    w.sample("samsa_topic_batches_in_total", {{"topic", t}}, static_cast<double>(batches_in[t]));
+    w.sample("samsa_topic_batches_in_total", {{"topic", t}}, static_cast<double>(m.batches_in[t]));
   std::uint64_t mismatches = 0;
-  for (const PartitionSample* p : parts)
+  for (const PartitionSample* p : m.parts)
     mismatches += p->duplicate_mismatches;
   w.family("samsa_producer_duplicate_mismatches_total", "counter",
            "Batches refused because they repeated a stored batch's producer id, epoch and "
@@ -295,11 +300,13 @@ std::string render_prometheus(const BrokerSample& s) {
   w.sample("samsa_producer_duplicate_mismatches_total", {}, static_cast<double>(mismatches));
   w.family("samsa_topic_bytes_out_total", "counter", "Record bytes sent to fetchers.");
   for (const auto& t : topics)
-    w.sample("samsa_topic_bytes_out_total", {{"topic", t}}, static_cast<double>(bytes_out[t]));
+    w.sample("samsa_topic_bytes_out_total", {{"topic", t}}, static_cast<double>(m.bytes_out[t]));
+}
 
+void write_partitions(Writer& w, const Merged& m) {
   auto per_partition = [&](const char* name, const char* help, auto get) {
     w.family(name, "gauge", help);
-    for (const PartitionSample* p : parts)
+    for (const PartitionSample* p : m.parts)
       w.sample(name, {{"topic", p->topic}, {"partition", std::to_string(p->partition)}},
                static_cast<double>(get(*p)));
   };
@@ -315,7 +322,9 @@ std::string render_prometheus(const BrokerSample& s) {
                 [](const PartitionSample& p) { return p.segments; });
   per_partition("samsa_partition_producers", "Idempotent producers the partition tracks.",
                 [](const PartitionSample& p) { return p.producers; });
+}
 
+void write_groups(Writer& w, const BrokerSample& s, const Merged& m) {
   if (s.groups) {
     w.family("samsa_group_members", "gauge", "Members of a consumer group.");
     for (const auto& g : *s.groups)
@@ -325,8 +334,8 @@ std::string render_prometheus(const BrokerSample& s) {
              "Records between a group's committed offset and the partition's high watermark.");
     for (const auto& g : *s.groups) {
       for (const auto& o : g.offsets) {
-        auto it = hw.find({o.topic, o.partition});
-        if (it == hw.end() || o.committed < 0) continue;
+        auto it = m.hw.find({o.topic, o.partition});
+        if (it == m.hw.end() || o.committed < 0) continue;
         w.sample(
             "samsa_group_lag",
             {{"group", g.group}, {"topic", o.topic}, {"partition", std::to_string(o.partition)}},
@@ -334,15 +343,17 @@ std::string render_prometheus(const BrokerSample& s) {
       }
     }
   }
+}
 
+void write_io_and_reactors(Writer& w, const BrokerSample& s, const Merged& m) {
   w.family("samsa_log_fsync_duration_seconds", "histogram",
            "From submitting a group commit's write with its linked fdatasync to the sync's end.");
-  w.histogram("samsa_log_fsync_duration_seconds", {}, io.fsync, 1e-9);
+  w.histogram("samsa_log_fsync_duration_seconds", {}, m.io.fsync, 1e-9);
   w.family("samsa_log_group_commit_appends", "histogram",
            "Appends written by one group commit (one write and one fdatasync per log).");
-  w.histogram("samsa_log_group_commit_appends", {}, io.group_commit_appends, 1.0);
+  w.histogram("samsa_log_group_commit_appends", {}, m.io.group_commit_appends, 1.0);
   w.family("samsa_log_group_commit_bytes_total", "counter", "Bytes written by group commits.");
-  w.sample("samsa_log_group_commit_bytes_total", {}, static_cast<double>(io.group_commit_bytes));
+  w.sample("samsa_log_group_commit_bytes_total", {}, static_cast<double>(m.io.group_commit_bytes));
 
   w.family("samsa_reactor_up", "gauge",
            "1 when the reactor answered the metrics collection in time, else 0.");
@@ -360,72 +371,39 @@ std::string render_prometheus(const BrokerSample& s) {
     if (r)
       w.sample("samsa_reactor_busy_seconds_total", {{"reactor", std::to_string(r->index)}},
                static_cast<double>(r->alive_ns > r->idle_ns ? r->alive_ns - r->idle_ns : 0) * 1e-9);
+}
 
+void write_network(Writer& w, const Merged& m) {
   w.family("samsa_connections", "gauge", "Open Kafka client connections.");
-  w.sample("samsa_connections", {}, static_cast<double>(conns));
+  w.sample("samsa_connections", {}, static_cast<double>(m.conns));
   w.family("samsa_connections_accepted_total", "counter", "Kafka client connections accepted.");
-  w.sample("samsa_connections_accepted_total", {}, static_cast<double>(accepted));
+  w.sample("samsa_connections_accepted_total", {}, static_cast<double>(m.accepted));
   w.family("samsa_connections_closed_total", "counter", "Kafka client connections closed.");
-  w.sample("samsa_connections_closed_total", {}, static_cast<double>(closed));
+  w.sample("samsa_connections_closed_total", {}, static_cast<double>(m.closed));
   w.family("samsa_backpressure_pauses_total", "counter",
            "Times a connection stopped being read because its requests in flight reached "
            "queued.max.requests or queued.max.request.bytes (samsa pauses instead of refusing).");
-  w.sample("samsa_backpressure_pauses_total", {}, static_cast<double>(pauses));
+  w.sample("samsa_backpressure_pauses_total", {}, static_cast<double>(m.pauses));
   w.family("samsa_network_received_bytes_total", "counter", "Bytes received from clients.");
-  w.sample("samsa_network_received_bytes_total", {}, static_cast<double>(nin));
+  w.sample("samsa_network_received_bytes_total", {}, static_cast<double>(m.nin));
   w.family("samsa_network_sent_bytes_total", "counter", "Bytes sent to clients.");
-  w.sample("samsa_network_sent_bytes_total", {}, static_cast<double>(nout));
+  w.sample("samsa_network_sent_bytes_total", {}, static_cast<double>(m.nout));
+}
 
-  if (s.dpdk) {  // samsa.net.backend=dpdk: the device and the userspace TCP/IP stack
-    const net::DpdkStats& d = *s.dpdk;
-    auto counter = [&w](const char* name, const char* help, std::uint64_t v) {
-      w.family(name, "counter", help);
-      w.sample(name, {}, static_cast<double>(v));
-    };
-    auto gauge = [&w](const char* name, const char* help, std::uint64_t v) {
-      w.family(name, "gauge", help);
-      w.sample(name, {}, static_cast<double>(v));
-    };
-    counter("samsa_dpdk_rx_packets_total", "Frames the DPDK device received.", d.rx_packets);
-    counter("samsa_dpdk_rx_bytes_total", "Bytes the DPDK device received.", d.rx_bytes);
-    counter("samsa_dpdk_tx_packets_total", "Frames the DPDK device sent.", d.tx_packets);
-    counter("samsa_dpdk_tx_bytes_total", "Bytes the DPDK device sent.", d.tx_bytes);
-    counter("samsa_dpdk_tx_zero_copy_bytes_total",
-            "Payload bytes sent from kept answers without a copy into packet buffers.",
-            d.tx_zero_copy_bytes);
-    w.family("samsa_dpdk_dropped_packets_total", "counter",
-             "Frames dropped: rx (device ring full, no mbuf, errors), tx (ring full too long, no "
-             "mbuf, errors), ip (not for us, bad header or checksum).");
-    w.sample("samsa_dpdk_dropped_packets_total", {{"where", "rx"}},
-             static_cast<double>(d.rx_dropped));
-    w.sample("samsa_dpdk_dropped_packets_total", {{"where", "tx"}},
-             static_cast<double>(d.tx_dropped));
-    w.sample("samsa_dpdk_dropped_packets_total", {{"where", "ip"}},
-             static_cast<double>(d.ip_dropped));
-    counter("samsa_dpdk_tcp_retransmits_total", "TCP segments the stack sent again.",
-            d.tcp_retransmits);
-    gauge("samsa_dpdk_tcp_connections", "TCP connections of the stack (established or closing).",
-          d.tcp_connections);
-    gauge("samsa_dpdk_tcp_half_open", "TCP connections between SYN and handshake's end.",
-          d.tcp_half_open);
-    counter("samsa_dpdk_tcp_half_open_dropped_total",
-            "Half-open connections dropped because a listener's backlog was nearly full.",
-            d.tcp_syn_dropped);
-    counter("samsa_dpdk_tcp_accepted_total", "TCP connections accepted.", d.tcp_accepted);
-    counter("samsa_dpdk_tcp_connects_total",
-            "Outbound TCP connections attempted (replication fetchers).", d.tcp_connects);
-    counter("samsa_dpdk_tcp_resets_received_total", "TCP resets received.", d.tcp_resets_received);
-    w.family("samsa_dpdk_poll_busy_seconds_total", "counter",
-             "Time the poll loop spent in polls that found work (busy ratio: its rate over "
-             "samsa_dpdk_poll_seconds_total's).");
-    w.sample("samsa_dpdk_poll_busy_seconds_total", {}, static_cast<double>(d.poll_busy_ns) * 1e-9);
-    w.family("samsa_dpdk_poll_seconds_total", "counter", "Time since the poll loop started.");
-    w.sample("samsa_dpdk_poll_seconds_total", {}, static_cast<double>(d.poll_total_ns) * 1e-9);
-    counter("samsa_dpdk_poll_sleeps_total", "Times the idle poll loop went to sleep.", d.sleeps);
-    gauge("samsa_dpdk_mbufs_free", "Free packet buffers in the DPDK pool.", d.mbufs_free);
+// The network backend writes its own families through this.
+struct BackendSink final : net::MetricSink {
+  explicit BackendSink(Writer& writer) : w(writer) {}
+  void family(const char* name, const char* type, const char* help) override {
+    w.family(name, type, help);
   }
+  void sample(const char* name, double v, const char* label, std::string_view value) override {
+    w.sample(name, {}, v, label, value);
+  }
+  Writer& w;
+};
 
-  // Replication, summed over the reactors (zero on a single node and on a controller).
+// Replication, summed over the reactors (zero on a single node and on a controller).
+void write_replication(Writer& w, const BrokerSample& s) {
   auto repl_sum = [&](auto get) {
     std::uint64_t n = 0;
     for (const auto& r : s.reactors)
@@ -465,7 +443,35 @@ std::string render_prometheus(const BrokerSample& s) {
            "Times a follower cut a diverged tail of its log.");
   w.sample("samsa_replica_truncations_total", {},
            repl_sum([](const ReactorSample& r) { return r.replica_truncations; }));
+}
 
+}  // namespace
+
+std::string render_prometheus(const BrokerSample& s) {
+  Writer w;
+  w.family("samsa_build_info", "gauge", "Always 1; the labels say which samsad this is.");
+  w.sample("samsa_build_info",
+           {{"version", s.version},
+            {"node_id", std::to_string(s.node_id)},
+            {"cluster_id", s.cluster_id}},
+           1);
+  w.family("process_start_time_seconds", "gauge", "Start time of the process since the epoch.");
+  w.sample("process_start_time_seconds", {}, s.start_time_s);
+  w.family("samsa_uptime_seconds", "gauge", "Seconds since samsad started.");
+  w.sample("samsa_uptime_seconds", {}, s.uptime_s);
+
+  Merged m = merge(s);
+  write_requests(w, m);
+  write_topics(w, m);
+  write_partitions(w, m);
+  write_groups(w, s, m);
+  write_io_and_reactors(w, s, m);
+  write_network(w, m);
+  if (s.backend) {
+    BackendSink sink{w};
+    s.backend->write_metrics(sink);
+  }
+  write_replication(w, s);
   w.family("samsa_metadata_offset", "gauge",
            "Offset of the last applied __cluster_metadata record.");
   w.sample("samsa_metadata_offset", {}, static_cast<double>(s.metadata_offset));

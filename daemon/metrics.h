@@ -19,7 +19,7 @@
 
 #include "base/histogram.h"
 #include "io/reactor.h"
-#include "net/dpdk/dpdk_transport.h"
+#include "net/backend.h"
 
 namespace samsa::daemon {
 
@@ -144,7 +144,7 @@ struct BrokerSample {
   std::optional<std::vector<GroupSample>> groups;
   std::int64_t metadata_offset = -1;
   std::size_t topics = 0;
-  std::optional<net::DpdkStats> dpdk;  // samsa.net.backend=dpdk: the stack's counters
+  const net::Backend* backend = nullptr;  // its own families (dpdk: samsa_dpdk_*)
 };
 
 // Prometheus text exposition format 0.0.4.

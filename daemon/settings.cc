@@ -58,17 +58,13 @@ std::expected<ProcessRole, std::string> cluster_role(const Config& c) {
   return broker ? ProcessRole::broker : ProcessRole::controller;
 }
 
-std::expected<std::shared_ptr<const BrokerSettings>, std::string> make_settings(
-    const Config& c, const std::string& cluster_id) {
-  auto s = std::make_shared<BrokerSettings>();
-  s->node_id = static_cast<std::int32_t>(c.get_int("node.id"));
-  if (c.is_set("broker.id") && !c.is_set("node.id"))
-    s->node_id = static_cast<std::int32_t>(c.get_int("broker.id"));
-  s->cluster_id = cluster_id;
-  auto l = parse_listeners(c.get_list("listeners"));
-  if (!l) return std::unexpected("listeners: " + l.error());
-  if (l->empty()) return std::unexpected("listeners: at least one listener is needed");
-  s->listeners = std::move(*l);
+namespace {
+
+using Checked = std::expected<void, std::string>;
+
+// broker.*, replica.* and the node's role: which listeners it opens, where its controller is.
+Checked read_cluster(const Config& c, BrokerSettings& settings) {
+  BrokerSettings* s = &settings;
   auto controller_names = c.get_list("controller.listener.names");
   auto is_controller_listener = [&](const Endpoint& e) {
     return std::find(controller_names.begin(), controller_names.end(), e.name) !=
@@ -141,9 +137,15 @@ std::expected<std::shared_ptr<const BrokerSettings>, std::string> make_settings(
                                " is not one of the listeners");
     }
   }
-  s->net_backend = c.get_string("samsa.net.backend");
-  if (s->net_backend == "dpdk") {
-    auto& d = s->dpdk;
+  return {};
+}
+
+// samsa.net.backend and, for dpdk, samsa.dpdk.* (the stack has one address: listeners name it).
+Checked read_backend(const Config& c, BrokerSettings& settings) {
+  BrokerSettings* s = &settings;
+  s->backend.name = c.get_string("samsa.net.backend");
+  if (s->backend.name == "dpdk") {
+    auto& d = s->backend.dpdk;
     d.eal_args = c.get_string("samsa.dpdk.eal.args");
     d.ip = c.get_string("samsa.dpdk.ip");
     d.netmask = c.get_string("samsa.dpdk.netmask");
@@ -174,6 +176,12 @@ std::expected<std::shared_ptr<const BrokerSettings>, std::string> make_settings(
                                d.ip);
     }
   }
+  return {};
+}
+
+// What Metadata tells clients: advertised.listeners, or the listeners with a host filled in.
+Checked read_advertised(const Config& c, BrokerSettings& settings) {
+  BrokerSettings* s = &settings;
   if (c.is_set("advertised.listeners")) {
     auto a = parse_listeners(c.get_list("advertised.listeners"));
     if (!a) return std::unexpected("advertised.listeners: " + a.error());
@@ -182,14 +190,55 @@ std::expected<std::shared_ptr<const BrokerSettings>, std::string> make_settings(
     s->advertised = s->listeners;
   }
   for (auto& e : s->advertised) {
-    if ((e.host.empty() || e.host == "0.0.0.0") && s->net_backend == "dpdk") {
-      e.host = s->dpdk.ip;  // the kernel's host name would point clients past the stack
+    if ((e.host.empty() || e.host == "0.0.0.0") && s->backend.name == "dpdk") {
+      e.host = s->backend.dpdk.ip;  // the kernel's host name would point clients past the stack
     } else if (e.host.empty() || e.host == "0.0.0.0" || e.host == "::") {
       char host[256] = "localhost";
       gethostname(host, sizeof host - 1);
       e.host = host;
     }
   }
+  return {};
+}
+
+// The broker-wide defaults of topic configs (log.* and friends under their topic names).
+void read_topic_defaults(const Config& c, BrokerSettings& s) {
+  auto& d = s.topic_defaults;
+  d["cleanup.policy"] = c.get_string("log.cleanup.policy");
+  d["file.delete.delay.ms"] = std::to_string(c.get_int("log.segment.delete.delay.ms"));
+  d["flush.messages"] = std::to_string(c.get_int("log.flush.interval.messages"));
+  if (c.get_string("log.flush.interval.ms") != "")
+    d["flush.ms"] = std::to_string(c.get_int("log.flush.interval.ms"));
+  d["index.interval.bytes"] = std::to_string(c.get_int("log.index.interval.bytes"));
+  d["max.message.bytes"] = std::to_string(c.get_int("message.max.bytes"));
+  d["message.timestamp.type"] = c.get_string("log.message.timestamp.type");
+  d["message.timestamp.before.max.ms"] =
+      std::to_string(c.get_int("log.message.timestamp.before.max.ms"));
+  d["message.timestamp.after.max.ms"] =
+      std::to_string(c.get_int("log.message.timestamp.after.max.ms"));
+  d["min.insync.replicas"] = std::to_string(c.get_int("min.insync.replicas"));
+  d["retention.bytes"] = std::to_string(c.get_int("log.retention.bytes"));
+  d["retention.ms"] = std::to_string(c.log_retention_ms());
+  d["segment.bytes"] = std::to_string(c.get_int("log.segment.bytes"));
+  d["segment.index.bytes"] = std::to_string(c.get_int("log.index.size.max.bytes"));
+  d["segment.ms"] = std::to_string(c.log_roll_ms());
+}
+
+}  // namespace
+
+std::expected<std::shared_ptr<const BrokerSettings>, std::string> make_settings(
+    const Config& c, const std::string& cluster_id) {
+  auto s = std::make_shared<BrokerSettings>();
+  s->node_id = static_cast<std::int32_t>(c.get_int("node.id"));
+  if (c.is_set("broker.id") && !c.is_set("node.id"))
+    s->node_id = static_cast<std::int32_t>(c.get_int("broker.id"));
+  s->cluster_id = cluster_id;
+  auto l = parse_listeners(c.get_list("listeners"));
+  if (!l) return std::unexpected("listeners: " + l.error());
+  if (l->empty()) return std::unexpected("listeners: at least one listener is needed");
+  s->listeners = std::move(*l);
+  for (auto step : {&read_cluster, &read_backend, &read_advertised})
+    if (auto r = step(c, *s); !r) return std::unexpected(r.error());
   s->auto_create_topics = c.get_bool("auto.create.topics.enable");
   s->delete_topic_enable = c.get_bool("delete.topic.enable");
   s->num_partitions = static_cast<std::int32_t>(c.get_int("num.partitions"));
@@ -216,25 +265,7 @@ std::expected<std::shared_ptr<const BrokerSettings>, std::string> make_settings(
       static_cast<std::int32_t>(c.get_int("max.incremental.fetch.session.cache.slots"));
   s->fetch_session_eviction_ms = c.get_int("samsa.fetch.session.eviction.ms");
 
-  auto& d = s->topic_defaults;
-  d["cleanup.policy"] = c.get_string("log.cleanup.policy");
-  d["file.delete.delay.ms"] = std::to_string(c.get_int("log.segment.delete.delay.ms"));
-  d["flush.messages"] = std::to_string(c.get_int("log.flush.interval.messages"));
-  if (c.get_string("log.flush.interval.ms") != "")
-    d["flush.ms"] = std::to_string(c.get_int("log.flush.interval.ms"));
-  d["index.interval.bytes"] = std::to_string(c.get_int("log.index.interval.bytes"));
-  d["max.message.bytes"] = std::to_string(c.get_int("message.max.bytes"));
-  d["message.timestamp.type"] = c.get_string("log.message.timestamp.type");
-  d["message.timestamp.before.max.ms"] =
-      std::to_string(c.get_int("log.message.timestamp.before.max.ms"));
-  d["message.timestamp.after.max.ms"] =
-      std::to_string(c.get_int("log.message.timestamp.after.max.ms"));
-  d["min.insync.replicas"] = std::to_string(c.get_int("min.insync.replicas"));
-  d["retention.bytes"] = std::to_string(c.get_int("log.retention.bytes"));
-  d["retention.ms"] = std::to_string(c.log_retention_ms());
-  d["segment.bytes"] = std::to_string(c.get_int("log.segment.bytes"));
-  d["segment.index.bytes"] = std::to_string(c.get_int("log.index.size.max.bytes"));
-  d["segment.ms"] = std::to_string(c.log_roll_ms());
+  read_topic_defaults(c, *s);
   return std::shared_ptr<const BrokerSettings>(std::move(s));
 }
 

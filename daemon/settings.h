@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "daemon/config.h"
+#include "net/backend.h"
 #include "replication/partition.h"
 #include "replication/topic_config.h"
 
@@ -24,15 +25,6 @@ struct Endpoint {
 // Parses "NAME://host:port,..." (host may be empty or a bracketed IPv6 address).
 std::expected<std::vector<Endpoint>, std::string> parse_listeners(
     const std::vector<std::string>& items);
-
-// samsa.dpdk.* (used with samsa.net.backend=dpdk).
-struct DpdkSettings {
-  std::string eal_args, ip, netmask, gateway;
-  std::uint32_t mtu = 1500;
-  std::uint32_t idle_poll_us = 50;
-  std::uint32_t mbufs = 32767;
-  bool tx_zero_copy = true;
-};
 
 // process.roles: absent or "broker,controller" is the single node samsad has always been (its
 // CONTROLLER listener, if any, is not opened); "broker" or "controller" alone make this process
@@ -66,9 +58,8 @@ struct BrokerSettings {
   bool clustered() const { return cluster.role != ProcessRole::combined; }
   std::string cluster_id;
   std::vector<Endpoint> listeners;
-  std::vector<Endpoint> advertised;   // what Metadata tells clients
-  std::string net_backend = "uring";  // samsa.net.backend
-  DpdkSettings dpdk;
+  std::vector<Endpoint> advertised;  // what Metadata tells clients
+  net::BackendOptions backend;       // samsa.net.backend and samsa.dpdk.*
   bool auto_create_topics = true;
   bool delete_topic_enable = true;
   std::int32_t num_partitions = 1;

@@ -78,8 +78,8 @@ Result<BatchInfo> Log::prepare(AppendOp* op) const {
 Result<AppendResult> Log::append_prepared(AppendOp* op, const BatchInfo& info) {
   return impl_->append(op, false, &info);
 }
-Result<AppendResult> Log::append_replicated(AppendOp* op) {
-  return impl_->append(op, true, nullptr);
+Result<AppendResult> Log::append_replicated(AppendOp* op, BatchVisitor* visit) {
+  return impl_->append(op, true, nullptr, visit);
 }
 Result<ReadResult> Log::read(std::int64_t offset, std::size_t max_bytes, std::int64_t max_offset,
                              bool min_one, ReadAhead* ra) const {

@@ -201,8 +201,16 @@ class Log {
   // The second half: places a batch prepare() accepted (info is what it returned).
   Result<AppendResult> append_prepared(AppendOp* op, const BatchInfo& info);
   // Appends batches that already carry offsets (a follower copying its leader; op->batch may
-  // hold several): checks they continue the log exactly, keeps their bytes unchanged.
-  Result<AppendResult> append_replicated(AppendOp* op);
+  // hold several): checks they continue the log exactly, keeps their bytes unchanged. Once
+  // they are accepted, each batch's header goes to visit (if given), in order, from the walk
+  // that places them (the caller need not walk them again).
+  struct BatchVisitor {
+    virtual void on_batch(const BatchInfo& b) = 0;
+
+   protected:
+    ~BatchVisitor() = default;
+  };
+  Result<AppendResult> append_replicated(AppendOp* op, BatchVisitor* visit = nullptr);
 
   // Whole batches from the one containing offset, each ending below max_offset, up to max_bytes
   // (but at least one batch when min_one is set, even if it is larger). offset may fall inside

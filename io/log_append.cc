@@ -110,54 +110,81 @@ Result<BatchInfo> Log::Impl::prepare(AppendOp* op) const {
   return v;
 }
 
-Result<AppendResult> Log::Impl::append(AppendOp* op, bool replicated, const BatchInfo* prepared) {
+// A follower's batches: each valid, continuing the log exactly; the first and last in *first
+// and *last, their number returned.
+Result<std::int64_t> Log::Impl::check_replicated(std::span<std::byte> b, BatchInfo* first,
+                                                 BatchInfo* last) const {
+  std::size_t pos = 0;
+  std::int64_t expect = leo_;
+  std::int64_t n_batches = 0;
+  while (pos < b.size()) {
+    std::size_t left = b.size() - pos;
+    if (left < batch::kHeaderSize) {
+      return fail(
+          Errc::invalid_length,
+          fmt("%zu trailing bytes after batch %" PRId64 " are not a batch", left, n_batches));
+    }
+    std::int32_t raw = load_be<std::int32_t>(b.data() + pos + batch::kLength);
+    std::size_t len = left;  // unless the length is plausible, validate() names the problem
+    if (raw >= 0 && static_cast<std::size_t>(raw) + batch::kLogOverhead <= left) {
+      len = static_cast<std::size_t>(raw) + batch::kLogOverhead;
+    }
+    auto v = batch::validate(b.subspan(pos, len), cfg_.max_batch_bytes);
+    if (!v) {
+      v.error().detail = fmt("batch %" PRId64 " at byte %zu: ", n_batches, pos) + v.error().detail;
+      return std::unexpected(std::move(v.error()));
+    }
+    if (v->base_offset != expect) {
+      return fail(Errc::offset_out_of_range,
+                  fmt("batch %" PRId64 " has base offset %" PRId64 ", the log needs %" PRId64,
+                      n_batches, v->base_offset, expect));
+    }
+    if (n_batches == 0) *first = *v;
+    *last = *v;
+    expect = v->base_offset + v->last_offset_delta + 1;
+    ++n_batches;
+    pos += len;
+  }
+  if (n_batches == 0) return fail(Errc::invalid_length, "no batch given");
+  return n_batches;
+}
+
+// The accepted op joins the next group commit (its run of the active segment).
+void Log::Impl::stage(AppendOp* op, Segment& s, std::uint64_t pos) {
+  op->error.reset();
+  op->next = nullptr;
+  if (staged_tail_) {
+    staged_tail_->next = op;
+  } else {
+    staged_head_ = op;
+  }
+  staged_tail_ = op;
+  if (staged_runs_head_ == staged_runs_.size() || staged_runs_.back().file != s.file) {
+    staged_runs_.push_back(Run{s.file, pos, op, 0, 0});
+  }
+  staged_runs_.back().count++;
+  staged_runs_.back().bytes += op->batch.size();
+  ++stats_.appends;
+  r_.at_turn_end(this);
+}
+
+Result<AppendResult> Log::Impl::append(AppendOp* op, bool replicated, const BatchInfo* prepared,
+                                       Log::BatchVisitor* visit) {
   if (fence_) return fenced_error();
   if (closed_) return fail(Errc::fenced, "log " + dir_.string() + " is closed");
   std::span<std::byte> b = op->batch;
   BatchInfo first{}, lastb{};
-  std::int64_t n_batches = 0;
-  if (!replicated) {
-    if (prepared) {
-      first = lastb = *prepared;
-    } else {
-      auto v = prepare(op);
-      if (!v) return std::unexpected(std::move(v.error()));
-      first = lastb = *v;
-    }
-    n_batches = 1;
+  std::int64_t n_batches = 1;
+  if (replicated) {
+    auto n = check_replicated(b, &first, &lastb);
+    if (!n) return std::unexpected(std::move(n.error()));
+    n_batches = *n;
+  } else if (prepared) {
+    first = lastb = *prepared;
   } else {
-    std::size_t pos = 0;
-    std::int64_t expect = leo_;
-    while (pos < b.size()) {
-      std::size_t left = b.size() - pos;
-      if (left < batch::kHeaderSize) {
-        return fail(
-            Errc::invalid_length,
-            fmt("%zu trailing bytes after batch %" PRId64 " are not a batch", left, n_batches));
-      }
-      std::int32_t raw = load_be<std::int32_t>(b.data() + pos + batch::kLength);
-      std::size_t len = left;  // unless the length is plausible, validate() names the problem
-      if (raw >= 0 && static_cast<std::size_t>(raw) + batch::kLogOverhead <= left) {
-        len = static_cast<std::size_t>(raw) + batch::kLogOverhead;
-      }
-      auto v = batch::validate(b.subspan(pos, len), cfg_.max_batch_bytes);
-      if (!v) {
-        v.error().detail =
-            fmt("batch %" PRId64 " at byte %zu: ", n_batches, pos) + v.error().detail;
-        return std::unexpected(std::move(v.error()));
-      }
-      if (v->base_offset != expect) {
-        return fail(Errc::offset_out_of_range,
-                    fmt("batch %" PRId64 " has base offset %" PRId64 ", the log needs %" PRId64,
-                        n_batches, v->base_offset, expect));
-      }
-      if (n_batches == 0) first = *v;
-      lastb = *v;
-      expect = v->base_offset + v->last_offset_delta + 1;
-      ++n_batches;
-      pos += len;
-    }
-    if (n_batches == 0) return fail(Errc::invalid_length, "no batch given");
+    auto v = prepare(op);
+    if (!v) return std::unexpected(std::move(v.error()));
+    first = lastb = *v;
   }
   const std::int64_t now = wall_ms();
   const bool append_time = !replicated && cfg_.timestamp_type == TimestampType::log_append_time;
@@ -180,12 +207,13 @@ Result<AppendResult> Log::Impl::append(AppendOp* op, bool replicated, const Batc
       batch::update_crc(b);
     }
   }
-  std::uint64_t pos = s.size;
+  const std::uint64_t pos = s.size;
   if (n_batches == 1) {
     std::int64_t ts = append_time ? now : first.max_timestamp;
     ib_.add(last, ts, pos, b.size());
     ring_.push(base, pos);
     if (s.size == 0) s.first_batch_timestamp = ts;
+    if (visit) visit->on_batch(first);
   } else {
     std::size_t p = 0;
     while (p < b.size()) {
@@ -194,6 +222,7 @@ Result<AppendResult> Log::Impl::append(AppendOp* op, bool replicated, const Batc
               static_cast<std::uint64_t>(i.length));
       ring_.push(i.base_offset, pos + p);
       if (s.size == 0 && p == 0) s.first_batch_timestamp = i.max_timestamp;
+      if (visit) visit->on_batch(i);
       p += static_cast<std::size_t>(i.length);
     }
   }
@@ -201,23 +230,8 @@ Result<AppendResult> Log::Impl::append(AppendOp* op, bool replicated, const Batc
   s.next_offset = last + 1;
   s.max_timestamp = ib_.max_timestamp;
   leo_ = last + 1;
-
   op->result = AppendResult{base, last, append_time ? now : -1, log_start_};
-  op->error.reset();
-  op->next = nullptr;
-  if (staged_tail_) {
-    staged_tail_->next = op;
-  } else {
-    staged_head_ = op;
-  }
-  staged_tail_ = op;
-  if (staged_runs_head_ == staged_runs_.size() || staged_runs_.back().file != s.file) {
-    staged_runs_.push_back(Run{s.file, pos, op, 0, 0});
-  }
-  staged_runs_.back().count++;
-  staged_runs_.back().bytes += b.size();
-  ++stats_.appends;
-  r_.at_turn_end(this);
+  stage(op, s, pos);
   return op->result;
 }
 

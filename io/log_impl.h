@@ -237,6 +237,9 @@ class Log::Impl final : public TurnHook {
     return {};
   }
 
+  Result<std::vector<std::int64_t>> list_segments(bool* removed);
+  Result<void> open_segments(const std::vector<std::int64_t>& bases, const OpenOptions& opts,
+                             LogDir::OpenSummary& recovery, bool* removed);
   Result<void> load(const OpenOptions& opts);
   Result<void> open_segment_file(Segment& s, bool create);
   Result<void> create_segment(std::int64_t base);
@@ -256,7 +259,11 @@ class Log::Impl final : public TurnHook {
   void remove_segment_files(const Segment& s, bool rename_deleted);
 
   Result<BatchInfo> prepare(AppendOp* op) const;
-  Result<AppendResult> append(AppendOp* op, bool replicated, const BatchInfo* prepared);
+  Result<AppendResult> append(AppendOp* op, bool replicated, const BatchInfo* prepared,
+                              Log::BatchVisitor* visit = nullptr);
+  Result<std::int64_t> check_replicated(std::span<std::byte> b, BatchInfo* first,
+                                        BatchInfo* last) const;
+  void stage(AppendOp* op, Segment& s, std::uint64_t pos);
   void on_turn_end() override;
   void submit_group();
   bool sync_due(std::int64_t end) const {

@@ -220,35 +220,19 @@ void Log::Impl::remove_segment_files(const Segment& s, bool rename_deleted) {
   }
 }
 
-Result<void> Log::Impl::load(const OpenOptions& opts) {
-  log_dir_ = opts.log_dir;
-  if (log_dir_) {
-    id_ = PartitionId::parse(dir_.filename().string());
-    if (!id_) {
-      return fail(Errc::not_found,
-                  "log dir " + dir_.string() + " is not named <topic>-<partition>");
-    }
-  }
+// The segment bases in the directory, leftovers of interrupted work and index files without
+// a log file removed (*removed set when anything was).
+Result<std::vector<std::int64_t>> Log::Impl::list_segments(bool* removed) {
   std::error_code ec;
-  // Durable before the first append can be acknowledged: the segment files' own entries are
-  // synced with the first group commit, this directory's entry here.
-  if (auto r = create_directories_durably(dir_); !r) return std::unexpected(r.error());
-  dir_fd_ = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd_ < 0) return std::unexpected(sys_error("open", dir_, errno));
-  auto epochs = LeaderEpochCache::load(dir_ / kEpochFile);
-  if (!epochs) return std::unexpected(epochs.error());
-  epochs_ = std::move(*epochs);
-
   // What is in the directory.
   std::map<std::int64_t, int> found;  // base -> bit 1 .log, 2 .index, 4 .timeindex
-  bool removed = false;
   for (const auto& de : std::filesystem::directory_iterator(dir_, ec)) {
     std::string name = de.path().filename().string();
     if (name.ends_with(kDeletedSuffix) || name.ends_with(".tmp") || name.ends_with(".cleaned") ||
         name.ends_with(".swap")) {
       LOG_INFO("removing leftover %s", de.path().c_str());
       ::unlink(de.path().c_str());
-      removed = true;
+      *removed = true;
       continue;
     }
     if (auto b = detail::parse_segment_name(name, kLogSuffix)) found[*b] |= 1;
@@ -264,10 +248,97 @@ Result<void> Log::Impl::load(const OpenOptions& opts) {
       LOG_INFO("removing index files of %s without a log file", detail::segment_name(b).c_str());
       ::unlink(path_of(b, kIndexSuffix).c_str());
       ::unlink(path_of(b, kTimeIndexSuffix).c_str());
-      removed = true;
+      *removed = true;
     }
   }
 
+  return bases;
+}
+
+// Opens the segments: those before the one holding the recovery point are trusted (index
+// checked), from it on they are scanned; a clean shutdown trusts all of them. A scan that cut
+// a torn tail removes the segments after it.
+Result<void> Log::Impl::open_segments(const std::vector<std::int64_t>& bases,
+                                      const OpenOptions& opts, LogDir::OpenSummary& recovery,
+                                      bool* removed) {
+  std::size_t scan_from = 0;
+  if (opts.clean_shutdown) {
+    scan_from = bases.size();
+  } else {
+    for (std::size_t i = 0; i < bases.size(); ++i) {
+      if (bases[i] <= opts.recovery_point) scan_from = i;
+    }
+  }
+  for (std::size_t i = 0; i < bases.size(); ++i) {
+    auto s = std::make_unique<Segment>();
+    s->base = bases[i];
+    if (auto r = open_segment_file(*s, false); !r) return r;
+    bool last = i + 1 == bases.size();
+    std::int64_t next_base = last ? -1 : bases[i + 1];
+    bool cut = false;
+    if (i < scan_from) {
+      if (!last) {
+        if (auto r = load_closed(*s, next_base); !r) return r;
+      } else {
+        auto ok = load_clean_active(*s);
+        if (!ok) return std::unexpected(ok.error());
+        if (!*ok) {
+          ++recovery.scanned_segments;
+          auto rec = recover_segment(*s, true, -1);
+          if (!rec) return std::unexpected(rec.error());
+        }
+      }
+    } else {
+      ++recovery.scanned_segments;
+      auto rec = recover_segment(*s, last, next_base);
+      if (!rec) return std::unexpected(rec.error());
+      cut = *rec;
+      recovery.truncated |= cut;
+    }
+    segs_.push_back(std::move(s));
+    if (cut && !last) {
+      for (std::size_t j = i + 1; j < bases.size(); ++j) {
+        LOG_WARN("removing %s: it follows the truncated tail",
+                 path_of(bases[j], kLogSuffix).c_str());
+        Segment tmp;
+        tmp.base = bases[j];
+        remove_segment_files(tmp, false);
+      }
+      *removed = true;
+      // The truncated segment is the active one now; its index files get rewritten on roll.
+      for (const char* suffix : {kIndexSuffix, kTimeIndexSuffix}) {
+        if (auto r = detail::write_whole_file(path_of(segs_.back()->base, suffix), {}); !r) {
+          return r;
+        }
+      }
+      break;
+    }
+  }
+  return {};
+}
+
+Result<void> Log::Impl::load(const OpenOptions& opts) {
+  log_dir_ = opts.log_dir;
+  if (log_dir_) {
+    id_ = PartitionId::parse(dir_.filename().string());
+    if (!id_) {
+      return fail(Errc::not_found,
+                  "log dir " + dir_.string() + " is not named <topic>-<partition>");
+    }
+  }
+  // Durable before the first append can be acknowledged: the segment files' own entries are
+  // synced with the first group commit, this directory's entry here.
+  if (auto r = create_directories_durably(dir_); !r) return std::unexpected(r.error());
+  dir_fd_ = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd_ < 0) return std::unexpected(sys_error("open", dir_, errno));
+  auto epochs = LeaderEpochCache::load(dir_ / kEpochFile);
+  if (!epochs) return std::unexpected(epochs.error());
+  epochs_ = std::move(*epochs);
+
+  bool removed = false;
+  auto listed = list_segments(&removed);
+  if (!listed) return std::unexpected(listed.error());
+  std::vector<std::int64_t> bases = std::move(*listed);
   // Segments wholly below the checkpointed log start (their deletion may not have survived).
   while (bases.size() > 1 && opts.log_start_offset >= bases[1]) {
     LOG_INFO("removing %s, below the log start offset %" PRId64,
@@ -282,62 +353,8 @@ Result<void> Log::Impl::load(const OpenOptions& opts) {
   LogDir::OpenSummary recovery;
   if (bases.empty()) {
     if (auto r = create_segment(std::max<std::int64_t>(0, opts.log_start_offset)); !r) return r;
-  } else {
-    // Segments before the one holding the recovery point are trusted (index checked); from it
-    // on they are scanned. A clean shutdown trusts all of them.
-    std::size_t scan_from = 0;
-    if (opts.clean_shutdown) {
-      scan_from = bases.size();
-    } else {
-      for (std::size_t i = 0; i < bases.size(); ++i) {
-        if (bases[i] <= opts.recovery_point) scan_from = i;
-      }
-    }
-    for (std::size_t i = 0; i < bases.size(); ++i) {
-      auto s = std::make_unique<Segment>();
-      s->base = bases[i];
-      if (auto r = open_segment_file(*s, false); !r) return r;
-      bool last = i + 1 == bases.size();
-      std::int64_t next_base = last ? -1 : bases[i + 1];
-      bool cut = false;
-      if (i < scan_from) {
-        if (!last) {
-          if (auto r = load_closed(*s, next_base); !r) return r;
-        } else {
-          auto ok = load_clean_active(*s);
-          if (!ok) return std::unexpected(ok.error());
-          if (!*ok) {
-            ++recovery.scanned_segments;
-            auto rec = recover_segment(*s, true, -1);
-            if (!rec) return std::unexpected(rec.error());
-          }
-        }
-      } else {
-        ++recovery.scanned_segments;
-        auto rec = recover_segment(*s, last, next_base);
-        if (!rec) return std::unexpected(rec.error());
-        cut = *rec;
-        recovery.truncated |= cut;
-      }
-      segs_.push_back(std::move(s));
-      if (cut && !last) {
-        for (std::size_t j = i + 1; j < bases.size(); ++j) {
-          LOG_WARN("removing %s: it follows the truncated tail",
-                   path_of(bases[j], kLogSuffix).c_str());
-          Segment tmp;
-          tmp.base = bases[j];
-          remove_segment_files(tmp, false);
-        }
-        removed = true;
-        // The truncated segment is the active one now; its index files get rewritten on roll.
-        for (const char* suffix : {kIndexSuffix, kTimeIndexSuffix}) {
-          if (auto r = detail::write_whole_file(path_of(segs_.back()->base, suffix), {}); !r) {
-            return r;
-          }
-        }
-        break;
-      }
-    }
+  } else if (auto r = open_segments(bases, opts, recovery, &removed); !r) {
+    return r;
   }
   Segment& a = active();
   leo_ = a.next_offset;

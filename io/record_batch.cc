@@ -109,6 +109,18 @@ Result<BatchInfo> check_header(std::span<const std::byte> h, std::uint32_t max_b
   return info;
 }
 
+std::optional<std::string> check_single_batch(std::span<const std::byte> records) {
+  if (records.empty()) return "no record batch";
+  if (records.size() < kLogOverhead) return "no complete record batch";
+  const std::int32_t len = load_be<std::int32_t>(records.data() + kLength);
+  if (len >= 0 && kLogOverhead + static_cast<std::uint64_t>(len) < records.size())
+    return "exactly one record batch per partition is allowed";
+  // Kafka's batch iterator stops at a batch the bytes do not hold whole: no batch at all.
+  if (len >= 0 && kLogOverhead + static_cast<std::uint64_t>(len) > records.size())
+    return "no complete record batch";
+  return std::nullopt;
+}
+
 std::uint32_t compute_crc(std::span<const std::byte> b) {
   return crc32c(0, b.data() + kAttributes, b.size() - kAttributes);
 }

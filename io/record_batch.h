@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "io/log.h"
@@ -55,6 +56,11 @@ struct RecordTimestamps {
   std::int64_t min_set = INT64_MAX;  // smallest timestamp other than -1 (NO_TIMESTAMP)
   std::int64_t max_set = INT64_MIN;  // largest timestamp other than -1
 };
+
+// Kafka's request-level rule for Produce v3+: the bytes hold exactly one whole record batch.
+// nullopt, or why not (the Produce answer's INVALID_RECORD message). What is inside the batch
+// is validate()'s to check.
+std::optional<std::string> check_single_batch(std::span<const std::byte> records);
 
 // Full validation of exactly one batch occupying all of `b`: header checks, CRC32C over
 // attributes..end, and for uncompressed batches the framing of every record (offset deltas

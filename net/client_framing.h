@@ -1,7 +1,6 @@
-// What every backend's ClientConnection shares (net/client_connection.h): cutting the response
-// stream into frames, the backoff between attempts, and ClientCore (the handler and the rules
-// for calling it, the request deadline, when the internals may be freed), so the backends
-// behave alike.
+// The pieces of every backend's ClientConnection (net/client_connection.h): cutting the
+// response stream into frames, the backoff between attempts, and the handle a user holds. The
+// state machine that uses them is net/client_machine.h.
 //
 // Thread: whichever owns the connection; no state is shared.
 #pragma once
@@ -125,78 +124,6 @@ class ClientBackoff {
  private:
   std::int64_t ms_ = 0;
   std::uint64_t rng_;
-};
-
-// The part of a backend's connection internals D that does not depend on how bytes move. D
-// derives from ClientCore<D> and provides connecting(), connected(), on_connect_deadline()
-// (the connect timeout passed) and fail(int); it counts its operations still under way in
-// ops_ and pushes each request's send time to sent_at_. deadline_timer_ is the connect timeout
-// while connecting and the request deadline once connected.
-template <class D>
-class ClientCore : protected io::TurnHook {
- protected:
-  ClientCore(io::Reactor& r, ClientHandler& h, ClientOptions o)
-      : r_(r), h_(&h), opts_(std::move(o)) {
-    client_live_counter().fetch_add(1, std::memory_order_relaxed);
-    deadline_timer_.fn = &ClientCore::on_deadline;
-    deadline_timer_.self = this;
-  }
-  ~ClientCore() { client_live_counter().fetch_sub(1, std::memory_order_relaxed); }
-
-  void wake() { r_.at_turn_end(this); }
-
-  static void on_deadline(io::Timer* t) {
-    D* self = static_cast<D*>(static_cast<CoreTimer*>(t)->self);
-    if (self->connecting()) {
-      self->on_connect_deadline();
-      return;
-    }
-    if (!self->connected() || self->sent_at_.empty()) return;
-    const std::int64_t due = self->sent_at_.front() + self->opts_.request_timeout_ms * 1'000'000;
-    if (mono_ns() >= due) {
-      LOG_WARN("connection to %s:%u: no response for %lld ms, reconnecting",
-               self->opts_.host.c_str(), unsigned(self->opts_.port),
-               static_cast<long long>(self->opts_.request_timeout_ms));
-      self->fail(ETIMEDOUT);
-      return;
-    }
-    self->r_.arm(&self->deadline_timer_, due);
-  }
-
-  void arm_deadline() {
-    if (opts_.request_timeout_ms <= 0 || deadline_timer_.armed() || sent_at_.empty()) return;
-    r_.arm(&deadline_timer_, sent_at_.front() + opts_.request_timeout_ms * 1'000'000);
-  }
-
-  // Calls the handler, if there still is one. The handler may destroy the handle meanwhile;
-  // the guard keeps the internals alive until the completion, hook or event that called it
-  // returns.
-  template <class F>
-  void notify(F f) {
-    if (!h_) return;
-    ++in_callback_;
-    f();
-    --in_callback_;
-  }
-
-  // Frees the internals once the handle is gone and nothing can still reach them.
-  void maybe_free() {
-    if (h_ || ops_ > 0 || in_callback_ > 0 || TurnHook::queued) return;
-    delete static_cast<D*>(this);
-  }
-
-  struct CoreTimer : io::Timer {
-    ClientCore* self = nullptr;
-  };
-
-  io::Reactor& r_;
-  ClientHandler* h_;
-  ClientConnection* handle_ = nullptr;
-  ClientOptions opts_;
-  int ops_ = 0;
-  int in_callback_ = 0;
-  CoreTimer deadline_timer_;
-  RingQueue<std::int64_t> sent_at_;  // send time of each request without its response
 };
 
 // The handle a backend gives its user: every call goes to the internals D, which its

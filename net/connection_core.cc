@@ -1,5 +1,7 @@
 #include "net/connection_core.h"
 
+#include "base/assert.h"
+
 #include <algorithm>
 #include <cstring>
 
@@ -216,6 +218,11 @@ void ConnectionCore::skip(std::uint64_t seq) {
 }
 
 void ConnectionCore::answer(std::uint64_t seq, Slot::Kind kind, Response* r) {
+  // A connection belongs to its transport's reactor: answers are posted there, never given
+  // from another thread.
+  SAMSA_ASSERT(io::Reactor::current() == &t_->r_);
+  // The reorder window holds one slot per seq delivered and not yet released.
+  SAMSA_ASSERT(head_seq_ + window_.size() == next_seq_);
   if (seq < head_seq_ || seq >= next_seq_ || window_[seq - head_seq_].kind != Slot::waiting) {
     LOG_WARN("connection %llu from %s: answer to seq %llu that is not waiting for one",
              static_cast<unsigned long long>(id_), peer_.c_str(),
@@ -256,6 +263,26 @@ void ConnectionCore::pop_front_slot() {
 }
 
 // ---- file ranges ----
+
+void ConnectionCore::schedule_reads(std::uint64_t seq, std::size_t piece, std::uint64_t ahead) {
+  constexpr std::size_t kMaxScan = 256;
+  if (reads_busy_ == kMaxReads) return;
+  std::size_t scanned = 0;
+  for (; seq < next_seq_; ++seq, piece = 0) {
+    Slot& s = window_[seq - head_seq_];
+    if (s.kind == Slot::waiting) return;
+    if (s.kind == Slot::skipped) continue;
+    auto& pcs = s.resp.pieces();
+    for (std::size_t p = piece; p < pcs.size(); ++p) {
+      auto& pc = pcs[p];
+      if (ahead >= kReadAheadBytes || ++scanned > kMaxScan) return;
+      if (pc.file.fd >= 0 && !pc.bytes.data()) {  // unread and no read under way
+        if (!start_read(seq, p)) return;
+      }
+      ahead += pc.file.fd >= 0 ? pc.file.length : pc.bytes.size();
+    }
+  }
+}
 
 bool ConnectionCore::start_read(std::uint64_t seq, std::size_t piece) {
   auto& pc = window_[seq - head_seq_].resp.pieces()[piece];

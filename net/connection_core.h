@@ -71,6 +71,7 @@ class TransportBase : public Iface, public TransportCore {
   void close_all() override { close_each(false); }
   void close_all_gracefully() override { close_each(true); }
   std::size_t connection_count() const override { return open_; }
+  const ConnectionStats& connection_stats() const override { return *conn_stats_; }
 };
 
 class ConnectionCore : public Connection, protected io::TurnHook, protected MemoryBudget::Waiter {
@@ -166,6 +167,10 @@ class ConnectionCore : public Connection, protected io::TurnHook, protected Memo
   void pop_front_slot();
   // Starts reading the file piece pieces()[piece] of seq's answer; false when no READ is left.
   bool start_read(std::uint64_t seq, std::size_t piece);
+  // Reads the file pieces of the answers about to go out, from (seq, piece) on, while less than
+  // kReadAheadBytes lie ahead of the sending (`ahead`: what the backend already holds unsent):
+  // at most kMaxReads at once, a bounded number of pieces looked at per call.
+  void schedule_reads(std::uint64_t seq, std::size_t piece, std::uint64_t ahead);
   void issue_read(ReadOp& op);
   static void on_read(io::Completion* c, int res, std::uint32_t flags);
 

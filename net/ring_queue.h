@@ -4,6 +4,8 @@
 // as the window slides.
 #pragma once
 
+#include "base/assert.h"
+
 #include <cstddef>
 #include <utility>
 #include <vector>
@@ -31,6 +33,7 @@ class RingQueue {
 
   // Resets the slot so whatever it owns (buffers, file references) is released now.
   void pop_front() {
+    SAMSA_ASSERT(size_ > 0);  // cheap, and a wrapped size_ would corrupt every later index
     slots_[head_] = T{};
     head_ = (head_ + 1) & (slots_.size() - 1);
     --size_;

@@ -126,6 +126,8 @@ class Transport {
   virtual void close_all_gracefully() = 0;
   // Connections not yet closed.
   virtual std::size_t connection_count() const = 0;
+  // The counters every backend keeps (its own interface has the rest).
+  virtual const ConnectionStats& connection_stats() const = 0;
 };
 
 std::unique_ptr<Transport> make_uring_transport(io::Reactor& r, FrameHandler& h);

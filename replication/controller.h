@@ -19,10 +19,10 @@
 #include <string>
 #include <vector>
 
+#include "base/kafka_errors.h"
 #include "io/log.h"
 #include "io/log_dir.h"
 #include "io/reactor.h"
-#include "net/kafka/errors.h"
 #include "replication/controller_state.h"
 #include "replication/metadata_image.h"
 #include "replication/topic_config.h"

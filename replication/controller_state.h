@@ -35,7 +35,7 @@
 #include <functional>
 #include <memory>
 
-#include "net/kafka/errors.h"
+#include "base/kafka_errors.h"
 #include "replication/metadata_image.h"
 #include "replication/metadata_records.h"
 #include "replication/replica_state.h"

@@ -4,6 +4,7 @@
 
 #include <cinttypes>
 
+#include "base/assert.h"
 #include "base/bytes.h"
 #include "base/clock.h"
 #include "base/log.h"
@@ -31,9 +32,10 @@ ErrorCode kafka_error_of(io::Errc e) {
     case io::Errc::fenced:
     case io::Errc::io_error:
       return ErrorCode::kafka_storage_error;
+    case io::Errc::offset_out_of_range:
+      return ErrorCode::offset_out_of_range;
     case io::Errc::busy:
     case io::Errc::would_block:
-    case io::Errc::offset_out_of_range:
     case io::Errc::not_found:
       break;
   }
@@ -263,19 +265,21 @@ std::expected<io::AppendResult, AppendError> Partition::append(io::AppendOp* op)
 }
 
 io::Result<io::AppendResult> Partition::append_replicated(io::AppendOp* op) {
-  auto r = log_->append_replicated(op);
-  if (!r) return r;
-  std::size_t pos = 0;
-  while (pos + io::batch::kHeaderSize <= op->batch.size()) {
-    const io::BatchInfo info = io::batch::parse_header(op->batch.data() + pos);
-    if (info.length <= 0) break;
-    if (info.producer_id >= 0) {
-      producers_.update(info, info.base_offset, info.base_offset + info.last_offset_delta,
-                        info.max_timestamp >= 0 ? info.max_timestamp : wall_ms());
+  // In the log's own walk over the headers it has just validated: the producers as the leader
+  // recorded them, and each batch's epoch for the replica's leader-epoch cache.
+  struct Note final : io::Log::BatchVisitor {
+    explicit Note(Partition& p) : part(p) {}
+    void on_batch(const io::BatchInfo& info) override {
+      if (info.producer_id >= 0) {
+        part.producers_.update(info, info.base_offset, info.base_offset + info.last_offset_delta,
+                               info.max_timestamp >= 0 ? info.max_timestamp : wall_ms());
+      }
+      if (part.replica_)
+        part.replica_->note_replicated_batch(info.partition_leader_epoch, info.base_offset);
     }
-    pos += static_cast<std::size_t>(info.length);
-  }
-  return r;
+    Partition& part;
+  } note(*this);
+  return log_->append_replicated(op, &note);
 }
 
 bool Partition::is_retry_of(const ProducerBatch& stored, const io::BatchInfo& retry,
@@ -387,6 +391,8 @@ void Partition::wait_committed(CommitWaiter* w) {
   (w->next ? w->next->prev : commit_tail_) = w;
   (after ? after->next : commit_head_) = w;
   w->linked = true;
+  // settle_commit_waiters answers from the head and stops at the first that must wait.
+  SAMSA_ASSERT(!w->next || w->next->last_offset >= w->last_offset);
 }
 
 void Partition::cancel_commit_wait(CommitWaiter* w) {
@@ -429,6 +435,12 @@ void Partition::update_high_watermark() {
   // The ReplicaState's HW never moves back on a leader; a follower's follows the leader's.
   std::int64_t hw =
       replica_hw_ && replica_ ? replica_->high_watermark() : log_->durable_end_offset();
+  // Within one leadership the HW never goes back: a consumer was told everything below it.
+  const bool leading = !replica_ || replica_->role() == ReplicaRole::leader;
+  const std::int32_t epoch = replica_ ? replica_->leader_epoch() : leader_epoch_;
+  if (leading && epoch == hw_epoch_)
+    SAMSA_ASSERT_MSG(hw >= high_watermark_, "a leader's high watermark never moves back");
+  hw_epoch_ = leading ? epoch : -1;
   // Leadership and the ISR can settle waiting produces without moving the HW.
   if (commit_head_) settle_commit_waiters();
   if (hw == high_watermark_) return;

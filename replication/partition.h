@@ -7,13 +7,15 @@
 
 #include <cstdint>
 #include <expected>
+#include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 
+#include "base/kafka_errors.h"
 #include "io/log.h"
 #include "io/reactor.h"
-#include "net/kafka/errors.h"
 #include "replication/metadata_records.h"
 #include "replication/producer_state.h"
 #include "replication/replica_log.h"
@@ -55,8 +57,81 @@ struct AppendError {
   std::int64_t log_start_offset = -1;
 };
 
-// The Kafka error for a log error (Produce and friends).
+// The Kafka error for a log error: every Kafka-facing call maps storage errors here.
 kafka::ErrorCode kafka_error_of(io::Errc e);
+
+class Partition;
+
+// One partition's batch of a Produce request. The caller embeds it (no allocation per
+// partition) and keeps it and the batch bytes alive until `produced` runs, exactly once, on
+// the partition's reactor (possibly inside Partition::produce, for an immediate refusal).
+struct ProduceOp : io::AppendOp {
+  using Fn = void (*)(ProduceOp* self);
+  // 0 and 1: answered once the batch is written; -1 (all): once it is synced and, on a
+  // replicated partition, held by the ISR (at least min.insync.replicas of it).
+  std::int16_t acks = 1;
+  // acks=all waiting for the ISR gets REQUEST_TIMED_OUT at this time (mono_ns), as from
+  // Kafka's produce purgatory (the records may still commit).
+  std::int64_t deadline_ns = 0;
+  Fn produced = nullptr;
+  // The outcome: error none and io::AppendOp::result, or the error, its message and the log
+  // start offset the answer reports with it (-1 when the log was not looked at).
+  kafka::ErrorCode error = kafka::ErrorCode::none;
+  std::string message;
+  std::int64_t error_log_start = -1;
+  std::optional<io::Errc> log_error;  // set when the log refused or failed the batch
+
+ private:
+  friend class Partition;
+  Partition* partition_ = nullptr;
+  struct Commit : CommitWaiter {
+    ProduceOp* op = nullptr;
+  } commit_;
+  struct Deadline : io::Timer {
+    ProduceOp* op = nullptr;
+  } deadline_;
+};
+
+// What a Fetch asks of one partition (a consumer's, or with replica a follower's).
+struct ReadArgs {
+  std::int64_t offset = 0;
+  std::int32_t max_bytes = 0;
+  bool read_committed = false;  // isolation_level 1: up to the last stable offset
+  // A follower's fetch: recorded by the leader's ReplicaState (its fetch offset may move the
+  // HW), read up to the log end (the follower needs records above the HW for the HW to pass
+  // them), or answered with the diverging epoch instead of records.
+  const ReplicaFetch* replica = nullptr;
+  bool refuse_replicas = false;  // stopping: followers are sent elsewhere
+};
+
+// What Partition::read found. On error the offsets are still filled in where known.
+struct ReadOutcome {
+  kafka::ErrorCode error = kafka::ErrorCode::none;
+  std::int64_t high_watermark = -1;
+  std::int64_t last_stable = -1;
+  std::int64_t log_start = -1;
+  std::int64_t log_end_seen = -1;  // a follower's read: the written end it was answered from
+  std::optional<io::LeaderEpochCache::EpochEnd> diverging;
+  std::vector<io::Slice> slices;
+  std::size_t bytes = 0;
+};
+
+// ListOffsets' answer for one partition. ready false: the bytes it needs are not in memory
+// (fill the ReadAhead with Partition::fill, then ask again).
+struct OffsetAnswer {
+  bool ready = true;
+  kafka::ErrorCode error = kafka::ErrorCode::none;
+  std::int64_t offset = -1;
+  std::int64_t timestamp = -1;
+  std::int32_t leader_epoch = -1;
+};
+
+// ListOffsets' special timestamps (Kafka's ListOffsetsRequest).
+inline constexpr std::int64_t kLatestOffset = -1;
+inline constexpr std::int64_t kEarliestOffset = -2;
+inline constexpr std::int64_t kMaxTimestampOffset = -3;
+inline constexpr std::int64_t kEarliestLocalOffset = -4;
+inline constexpr std::int64_t kLatestTieredOffset = -5;
 
 struct PartitionOptions {
   // producer.id.expiration.ms: producers silent this long are forgotten.
@@ -87,15 +162,48 @@ class Partition final : private io::Log::Listener {
   const io::Log& log() const { return *log_; }
   void set_options(const PartitionOptions& o) { opts_ = o; }
 
-  // Leader append of a producer's batch (offsets assigned by the log). An idempotent
+  // ---- the Kafka-facing calls (handlers decode, call these, encode) ----
+  // A client's batch: the acks check (NOT_ENOUGH_REPLICAS before anything is stored), the
+  // idempotent producer's checks, the append, and for acks=all the sync and the wait for the
+  // ISR with its deadline. op->produced runs once with the outcome.
+  void produce(ProduceOp* op);
+  // Reads whole batches from args.offset up to what the reader may see: the high watermark,
+  // the last stable offset (read_committed), or a follower's log end. Checks the offset range
+  // (OFFSET_OUT_OF_RANGE) and, for a follower, its epoch (a diverging epoch instead of
+  // records). With ra, nothing is read from a file here: false means the bytes are not in
+  // memory (fill ra with fill(), then read again); without ra, headers are read with pread.
+  bool read(const ReadArgs& args, ReadOutcome& out, io::ReadAhead* ra);
+  void fill(io::ReadAhead& ra, std::function<void(std::optional<std::string>)> done);
+  // Whether what a read saw has moved since (a long poll need not wait): the HW, or for a
+  // follower's read the log end.
+  bool moved_since(const ReadOutcome& seen, bool replica) const;
+  // ListOffsets: the special timestamps above, or the first record at or after timestamp
+  // (below the HW, or the last stable offset with read_committed).
+  OffsetAnswer list_offset(std::int64_t timestamp, bool read_committed, io::ReadAhead* ra);
+  // DeleteRecords: raises the log start to offset (-1: the high watermark).
+  std::expected<std::int64_t, kafka::ErrorCode> delete_records(std::int64_t offset);
+  // OffsetForLeaderEpoch: where epoch ended in this log (or the largest epoch below it).
+  io::LeaderEpochCache::EpochEnd end_offset_for(std::int32_t epoch);
+  const std::filesystem::path& dir() const { return log_->dir(); }
+  std::uint64_t size_bytes() const { return log_->size_bytes(); }
+
+  // Leader append of a producer's batch (offsets assigned by the log), used by produce() and by
+  // the group coordinator's own appends. An idempotent
   // producer's batch is checked against its sequence and epoch first; a duplicate of one of
   // its last five batches is not stored again: op->result gets the original offsets and
   // op->done runs once those are written (acks=1) or durable (acks=all), like a fresh append.
   std::expected<io::AppendResult, AppendError> append(io::AppendOp* op);
   // Follower append of batches copied from the leader (offsets kept, io::Log::append_replicated),
-  // recording their producers as the leader did, so this replica removes duplicates once it
-  // leads.
+  // recording their producers as the leader did (so this replica removes duplicates once it
+  // leads) and their epochs in the ReplicaState, in one walk over the batch headers.
   io::Result<io::AppendResult> append_replicated(io::AppendOp* op);
+  // ---- what the cluster tells the replica (each may move the high watermark) ----
+  // New metadata for this partition (leader, ISR, epochs).
+  void apply_metadata(const PartitionState& p, std::int64_t now_ms);
+  // A follower's fetch answer from its leader.
+  FollowerStep on_fetch_response(const FollowerFetchResponse& r, std::int64_t now_ms);
+  // The controller's answer to this leader's AlterPartition.
+  void on_alter_partition_answer(const AlterPartitionAnswer& a, std::int64_t now_ms);
 
   // Consumers read below this. A single replica's high watermark is its durable end: nothing
   // a consumer has seen can vanish in a power cut. With replica_hw, the ReplicaState's.
@@ -109,9 +217,6 @@ class Partition final : private io::Log::Listener {
   void enable_replica(const ReplicaOptions& o, bool replica_hw);
   ReplicaState* replica() { return replica_.get(); }
   const ReplicaState* replica() const { return replica_.get(); }
-  // The replica's state may have moved the HW (a follower's fetch, new metadata, a fetched
-  // answer): publish it and wake the long polls.
-  void update_high_watermark();
   std::int64_t log_start_offset() const { return log_->log_start_offset(); }
   // Last stable offset: equal to the high watermark until transactions exist.
   std::int64_t last_stable_offset() const { return high_watermark_; }
@@ -121,16 +226,6 @@ class Partition final : private io::Log::Listener {
 
   // Whether acks=all waits for the ISR here (a cluster replica whose HW is the ISR's).
   bool replicated() const { return replica_hw_ && replica_ != nullptr; }
-  // acks=all, before appending: NOT_LEADER_OR_FOLLOWER, or NOT_ENOUGH_REPLICAS while the ISR
-  // is below min.insync.replicas; none on a partition that is not replicated().
-  kafka::ErrorCode check_acks_all() const;
-  // acks=all, after the local sync: w->fn runs once the ISR holds w->last_offset (none),
-  // the ISR shrank below min.insync.replicas meanwhile (NOT_ENOUGH_REPLICAS_AFTER_APPEND), or
-  // leadership was lost or the partition closed (NOT_LEADER_OR_FOLLOWER); at once when the
-  // outcome is already known.
-  void wait_committed(CommitWaiter* w);
-  // Takes w back without calling it (the request timed out).
-  void cancel_commit_wait(CommitWaiter* w);
   // Answers every waiting acks=all produce with NOT_LEADER_OR_FOLLOWER (shutdown): the client
   // retries at the next leader, where an idempotent producer's retry is deduplicated.
   void release_commit_waiters() { settle_commit_waiters(true); }
@@ -154,6 +249,25 @@ class Partition final : private io::Log::Listener {
   static void wake_all(PartitionWaiter*& head);
   void write_snapshot(std::int64_t offset);
   void complete_duplicates();
+  // The replica's state may have moved the HW (a follower's fetch, new metadata, a fetched
+  // answer): publish it and wake the long polls. The HW never moves back on a leader.
+  void update_high_watermark();
+  // acks=all, before appending: NOT_LEADER_OR_FOLLOWER, or NOT_ENOUGH_REPLICAS while the ISR
+  // is below min.insync.replicas; none on a partition that is not replicated().
+  kafka::ErrorCode check_acks_all() const;
+  // acks=all, after the local sync: w->fn runs once the ISR holds w->last_offset (none),
+  // the ISR shrank below min.insync.replicas meanwhile (NOT_ENOUGH_REPLICAS_AFTER_APPEND), or
+  // leadership was lost or the partition closed (NOT_LEADER_OR_FOLLOWER); at once when the
+  // outcome is already known. Waiters are kept in offset order.
+  void wait_committed(CommitWaiter* w);
+  // Takes w back without calling it (the request timed out).
+  void cancel_commit_wait(CommitWaiter* w);
+  static void on_produce_written(io::AppendOp* op);
+  static void on_produce_committed(CommitWaiter* w, kafka::ErrorCode outcome);
+  static void on_produce_deadline(io::Timer* t);
+  // The records a read may return stop below this (HW, LSO or a follower's log end), or an
+  // error; fills the outcome's offsets.
+  std::int64_t read_limit(const ReadArgs& args, ReadOutcome& out);
   // Whether a batch matching stored's producer, epoch and sequences has its contents too.
   bool is_retry_of(const ProducerBatch& stored, const io::BatchInfo& retry,
                    std::span<std::byte> retry_bytes) const;
@@ -170,6 +284,7 @@ class Partition final : private io::Log::Listener {
   std::unique_ptr<io::Log> log_;
   PartitionOptions opts_;
   std::int64_t high_watermark_ = 0;
+  std::int32_t hw_epoch_ = -1;  // the leader epoch high_watermark_ was published in (-1: following)
   std::unique_ptr<IoReplicaLog> replica_log_;
   std::unique_ptr<ReplicaState> replica_;
   bool replica_hw_ = false;

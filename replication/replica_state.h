@@ -21,7 +21,7 @@
 #include <optional>
 #include <vector>
 
-#include "net/kafka/errors.h"
+#include "base/kafka_errors.h"
 #include "replication/metadata_image.h"
 #include "replication/replica_log.h"
 

@@ -75,6 +75,28 @@ Partition* Shard::find(std::string_view topic, std::int32_t partition) {
   return p && p->leader_here() ? p : nullptr;
 }
 
+std::expected<Partition*, kafka::ErrorCode> Shard::lookup(std::string_view topic,
+                                                          std::int32_t partition,
+                                                          std::int32_t current_leader_epoch) {
+  using kafka::ErrorCode;
+  Partition* p = find(topic, partition);
+  if (!p) {
+    const TopicState* t = image_ ? image_->topic(topic) : nullptr;
+    if (!t || partition < 0 || static_cast<std::size_t>(partition) >= t->partitions.size())
+      return std::unexpected(ErrorCode::unknown_topic_or_partition);
+    if (failed_.contains(std::string(topic) + "-" + std::to_string(partition)))
+      return std::unexpected(ErrorCode::kafka_storage_error);
+    return std::unexpected(ErrorCode::not_leader_or_follower);
+  }
+  // KIP-320: a client that knows an older leader epoch is fenced; a newer one, we lag.
+  if (current_leader_epoch >= 0 && current_leader_epoch != p->leader_epoch()) {
+    return std::unexpected(current_leader_epoch < p->leader_epoch()
+                               ? ErrorCode::fenced_leader_epoch
+                               : ErrorCode::unknown_leader_epoch);
+  }
+  return p;
+}
+
 io::LogDir* Shard::dir_for(const io::PartitionId& id) {
   io::LogDir* best = nullptr;
   std::size_t best_count = SIZE_MAX;
@@ -126,8 +148,7 @@ void Shard::sync_replica(Partition& part, const TopicState& t, const PartitionSt
   // leadership is not ours (its unsynced tail may be gone). The controller moves it to a new
   // epoch, which we then apply; following or stopping is always safe.
   if (p.leader == opts_.node_id && !registered_) return;
-  rs.apply_metadata(p, mono_ms());
-  part.update_high_watermark();
+  part.apply_metadata(p, mono_ms());
 }
 
 void Shard::apply(ImagePtr image) {

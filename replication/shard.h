@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <expected>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -60,6 +61,12 @@ class Shard {
 
   io::Reactor& reactor() { return reactor_; }
   std::size_t index() const { return opts_.index; }
+  // The partition a client names, led here, at the leader epoch the client knows (-1: not
+  // checked); or Kafka's error for it, decided in this one place: UNKNOWN_TOPIC_OR_PARTITION,
+  // KAFKA_STORAGE_ERROR (its log failed to open), NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH,
+  // UNKNOWN_LEADER_EPOCH.
+  std::expected<Partition*, kafka::ErrorCode> lookup(std::string_view topic, std::int32_t partition,
+                                                     std::int32_t current_leader_epoch = -1);
   // The partition if this node leads it (what clients may produce to and fetch from).
   Partition* find(std::string_view topic, std::int32_t partition);
   // The local replica, led here or not.

@@ -118,7 +118,7 @@ void Conn::discard_backlog() {
 // Moves every piece that is ready, in order, into this turn's update for the stack. File
 // ranges are read first; a piece not read yet holds back everything after it.
 void Conn::hand_over() {
-  schedule_reads();
+  schedule_reads(hand_seq_, hand_piece_, handed_ - taken_);
   std::size_t pieces = 0;
   while (hand_seq_ < next_seq_) {
     Slot& s = window_[hand_seq_ - head_seq_];
@@ -182,25 +182,6 @@ void Conn::release_front() {
 
 // File ranges not yet handed over start reading, up to kReadAheadBytes ahead of what the
 // stack has taken.
-void Conn::schedule_reads() {
-  if (reads_busy_ == kMaxReads) return;
-  std::uint64_t ahead = handed_ - taken_;
-  std::size_t scanned = 0;
-  for (std::uint64_t seq = hand_seq_; seq < next_seq_; ++seq) {
-    Slot& s = window_[seq - head_seq_];
-    if (s.kind == Slot::waiting) return;
-    if (s.kind == Slot::skipped) continue;
-    auto& pcs = s.resp.pieces();
-    for (std::size_t p = seq == hand_seq_ ? hand_piece_ : 0; p < pcs.size(); ++p) {
-      auto& pc = pcs[p];
-      if (ahead >= kReadAheadBytes || ++scanned > 256) return;
-      if (pc.file.fd >= 0 && !pc.bytes.data()) {  // unread and no read under way
-        if (!start_read(seq, p)) return;
-      }
-      ahead += pc.file.fd >= 0 ? pc.file.length : pc.bytes.size();
-    }
-  }
-}
 
 // ---- closing ----
 

@@ -32,7 +32,6 @@ class Conn final : public ConnectionCore {
   void hand_over();
   void on_taken(std::uint64_t n);
   void release_front();
-  void schedule_reads();
   void finish_closed();
   void send_update();
 

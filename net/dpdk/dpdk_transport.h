@@ -14,6 +14,7 @@
 #include <string>
 
 #include "io/reactor.h"
+#include "net/backend.h"
 #include "net/client_connection.h"
 #include "net/transport.h"
 
@@ -22,22 +23,6 @@ namespace samsa::net {
 // Each connection's TCP receive window (lwipopts.h TCP_WND): what the stack holds for a
 // connection whose reader stopped (the uring transport's kernel socket buffer).
 constexpr std::uint32_t kDpdkReceiveWindow = 512 * 1024;
-
-struct DpdkOptions {
-  std::string eal_args;                   // samsa.dpdk.eal.args
-  std::string ip;                         // samsa.dpdk.ip (dotted quad)
-  std::string netmask = "255.255.255.0";  // samsa.dpdk.netmask
-  std::string gateway;                    // samsa.dpdk.gateway ("" none)
-  std::uint32_t mtu = 1500;               // samsa.dpdk.mtu
-  // samsa.dpdk.idle.poll.us: after the last packet the loop keeps polling this long without
-  // sleeping; then it sleeps until the device's descriptor is readable (af_packet, af_xdp,
-  // tap) or, for drivers without one, in naps that grow up to this long.
-  std::uint32_t idle_poll_us = 50;
-  std::uint32_t mbufs = 32767;  // packet buffers in the pool
-  // samsa.dpdk.tx.zero.copy: attach answer memory to outgoing frames instead of copying it,
-  // where the device allows (net/dpdk/README.md, Zero copy).
-  bool tx_zero_copy = true;
-};
 
 // The stack's counters (a snapshot the poll loop refreshes every few milliseconds).
 struct DpdkStats {

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+struct rte_eth_dev_info;
+
 namespace samsa::net::dpdk {
 
 // A received frame: a DPDK mbuf seen as bytes. The backend gives it back with Port::free.
@@ -116,6 +118,14 @@ class Port {
 
  private:
   Port() = default;
+  // open's steps, in order.
+  std::expected<void, std::string> find_device(const std::vector<std::string>& argv_s,
+                                               rte_eth_dev_info& info);
+  std::expected<void, std::string> make_pools(const PortOptions& opts,
+                                              const rte_eth_dev_info& info);
+  std::expected<void, std::string> start_queues();
+  void settle_mtu(const PortOptions& opts);
+  std::string address_owner(std::uint32_t ip);
   std::uint16_t id_ = 0;
   bool started_ = false;
   void* pool_ = nullptr;

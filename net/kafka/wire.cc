@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <cstring>
 #include <limits>
 
 namespace samsa::kafka {
@@ -446,6 +447,22 @@ std::vector<std::byte> flatten(const net::Response& r) {
       }
       done += static_cast<std::size_t>(k);
     }
+  }
+  return out;
+}
+
+std::vector<std::byte> flatten_body(const net::Response& r) {
+  std::vector<std::byte> out = flatten(r);
+  out.erase(out.begin(), out.begin() + std::min<std::size_t>(4, out.size()));
+  return out;
+}
+
+net::Buffer flatten_to_buffer(const net::Response& r) {
+  net::Buffer out(r.size());
+  std::size_t at = 0;
+  for (const auto& p : r.pieces()) {
+    std::memcpy(out.data() + at, p.bytes.data(), p.bytes.size());
+    at += p.bytes.size();
   }
   return out;
 }

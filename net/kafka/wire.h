@@ -228,5 +228,10 @@ class Writer {
 
 // The bytes a response would put on the wire, file ranges read with pread (tests, tools).
 std::vector<std::byte> flatten(const net::Response& r);
+// An encoded request without its 4-byte size prefix (what a forwarded frame is).
+std::vector<std::byte> flatten_body(const net::Response& r);
+// An encoded request (no file ranges), size prefix included, in one Buffer: what
+// net::ClientConnection::send takes.
+net::Buffer flatten_to_buffer(const net::Response& r);
 
 }  // namespace samsa::kafka

@@ -103,6 +103,145 @@ std::vector<std::string> Options::topic_names() const {
   return v;
 }
 
+namespace {
+
+// A flag without a value: true when a is one (o updated).
+bool take_flag(std::string_view a, Options& o) {
+  if (a == "--create") {
+    o.create = true;
+    return true;
+  }
+  if (a == "--pin-partitions") {
+    o.pin_partitions = true;
+    return true;
+  }
+  if (a == "--round-robin") {
+    o.round_robin = true;
+    return true;
+  }
+  if (a == "--until-end") {
+    o.until_end = true;
+    return true;
+  }
+  if (a == "--from-end") {
+    o.from_end = true;
+    return true;
+  }
+  if (a == "--call-latency") {
+    o.call_latency = true;
+    return true;
+  }
+  if (a == "-q" || a == "--quiet") {
+    o.quiet = true;
+    return true;
+  }
+  if (a == "-h" || a == "--help") {
+    std::fputs(kUsage, stdout);
+    std::exit(0);
+  }
+  return false;
+}
+
+enum class Parsed : std::uint8_t { ok, bad, unknown };
+
+Parsed ok_if(bool b) {
+  return b ? Parsed::ok : Parsed::bad;
+}
+
+// An option with a value.
+Parsed take_option(std::string_view name, std::string_view val, Options& o, double& rate_mb) {
+  if (name == "-b" || name == "--bootstrap") {
+    o.bootstrap = val;
+  } else if (name == "-t" || name == "--topic") {
+    o.topic = val;
+  } else if (name == "--topics") {
+    return ok_if(parse_num(val, o.topics) && o.topics >= 1);
+  } else if (name == "-p" || name == "--partitions") {
+    return ok_if(parse_num(val, o.partitions) && o.partitions >= 1);
+  } else if (name == "--topic-config") {
+    return ok_if(parse_kv(val, o.topic_config));
+  } else if (name == "-s" || name == "--record-size") {
+    return ok_if(parse_num(val, o.record_size) && o.record_size >= 0);
+  } else if (name == "--keys") {
+    return ok_if(parse_num(val, o.keys) && o.keys >= 0);
+  } else if (name == "--acks") {
+    o.acks = val == "-1" ? "all" : std::string(val);
+    return ok_if(val == "0" || val == "1" || val == "all" || val == "-1");
+  } else if (name == "--compression") {
+    o.compression = val;
+    return ok_if(val == "none" || val == "gzip" || val == "snappy" || val == "lz4" ||
+                 val == "zstd");
+  } else if (name == "--linger-ms") {
+    double v = 0;
+    const bool ok = parse_num(val, v) && v >= 0;
+    o.linger_ms = v;
+    return ok_if(ok);
+  } else if (name == "--batch-size") {
+    int v = 0;
+    const bool ok = parse_num(val, v) && v > 0;
+    o.batch_size = v;
+    return ok_if(ok);
+  } else if (name == "--producers") {
+    return ok_if(parse_num(val, o.producers) && o.producers >= 0);
+  } else if (name == "--consumers") {
+    return ok_if(parse_num(val, o.consumers) && o.consumers >= 0);
+  } else if (name == "--processes") {
+    return ok_if(parse_num(val, o.processes) && o.processes >= 1);
+  } else if (name == "--rate") {
+    return ok_if(parse_num(val, o.rate) && o.rate >= 0);
+  } else if (name == "--rate-mb") {
+    return ok_if(parse_num(val, rate_mb) && rate_mb >= 0);
+  } else if (name == "--records") {
+    return ok_if(parse_num(val, o.records) && o.records >= 0);
+  } else if (name == "-d" || name == "--duration") {
+    return ok_if(parse_num(val, o.duration_s) && o.duration_s > 0);
+  } else if (name == "-w" || name == "--warmup") {
+    return ok_if(parse_num(val, o.warmup_s) && o.warmup_s >= 0);
+  } else if (name == "--drain") {
+    return ok_if(parse_num(val, o.drain_s) && o.drain_s >= 0);
+  } else if (name == "-X") {
+    return ok_if(parse_kv(val, o.rdkafka));
+  } else if (name == "-P") {
+    return ok_if(parse_kv(val, o.producer_props));
+  } else if (name == "-C") {
+    return ok_if(parse_kv(val, o.consumer_props));
+  } else if (name == "--json") {
+    o.json = val;
+  } else if (name == "--rdkafka-stats") {
+    o.rdkafka_stats = val;
+  } else if (name == "--worker") {  // internal: child i/K of --processes
+    const auto slash = val.find('/');
+    return ok_if(slash != std::string_view::npos && parse_num(val.substr(0, slash), o.worker) &&
+                 parse_num(val.substr(slash + 1), o.workers) && o.worker >= 0 &&
+                 o.worker < o.workers);
+  } else {
+    return Parsed::unknown;
+  }
+  return Parsed::ok;
+}
+
+// What the options imply together, or why they do not fit (false, after the usage line).
+bool finish(Options& o, double rate_mb) {
+  if (rate_mb > 0) {
+    const int key_bytes = o.keys > 0 ? 12 : 0;
+    o.rate = rate_mb * 1e6 / (o.record_size + key_bytes);
+  }
+  if (o.mode == Mode::consume) o.producers = 0;
+  if (o.mode == Mode::produce) o.consumers = 0;
+  if ((o.mode != Mode::consume && o.producers < 1) ||
+      (o.mode != Mode::produce && o.consumers < 1)) {
+    usage_error("this mode needs at least one producer and/or consumer%s", "");
+    return false;
+  }
+  if (o.processes > 1 && (o.producers % o.processes != 0 || o.consumers % o.processes != 0)) {
+    usage_error("--processes must divide --producers and --consumers%s", "");
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 std::optional<Options> parse_options(int argc, char** argv) {
   Options o;
   if (argc < 2) {
@@ -127,39 +266,7 @@ std::optional<Options> parse_options(int argc, char** argv) {
   double rate_mb = 0;
   for (int i = 2; i < argc; ++i) {
     const std::string_view a = argv[i];
-    // Flags without a value.
-    if (a == "--create") {
-      o.create = true;
-      continue;
-    }
-    if (a == "--pin-partitions") {
-      o.pin_partitions = true;
-      continue;
-    }
-    if (a == "--round-robin") {
-      o.round_robin = true;
-      continue;
-    }
-    if (a == "--until-end") {
-      o.until_end = true;
-      continue;
-    }
-    if (a == "--from-end") {
-      o.from_end = true;
-      continue;
-    }
-    if (a == "--call-latency") {
-      o.call_latency = true;
-      continue;
-    }
-    if (a == "-q" || a == "--quiet") {
-      o.quiet = true;
-      continue;
-    }
-    if (a == "-h" || a == "--help") {
-      std::fputs(kUsage, stdout);
-      std::exit(0);
-    }
+    if (take_flag(a, o)) continue;
     // Options with a value: "--opt value" or "--opt=value".
     std::string_view name = a, val;
     bool inline_val = false;
@@ -175,91 +282,18 @@ std::optional<Options> parse_options(int argc, char** argv) {
       }
       val = argv[++i];
     }
-    bool ok = true;
-    if (name == "-b" || name == "--bootstrap") {
-      o.bootstrap = val;
-    } else if (name == "-t" || name == "--topic") {
-      o.topic = val;
-    } else if (name == "--topics") {
-      ok = parse_num(val, o.topics) && o.topics >= 1;
-    } else if (name == "-p" || name == "--partitions") {
-      ok = parse_num(val, o.partitions) && o.partitions >= 1;
-    } else if (name == "--topic-config") {
-      ok = parse_kv(val, o.topic_config);
-    } else if (name == "-s" || name == "--record-size") {
-      ok = parse_num(val, o.record_size) && o.record_size >= 0;
-    } else if (name == "--keys") {
-      ok = parse_num(val, o.keys) && o.keys >= 0;
-    } else if (name == "--acks") {
-      ok = val == "0" || val == "1" || val == "all" || val == "-1";
-      o.acks = val == "-1" ? "all" : std::string(val);
-    } else if (name == "--compression") {
-      ok = val == "none" || val == "gzip" || val == "snappy" || val == "lz4" || val == "zstd";
-      o.compression = val;
-    } else if (name == "--linger-ms") {
-      double v = 0;
-      ok = parse_num(val, v) && v >= 0;
-      o.linger_ms = v;
-    } else if (name == "--batch-size") {
-      int v = 0;
-      ok = parse_num(val, v) && v > 0;
-      o.batch_size = v;
-    } else if (name == "--producers") {
-      ok = parse_num(val, o.producers) && o.producers >= 0;
-    } else if (name == "--consumers") {
-      ok = parse_num(val, o.consumers) && o.consumers >= 0;
-    } else if (name == "--processes") {
-      ok = parse_num(val, o.processes) && o.processes >= 1;
-    } else if (name == "--rate") {
-      ok = parse_num(val, o.rate) && o.rate >= 0;
-    } else if (name == "--rate-mb") {
-      ok = parse_num(val, rate_mb) && rate_mb >= 0;
-    } else if (name == "--records") {
-      ok = parse_num(val, o.records) && o.records >= 0;
-    } else if (name == "-d" || name == "--duration") {
-      ok = parse_num(val, o.duration_s) && o.duration_s > 0;
-    } else if (name == "-w" || name == "--warmup") {
-      ok = parse_num(val, o.warmup_s) && o.warmup_s >= 0;
-    } else if (name == "--drain") {
-      ok = parse_num(val, o.drain_s) && o.drain_s >= 0;
-    } else if (name == "-X") {
-      ok = parse_kv(val, o.rdkafka);
-    } else if (name == "-P") {
-      ok = parse_kv(val, o.producer_props);
-    } else if (name == "-C") {
-      ok = parse_kv(val, o.consumer_props);
-    } else if (name == "--json") {
-      o.json = val;
-    } else if (name == "--rdkafka-stats") {
-      o.rdkafka_stats = val;
-    } else if (name == "--worker") {  // internal: child i/K of --processes
-      const auto slash = val.find('/');
-      ok = slash != std::string_view::npos && parse_num(val.substr(0, slash), o.worker) &&
-           parse_num(val.substr(slash + 1), o.workers) && o.worker >= 0 && o.worker < o.workers;
-    } else {
-      usage_error("unknown option '%s'", a);
-      return std::nullopt;
-    }
-    if (!ok) {
-      usage_error("bad value for %s", name);
-      return std::nullopt;
+    switch (take_option(name, val, o, rate_mb)) {
+      case Parsed::ok:
+        break;
+      case Parsed::unknown:
+        usage_error("unknown option '%s'", a);
+        return std::nullopt;
+      case Parsed::bad:
+        usage_error("bad value for %s", name);
+        return std::nullopt;
     }
   }
-  if (rate_mb > 0) {
-    const int key_bytes = o.keys > 0 ? 12 : 0;
-    o.rate = rate_mb * 1e6 / (o.record_size + key_bytes);
-  }
-  if (o.mode == Mode::consume) o.producers = 0;
-  if (o.mode == Mode::produce) o.consumers = 0;
-  if ((o.mode != Mode::consume && o.producers < 1) ||
-      (o.mode != Mode::produce && o.consumers < 1)) {
-    usage_error("this mode needs at least one producer and/or consumer%s", "");
-    return std::nullopt;
-  }
-  if (o.processes > 1 && (o.producers % o.processes != 0 || o.consumers % o.processes != 0)) {
-    usage_error("--processes must divide --producers and --consumers%s", "");
-    return std::nullopt;
-  }
+  if (!finish(o, rate_mb)) return std::nullopt;
   return o;
 }
 

@@ -167,15 +167,16 @@ class Broker:
 
 
 class Samsa(Broker):
-    def __init__(self, name, workdir, overrides=(), cpu=None):
+    def __init__(self, name, workdir, overrides=(), cpu=None, binary=None):
         self.name, self.dir, self.overrides, self.cpu = name, Path(workdir), list(overrides), cpu
+        self.binary = Path(binary) if binary else SAMSAD
         self.proc = None
 
     def start(self):
         shutil.rmtree(self.dir, ignore_errors=True)
         (self.dir / "data").mkdir(parents=True)
         self.port = free_port()
-        cmd = [str(SAMSAD), "--config", str(HERE / "samsa.properties"),
+        cmd = [str(self.binary), "--config", str(HERE / "samsa.properties"),
                "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
                "--override", f"log.dirs={self.dir / 'data'}",
                "--override", f"samsa.admin.socket={self.dir / 'admin.sock'}"]
@@ -278,9 +279,15 @@ class Kafka(Broker):
         shutil.rmtree(self.dir / "data", ignore_errors=True)
 
 
-def make_broker(name, workroot):
+def make_broker(name, workroot, baseline=None):
+    """A broker of the config's list; "samsa-baseline" is samsad built from another checkout
+    (run --samsad-baseline), to compare two versions of samsa in the same run."""
     if name == "samsa":
         return Samsa(name, Path(workroot) / name)
+    if name == "samsa-baseline":
+        if not baseline:
+            raise ValueError("samsa-baseline needs a samsad binary (--samsad-baseline)")
+        return Samsa(name, Path(workroot) / name, binary=baseline)
     if name == "kafka-default":
         return Kafka(name, Path(workroot) / name)
     if name == "kafka-flush":

@@ -465,6 +465,25 @@ def jumbo_check(broker: Samsad, mtu: int) -> bool:
     return True
 
 
+def refused_start_check(samsad: str, work: str):
+    """A device the EAL cannot probe: samsad exits 1 with the EAL's reason, never a crash
+    (the shutdown of a half-started broker has no backend to tidy)."""
+    d = os.path.join(work, "refused")
+    os.makedirs(d, exist_ok=True)
+    cmd = [samsad, "--override", f"listeners=PLAINTEXT://{DPDK_IP}:{PORT}",
+           "--override", f"log.dirs={os.path.join(d, 'data')}",
+           "--override", f"samsa.admin.socket={os.path.join(d, 'admin.sock')}",
+           "--override", "samsa.net.backend=dpdk",
+           "--override", "samsa.dpdk.eal.args=--no-huge -m 256 --vdev=net_af_packet0,iface=nosuch0",
+           "--override", f"samsa.dpdk.ip={DPDK_IP}"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    out = p.stdout + p.stderr
+    if p.returncode != 1 or ("nosuch0" not in out and "net_af_packet0" not in out):
+        raise Fail(f"a device that does not exist: samsad exit {p.returncode} (want 1 and the "
+                   f"EAL's reason):\n{out[-800:]}")
+    log("a device that does not exist: samsad exits 1 and says why")
+
+
 def inner(a) -> int:
     if a.crash_rounds:
         return crash_inner(a)
@@ -477,6 +496,7 @@ def inner(a) -> int:
     if why:
         return h.skip_or_fail(log, why)
     try:
+        refused_start_check(a.samsad, work)
         broker.start()
         for name in clients:
             run_driver(name, cmds[name], broker, a.driver_timeout)

@@ -7,8 +7,8 @@
 #include <gtest/gtest.h>
 
 #include "base/bytes.h"
-#include "coordinator/testing.h"
-#include "io/testing.h"
+#include "tests/support/coordinator_testing.h"
+#include "tests/support/io_testing.h"
 
 namespace samsa::coordinator {
 namespace {

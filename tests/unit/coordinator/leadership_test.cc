@@ -5,8 +5,8 @@
 #include <gtest/gtest.h>
 
 #include "coordinator/coordinator.h"
-#include "coordinator/testing.h"
-#include "io/testing.h"
+#include "tests/support/coordinator_testing.h"
+#include "tests/support/io_testing.h"
 
 namespace samsa::coordinator {
 namespace {

@@ -6,9 +6,9 @@
 
 #include "base/clock.h"
 #include "coordinator/coordinator.h"
-#include "coordinator/testing.h"
 #include "io/record_batch.h"
-#include "io/testing.h"
+#include "tests/support/coordinator_testing.h"
+#include "tests/support/io_testing.h"
 
 namespace samsa::coordinator {
 namespace {

@@ -8,8 +8,8 @@
 #include <set>
 
 #include "io/log_dir.h"
-#include "io/testing.h"
 #include "replication/controller.h"
+#include "tests/support/io_testing.h"
 
 namespace samsa::coordinator {
 namespace {

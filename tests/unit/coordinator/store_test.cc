@@ -7,10 +7,10 @@
 #include <gtest/gtest.h>
 
 #include "coordinator/coordinator.h"
-#include "coordinator/testing.h"
 #include "io/batch_builder.h"
 #include "io/record_batch.h"
-#include "io/testing.h"
+#include "tests/support/coordinator_testing.h"
+#include "tests/support/io_testing.h"
 
 namespace samsa::coordinator {
 namespace {

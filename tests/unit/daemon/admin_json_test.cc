@@ -1,6 +1,6 @@
 // The admin protocol's JSON: what a client may send (RFC 8259, bounded nesting) and that every
 // answer is valid JSON, whatever bytes it quotes back.
-#include "daemon/admin_json.h"
+#include "daemon/admin/admin_json.h"
 
 #include <gtest/gtest.h>
 

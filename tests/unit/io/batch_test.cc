@@ -9,7 +9,7 @@
 #include "base/bytes.h"
 #include "io/batch_builder.h"
 #include "io/record_batch.h"
-#include "io/testing.h"
+#include "tests/support/io_testing.h"
 
 namespace samsa::io {
 namespace {

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "io/testing.h"
+#include "tests/support/io_testing.h"
 
 namespace samsa::io {
 namespace {

@@ -11,7 +11,7 @@
 #include "base/clock.h"
 #include "io/log.h"
 #include "io/log_dir.h"
-#include "io/testing.h"
+#include "tests/support/io_testing.h"
 
 namespace samsa::io {
 namespace {

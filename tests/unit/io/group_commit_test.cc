@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "io/log.h"
-#include "io/testing.h"
+#include "tests/support/io_testing.h"
 
 // Counts heap allocations in this binary (the hot-path test below wants none).
 static std::atomic<std::uint64_t> g_allocations{0};

@@ -13,7 +13,7 @@
 
 #include "io/checkpoint.h"
 #include "io/retention.h"
-#include "io/testing.h"
+#include "tests/support/io_testing.h"
 
 namespace samsa::io {
 namespace {

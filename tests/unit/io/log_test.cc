@@ -18,7 +18,7 @@
 #include "io/offload.h"
 #include "io/record_batch.h"
 #include "io/segment.h"
-#include "io/testing.h"
+#include "tests/support/io_testing.h"
 
 namespace samsa::io {
 namespace {

@@ -6,7 +6,7 @@
 #include <fstream>
 
 #include "base/bytes.h"
-#include "io/testing.h"
+#include "tests/support/io_testing.h"
 
 namespace samsa::io {
 namespace {

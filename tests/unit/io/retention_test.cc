@@ -13,7 +13,7 @@
 #include "io/log.h"
 #include "io/log_dir.h"
 #include "io/segment.h"
-#include "io/testing.h"
+#include "tests/support/io_testing.h"
 
 namespace samsa::io {
 namespace {

@@ -7,8 +7,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "base/kafka_errors.h"
 #include "net/kafka/api.h"
-#include "net/kafka/errors.h"
 
 namespace samsa::kafka {
 namespace {

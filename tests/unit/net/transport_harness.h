@@ -30,7 +30,7 @@
 #include "base/bytes.h"
 #include "base/thread.h"
 #include "io/reactor.h"
-#include "net/uring_transport.h"
+#include "net/uring/uring_transport.h"
 #ifdef SAMSA_TRANSPORT_DPDK
 #include <sched.h>
 

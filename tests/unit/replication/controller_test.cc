@@ -14,8 +14,8 @@
 #include "base/clock.h"
 #include "io/log_dir.h"
 #include "io/record_batch.h"
-#include "io/testing.h"
 #include "replication/shard.h"
+#include "tests/support/io_testing.h"
 
 // Counts heap allocations (the limit checks must come before anything per partition is built).
 static std::atomic<std::uint64_t> g_allocated_bytes{0};

@@ -12,7 +12,7 @@
 #include "base/bytes.h"
 #include "io/producer_snapshot.h"
 #include "io/record_batch.h"
-#include "io/testing.h"
+#include "tests/support/io_testing.h"
 
 namespace samsa::replication {
 namespace {

@@ -8,7 +8,7 @@
 #include <optional>
 
 #include "base/clock.h"
-#include "io/testing.h"
+#include "tests/support/io_testing.h"
 
 namespace samsa::replication {
 namespace {
@@ -170,29 +170,45 @@ struct Waiter : PartitionWaiter {
   int woken = 0;
 };
 
+// A follower's Fetch as a leader's handler passes it: the leader records its offset (the HW
+// may move) and answers from its log end.
+void follower_fetch(Partition* p, std::int32_t id, std::int64_t offset) {
+  ReplicaFetch f{id, 10 * id, 4, offset, 4};
+  ReadArgs a;
+  a.offset = offset;
+  a.max_bytes = 1 << 20;
+  a.replica = &f;
+  ReadOutcome out;
+  EXPECT_TRUE(p->read(a, out, nullptr));
+  EXPECT_EQ(out.error, kafka::ErrorCode::none);
+}
+
 TEST_F(ClusterShardTest, TheHighWatermarkWaitsForTheIsr) {
   Partition* p = lead({1, 2, 3}, 5);
   ASSERT_NE(p, nullptr);
   EXPECT_EQ(p->high_watermark(), 0);  // synced here, but the followers have not fetched it
   Waiter w;
   p->add_waiter(&w);
-  ReplicaFetch f{2, 20, 4, 5, 4};
-  EXPECT_EQ(p->replica()->on_replica_fetch(f, mono_ms()).error, kafka::ErrorCode::none);
-  p->update_high_watermark();
+  follower_fetch(p, 2, 5);
   EXPECT_EQ(p->high_watermark(), 0);  // broker 3 is in the ISR too
-  f.replica_id = 3;
-  f.broker_epoch = 30;
-  EXPECT_EQ(p->replica()->on_replica_fetch(f, mono_ms()).error, kafka::ErrorCode::none);
-  p->update_high_watermark();
+  follower_fetch(p, 3, 5);
   EXPECT_EQ(p->high_watermark(), 5);
   EXPECT_EQ(w.woken, 1);
 }
 
-struct Commit : CommitWaiter {
+// An acks=all produce through Partition::produce.
+struct Produce : ProduceOp {
+  std::vector<std::byte> bytes;
   std::optional<kafka::ErrorCode> outcome;
-  Commit(std::int64_t last) {
-    last_offset = last;
-    fn = [](CommitWaiter* w, kafka::ErrorCode e) { static_cast<Commit*>(w)->outcome = e; };
+  explicit Produce(int records, std::int64_t deadline = INT64_MAX) {
+    bytes = io::testing::make_batch(records, 1000);
+    batch = bytes;
+    acks = -1;
+    deadline_ns = deadline;
+    produced = [](ProduceOp* op) {
+      auto* self = static_cast<Produce*>(op);
+      self->outcome = self->error;
+    };
   }
 };
 
@@ -200,32 +216,28 @@ TEST_F(ClusterShardTest, AcksAllWaitsForTheIsrInOffsetOrder) {
   Partition* p = lead({1, 2, 3}, 0);
   ASSERT_NE(p, nullptr);
   ASSERT_TRUE(p->replicated());
-  EXPECT_EQ(p->check_acks_all(), kafka::ErrorCode::none);
-  append(p, 5);
-  append(p, 3);
-  Commit second(7), first(4);  // registered out of order: settled in offset order anyway
-  p->wait_committed(&second);
-  p->wait_committed(&first);
-  EXPECT_FALSE(first.outcome || second.outcome);
-  for (std::int32_t id : {2, 3}) {
-    ReplicaFetch f{id, 10 * id, 4, 5, 4};
-    EXPECT_EQ(p->replica()->on_replica_fetch(f, mono_ms()).error, kafka::ErrorCode::none);
-  }
-  p->update_high_watermark();
+  Produce first(5), second(3);
+  p->produce(&first);
+  p->produce(&second);
+  ASSERT_TRUE(reactor->run_until([&] { return p->log().durable_end_offset() == 8; }));
+  EXPECT_FALSE(first.outcome || second.outcome);  // synced here; the ISR has not fetched
+  follower_fetch(p, 2, 5);
+  follower_fetch(p, 3, 5);
   EXPECT_EQ(first.outcome, kafka::ErrorCode::none);
+  EXPECT_EQ(first.result.base_offset, 0);
   EXPECT_FALSE(second.outcome);
   // Leadership moves before the ISR holds the second: the producer must retry elsewhere.
   recs.push_back(PartitionChangeRecord{Uuid{3}, 0, std::nullopt, 2});
   shard->apply(cluster_image(recs));
   EXPECT_EQ(second.outcome, kafka::ErrorCode::not_leader_or_follower);
-  EXPECT_EQ(p->check_acks_all(), kafka::ErrorCode::not_leader_or_follower);
 }
 
 TEST_F(ClusterShardTest, AnIsrBelowMinInsyncRefusesOrFailsAcksAll) {
-  Partition* p = lead({1, 2}, 2);
+  Partition* p = lead({1, 2}, 0);
   ASSERT_NE(p, nullptr);
-  Commit c(1);
-  p->wait_committed(&c);
+  Produce c(2);
+  p->produce(&c);
+  ASSERT_TRUE(reactor->run_until([&] { return p->log().durable_end_offset() == 2; }));
   EXPECT_FALSE(c.outcome);  // waits for broker 2
   // Broker 2 leaves the ISR (min.insync.replicas=2): the HW reaches the batch with the ISR
   // below the minimum, and the append is answered NOT_ENOUGH_REPLICAS_AFTER_APPEND.
@@ -233,19 +245,23 @@ TEST_F(ClusterShardTest, AnIsrBelowMinInsyncRefusesOrFailsAcksAll) {
   shard->apply(cluster_image(recs));
   EXPECT_EQ(c.outcome, kafka::ErrorCode::not_enough_replicas_after_append);
   // Nothing more is appended with acks=all until the ISR grows again.
-  EXPECT_EQ(p->check_acks_all(), kafka::ErrorCode::not_enough_replicas);
+  Produce refused(1);
+  p->produce(&refused);
+  EXPECT_EQ(refused.outcome, kafka::ErrorCode::not_enough_replicas);
+  EXPECT_EQ(p->log().log_end_offset(), 2);
 }
 
-TEST_F(ClusterShardTest, ClosingAnswersWaitingProduces) {
-  Partition* p = lead({1, 2, 3}, 2);
+TEST_F(ClusterShardTest, AcksAllTimesOutAndClosingAnswersTheRest) {
+  Partition* p = lead({1, 2, 3}, 0);
   ASSERT_NE(p, nullptr);
-  Commit c(1), cancelled(1);
-  p->wait_committed(&c);
-  p->wait_committed(&cancelled);
-  p->cancel_commit_wait(&cancelled);  // a request timeout takes it back
+  Produce waits(1), times_out(1, mono_ns() + 50'000'000);
+  p->produce(&waits);
+  p->produce(&times_out);
+  ASSERT_TRUE(reactor->run_until([&] { return times_out.outcome.has_value(); }));
+  EXPECT_EQ(times_out.outcome, kafka::ErrorCode::request_timed_out);  // may still commit later
+  EXPECT_FALSE(waits.outcome);
   p->release_commit_waiters();
-  EXPECT_EQ(c.outcome, kafka::ErrorCode::not_leader_or_follower);
-  EXPECT_FALSE(cancelled.outcome);
+  EXPECT_EQ(waits.outcome, kafka::ErrorCode::not_leader_or_follower);
 }
 
 TEST(SingleNodeShard, HasNoReplicaState) {

@@ -1,0 +1,68 @@
+// One function per Kafka api samsa serves; each answers through Request::reply().
+// The version ranges they serve are in dispatch.cc's table.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "daemon/api/dispatch.h"
+#include "daemon/settings.h"
+#include "replication/topic_config.h"
+
+namespace samsa::daemon::handlers {
+
+void api_versions(RequestPtr r);
+void metadata(RequestPtr r);
+void produce(RequestPtr r);
+void fetch(RequestPtr r);
+void list_offsets(RequestPtr r);
+void create_topics(RequestPtr r);
+void delete_topics(RequestPtr r);
+void create_partitions(RequestPtr r);
+void elect_leaders(RequestPtr r);
+// Topic configs and dynamic broker settings (configs.cc).
+void describe_configs(RequestPtr r);
+void alter_configs(RequestPtr r);
+void incremental_alter_configs(RequestPtr r);
+// The source DescribeConfigs reports for a topic config (CreateTopics' answer carries it too).
+std::int8_t topic_config_source(const BrokerSettings& s,
+                                const std::map<std::string, std::string>& overrides,
+                                const replication::TopicConfigKey& k);
+// Per-partition admin work on the owning shards (records.cc).
+void delete_records(RequestPtr r);
+void offset_for_leader_epoch(RequestPtr r);
+// Brokers, log directories and partitions (cluster.cc).
+void describe_cluster(RequestPtr r);
+void describe_log_dirs(RequestPtr r);
+void describe_topic_partitions(RequestPtr r);
+// Consumer groups and committed offsets (groups.cc), answered by the coordinator thread.
+void find_coordinator(RequestPtr r);
+void join_group(RequestPtr r);
+void sync_group(RequestPtr r);
+void heartbeat(RequestPtr r);
+void leave_group(RequestPtr r);
+void offset_commit(RequestPtr r);
+void offset_fetch(RequestPtr r);
+void list_groups(RequestPtr r);
+void describe_groups(RequestPtr r);
+void delete_groups(RequestPtr r);
+void offset_delete(RequestPtr r);
+// Producer ids for idempotent producers (groups.cc: the coordinator thread hands them out).
+void init_producer_id(RequestPtr r);
+// Idempotent producers' state per partition (producers.cc).
+void describe_producers(RequestPtr r);
+
+// A cluster's controller node (controller_apis.cc): brokers register, heartbeat and fetch the
+// metadata log; a broker node forwards topic and config changes to it.
+void broker_registration(RequestPtr r);
+void broker_heartbeat(RequestPtr r);
+void alter_partition(RequestPtr r);
+void allocate_producer_ids(RequestPtr r);
+void metadata_log_fetch(RequestPtr r);
+void forward(RequestPtr r);
+
+// The answer to a Produce v0-2 request (which Kafka advertises but refuses): every partition
+// gets UNSUPPORTED_VERSION. Hand-encoded: the codec starts at v3.
+net::Response produce_v0_2_unsupported(const Request& r);
+
+}  // namespace samsa::daemon::handlers
