@@ -9,7 +9,9 @@ namespace {
 AssertHandler g_handler = nullptr;
 }  // namespace
 
-void set_assert_handler(AssertHandler h) { g_handler = h; }
+void set_assert_handler(AssertHandler h) {
+  g_handler = h;
+}
 
 }  // namespace samsa
 

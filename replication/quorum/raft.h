@@ -225,8 +225,7 @@ class RaftNode {
 
   // ---- answers to this node's requests (id from Outgoing) ----
   void on_vote_response(std::int64_t id, NodeId from, const VoteResponse& r, std::int64_t now_ms);
-  void on_epoch_response(std::int64_t id, NodeId from, const EpochResponse& r,
-                         std::int64_t now_ms);
+  void on_epoch_response(std::int64_t id, NodeId from, const EpochResponse& r, std::int64_t now_ms);
   FollowerStep on_fetch_response(std::int64_t id, NodeId from, const FetchResponse& r,
                                  std::int64_t now_ms);
   void on_fetch_snapshot_response(std::int64_t id, NodeId from, const FetchSnapshotResponse& r,
@@ -339,10 +338,13 @@ class RaftNode {
   // Replication
   std::int64_t high_watermark_ = -1;
   std::int64_t leader_hw_ = -1;  // follower: the leader's, as last heard
+  // Follower: the end of the log prefix the leader confirmed matches its own (its fetch
+  // offset, plus what it sent); the HW never passes it.
+  std::int64_t matched_end_ = 0;
   std::int64_t epoch_start_offset_ = -1;
   bool leader_change_appended_ = false;
-  std::map<NodeId, ReplicaProgress> replicas_;  // leader: voters and observers that fetched
-  std::set<NodeId> heard_since_check_;            // leader: voters that fetched (check quorum)
+  std::map<NodeId, ReplicaProgress> replicas_;   // leader: voters and observers that fetched
+  std::set<NodeId> heard_since_check_;           // leader: voters that fetched (check quorum)
   std::optional<std::int64_t> fetch_in_flight_;  // follower: request id
   std::int64_t fetch_backoff_until_ = 0;
   std::optional<std::int64_t> pending_truncation_;
