@@ -106,8 +106,9 @@ int main(int argc, char** argv) {
               " loaded from a leader\n",
               t.steps, t.leaders, t.max_epoch, t.committed, t.truncations, t.snapshots, t.installs);
   std::printf("  faults: %" PRId64 " kills, %" PRId64 " power cuts (%" PRId64
-              " of every node), %" PRId64 " partitions, %" PRId64 " messages lost\n",
-              t.kills, t.power_cuts, t.total_power_cuts, t.partitions, t.lost);
+              " of every node), %" PRId64 " leaders resigned and stopped, %" PRId64
+              " partitions, %" PRId64 " messages lost\n",
+              t.kills, t.power_cuts, t.total_power_cuts, t.resignations, t.partitions, t.lost);
   std::printf("  after the faults: a leader committed in its epoch within %" PRId64
               " ms at most (median %" PRId64 " ms)\n",
               t.max_recovery_ms, t.median_recovery());

@@ -37,7 +37,7 @@ enum class QuorumVariant { correct, vote_before_sync, commit_old_epoch };
 struct QuorumTotals {
   std::int64_t steps = 0, leaders = 0, max_epoch = 0, committed = 0, truncations = 0, snapshots = 0,
                installs = 0, kills = 0, power_cuts = 0, total_power_cuts = 0, partitions = 0,
-               lost = 0, max_recovery_ms = 0;
+               lost = 0, max_recovery_ms = 0, resignations = 0;
   std::vector<std::int64_t> recovery_ms;
   std::int64_t median_recovery() const {
     if (recovery_ms.empty()) return 0;
@@ -164,7 +164,8 @@ class QuorumSim {
   std::int64_t healed_at_ = -1;
   std::int64_t recovered_at_ = -1;  // a leader committed in its epoch after the heal
   std::int64_t first_value_after_recovery_ = -1;
-  std::int64_t kills_ = 0, power_cuts_ = 0, total_power_cuts_ = 0, partitions_ = 0, snapshots_ = 0;
+  std::int64_t kills_ = 0, power_cuts_ = 0, total_power_cuts_ = 0, partitions_ = 0, snapshots_ = 0,
+               resignations_ = 0;
 };
 
 }  // namespace samsa::sim

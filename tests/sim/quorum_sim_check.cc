@@ -30,7 +30,7 @@ void QuorumSim::next_fault() {
   for (auto& m : nodes_)
     if (m.up && m.raft->is_leader()) leader = &m;
   Node& victim = leader && rnd(2) ? *leader : n;
-  switch (rnd(9)) {
+  switch (rnd(10)) {
     case 0:
       stop_node(victim, false);
       restart_later(victim.id, 10, 400);
@@ -73,6 +73,18 @@ void QuorumSim::next_fault() {
       at(100 + static_cast<std::int64_t>(rnd(600)), [this, id = victim.id] {
         std::erase_if(cut_, [id](const auto& l) { return l.first == id; });
       });
+      break;
+    case 7:
+      // A controlled shutdown of the leader: it resigns (EndQuorumEpoch), then stops.
+      if (leader) {
+        ++resignations_;
+        trace("node %d resigns and stops", leader->id);
+        leader->raft->resign(now_);
+        after_call(*leader);
+        at(20 + static_cast<std::int64_t>(rnd(50)),
+           [this, id = leader->id] { stop_node(nodes_[id - 1], false); });
+        restart_later(leader->id, 200, 400);
+      }
       break;
     case 6:
       lossy_spell_ = true;

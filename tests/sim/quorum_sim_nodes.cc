@@ -71,6 +71,7 @@ void QuorumSim::add_totals() const {
   t.power_cuts += power_cuts_;
   t.total_power_cuts += total_power_cuts_;
   t.partitions += partitions_;
+  t.resignations += resignations_;
   t.lost += lost_;
   if (recovered_at_ >= 0 && healed_at_ >= 0) {
     t.recovery_ms.push_back(recovered_at_ - healed_at_);
