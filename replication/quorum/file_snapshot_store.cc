@@ -126,41 +126,27 @@ bool FileSnapshotStore::finish() {
   if (!receiving_) return fail("snapshot finish() without begin()");
   const SnapshotId id = receiving_->id;
   const std::string name = snapshot_file_name(id);
-  if (receiving_->error) {
-    std::string why = "snapshot " + name + " not received: " + *receiving_->error;
+  auto refuse = [&](const std::string& why) {
     abandon();
-    return fail(std::move(why));
-  }
+    return fail("snapshot " + name + why);
+  };
+  if (receiving_->error) return refuse(" not received: " + *receiving_->error);
   if (::fsync(receiving_->fd) != 0) {
-    std::string why =
-        "snapshot " + name + ": " + io::sys_error("fsync", receiving_->part, errno).detail;
-    abandon();
-    return fail(std::move(why));
+    return refuse(": " + io::sys_error("fsync", receiving_->part, errno).detail);
   }
   ::close(receiving_->fd);
   receiving_->fd = -1;
   auto records = read_snapshot_file(receiving_->part);
-  if (!records) {
-    std::string why = "snapshot " + name + " failed its checks: " + records.error().detail;
-    abandon();
-    return fail(std::move(why));
-  }
+  if (!records) return refuse(" failed its checks: " + records.error().detail);
   std::error_code ec;
   const auto bytes = std::filesystem::file_size(receiving_->part, ec);
-  if (ec) {
-    std::string why =
-        "snapshot " + name + ": " + io::sys_error("stat", receiving_->part, ec.value()).detail;
-    abandon();
-    return fail(std::move(why));
-  }
+  if (ec) return refuse(": " + io::sys_error("stat", receiving_->part, ec.value()).detail);
   if (auto r = io::rename_durably(receiving_->part, path_of(id)); !r) {
-    std::string why = "snapshot " + name + ": " + r.error().detail;
-    abandon();
-    return fail(std::move(why));
+    return refuse(": " + r.error().detail);
   }
   receiving_.reset();
   held_[id] = static_cast<std::int64_t>(bytes);
-  if (!install_(id, std::move(*records))) {
+  if (install_ && !install_(id, std::move(*records))) {
     return fail("snapshot " + name + " received but not installed");
   }
   return true;

@@ -31,7 +31,8 @@ namespace samsa::replication::quorum {
 class FileSnapshotStore final : public SnapshotStore {
  public:
   // Called by finish() once a received snapshot is durable in place. false: it could not be
-  // installed (finish() returns false; the file stays, as it is a whole committed snapshot).
+  // installed (finish() returns false; the file stays, as it is a whole committed snapshot,
+  // and a fetch of it again replaces it). May be empty: received snapshots are only stored.
   using InstallFn = std::function<bool(const SnapshotId&, std::vector<MetadataRecord>)>;
 
   // Opens dir (created durably if absent): removes stray .part files, indexes the snapshots.

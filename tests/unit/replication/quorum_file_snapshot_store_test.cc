@@ -126,6 +126,12 @@ TEST(QuorumFileSnapshotStore, OpenIndexesSnapshotsAndRemovesStrayParts) {
   ASSERT_TRUE((*s)->add({30, 4}));
   EXPECT_EQ((*s)->latest(), (SnapshotId{30, 4}));
   EXPECT_FALSE((*s)->add({40, 4}));  // no such file
+  // Without an install callback a received snapshot is only stored.
+  const auto more = encode_snapshot(image(50), {50, 5}, 1);
+  (*s)->begin({50, 5});
+  (*s)->write(more);
+  EXPECT_TRUE((*s)->finish()) << (*s)->last_error();
+  EXPECT_EQ((*s)->latest(), (SnapshotId{50, 5}));
 }
 
 TEST(QuorumFileSnapshotStore, ReceivesASnapshotInChunksAndInstallsItOnce) {
