@@ -38,7 +38,8 @@ RaftNode::RaftNode(RaftOptions opts, ReplicaLog& log, SnapshotStore& snapshots, 
       state_(stored) {
   std::sort(opts_.voters.begin(), opts_.voters.end());
   voter_ = is_voter(opts_.node_id);
-  SAMSA_ASSERT_MSG(!opts_.voters.empty(), "a quorum has at least one voter");
+  SAMSA_ASSERT_MSG(!opts_.voters.empty() || !opts_.bootstrap.empty(),
+                   "a node knows the voters or whom to ask for them");
   if (state_.leader == opts_.node_id) {
     // It led this epoch before the restart and lost what it held in memory (its followers'
     // progress, its unsynced tail): it may not lead again in this epoch.

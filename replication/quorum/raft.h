@@ -46,6 +46,8 @@ using NodeId = std::int32_t;
 struct RaftOptions {
   NodeId node_id = -1;
   std::vector<NodeId> voters;  // the quorum (controller.quorum.voters); sorted
+  // An observer that knows no leader asks these in turn (bootstrap servers; empty: the voters).
+  std::vector<NodeId> bootstrap;
   // controller.quorum.election.timeout.ms: how long an unattached voter or a candidate waits
   // before (re)starting an election; each wait is randomised in [t, 2t).
   std::int64_t election_timeout_ms = 1000;

@@ -123,8 +123,10 @@ void RaftNode::maybe_advance_hw() {
 
 NodeId RaftNode::fetch_target() {
   if (state_.leader >= 0) return state_.leader;
-  // An observer that knows no leader asks the voters in turn; any of them names the leader.
-  return opts_.voters[bootstrap_index_ % opts_.voters.size()];
+  // An observer that knows no leader asks the voters (or bootstrap servers) in turn; any of
+  // them names the leader.
+  const auto& ask = opts_.bootstrap.empty() ? opts_.voters : opts_.bootstrap;
+  return ask[bootstrap_index_ % ask.size()];
 }
 
 void RaftNode::maybe_fetch(std::int64_t now_ms) {
