@@ -238,6 +238,11 @@ void Broker::set_quorum_options(replication::Controller::Options& co) {
   po.request_timeout_ms = std::max<std::int64_t>(cl.fetch_timeout_ms, 2000) + 1000;
   quorum_peers_ = std::make_unique<cluster::QuorumPeers>(std::move(po));
   q.send = [this](const replication::quorum::Outgoing& o) { quorum_peers_->send(o); };
+  // A broker's link talks to whichever controller leads.
+  q.on_leader = [this](replication::quorum::NodeId leader, std::int32_t) {
+    if (!link_ || leader < 0) return;
+    if (auto ep = quorum_peers_->endpoint(leader)) link_->set_controller(ep->host, ep->port);
+  };
 }
 
 void Broker::start_link() {
@@ -256,6 +261,9 @@ void Broker::start_link() {
   lo.channel =
       cluster::reactor_controller_channel(*contexts_.front()->reactor, backend_->client_factory());
   link_ = std::make_unique<cluster::ClusterLink>(std::move(lo));
+  // The leader the observer already knows (quorum-state), on this (the controller's) thread.
+  if (const auto leader = controller_->quorum_view().leader; leader >= 0 && quorum_peers_)
+    if (auto ep = quorum_peers_->endpoint(leader)) link_->set_controller(ep->host, ep->port);
   link_->start();
 }
 

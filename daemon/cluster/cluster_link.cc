@@ -78,6 +78,30 @@ void ClusterLink::forward(std::vector<std::byte> frame, ForwardDone done) {
   wake_.notify_one();
 }
 
+void ClusterLink::set_controller(const std::string& host, std::uint16_t port) {
+  {
+    std::lock_guard lk(mu_);
+    if (host == opts_.host && port == opts_.port && !moved_) return;
+    next_host_ = host;
+    next_port_ = port;
+    moved_ = true;
+  }
+  wake_.notify_one();
+}
+
+// Between exchanges: a new active controller means a new connection.
+void ClusterLink::follow_controller() {
+  std::lock_guard lk(mu_);
+  if (!moved_) return;
+  moved_ = false;
+  if (next_host_ == opts_.host && next_port_ == opts_.port) return;
+  LOG_INFO("the active controller is now at %s:%u", next_host_.c_str(), next_port_);
+  opts_.host = next_host_;
+  opts_.port = next_port_;
+  channel_->disconnect();
+  connected_.store(false);
+}
+
 bool ClusterLink::connect_controller() {
   const bool ok = channel_->connect(opts_.host, opts_.port);
   connected_.store(ok);
@@ -252,6 +276,7 @@ void ClusterLink::run() {
   bool announced = false;
   while (!stop_.load()) {
     expire_waiting();
+    follow_controller();
     if (!channel_->connected()) {
       if (!connect_controller()) {
         if (!announced || mono_ms() - unreachable_log_ms_ > 10'000) {
@@ -283,7 +308,7 @@ void ClusterLink::run() {
       const std::int64_t wait = std::clamp<std::int64_t>(until_hb, 0, catch_up ? 10 : kIdleWaitMs);
       std::unique_lock lk(mu_);
       wake_.wait_for(lk, std::chrono::milliseconds(wait),
-                     [&] { return !queue_.empty() || stop_.load(); });
+                     [&] { return !queue_.empty() || moved_ || stop_.load(); });
     }
     if (!ok) {
       LOG_WARN("lost the connection to the controller at %s:%u; reconnecting", opts_.host.c_str(),

@@ -63,6 +63,9 @@ class ClusterLink {
   std::int64_t broker_epoch() const { return epoch_.load(std::memory_order_acquire); }
   // The offset the broker's image has reached (heartbeats report it); any thread.
   void set_applied(std::int64_t offset) { applied_.store(offset, std::memory_order_release); }
+  // The quorum's leader moved (the node's observer learnt it): the link talks to it from now
+  // on; any thread.
+  void set_controller(const std::string& host, std::uint16_t port);
 
  private:
   void run();
@@ -104,7 +107,13 @@ class ClusterLink {
     ForwardDone done;
     std::int64_t queued_ms = 0;
   };
-  std::mutex mu_;  // guards queue_ only (forwards arrive from reactors; never on a data path)
+  // Where the active controller is: set_controller() writes next_*, the link thread moves it
+  // into opts_.host/port between exchanges (under mu_).
+  std::string next_host_;
+  std::uint16_t next_port_ = 0;
+  bool moved_ = false;
+  void follow_controller();
+  std::mutex mu_;  // guards queue_ and the controller's address (forwards arrive from reactors; never on a data path)
   std::condition_variable wake_;  // a forward was queued
   std::deque<Forward> queue_;
 };

@@ -217,7 +217,10 @@ void QuorumPeers::Lane::learn_endpoints(
 
 void QuorumPeers::add_peer(q::NodeId id, Endpoint e) {
   LOG_INFO("quorum: node %d is at %s:%u", id, e.host.c_str(), e.port);
-  opts_.peers[id] = e;
+  {
+    std::lock_guard lk(peers_mu_);
+    opts_.peers[id] = e;
+  }
   // Lanes that reached it through a bootstrap server go to it directly from now on.
   for (auto* lanes : {&control_, &fetch_})
     if (auto it = lanes->find(id); it != lanes->end())
@@ -236,6 +239,13 @@ void QuorumPeers::learn(q::NodeId id, Endpoint e) {
   opts_.reactor->post_fn([this, id, e = std::move(e)] {
     if (!opts_.peers.contains(id)) add_peer(id, e);
   });
+}
+
+std::optional<QuorumPeers::Endpoint> QuorumPeers::endpoint(q::NodeId id) const {
+  std::lock_guard lk(peers_mu_);
+  auto it = opts_.peers.find(id);
+  if (it == opts_.peers.end()) return std::nullopt;
+  return it->second;
 }
 
 void QuorumPeers::send_on_reactor(const q::Outgoing& o) {

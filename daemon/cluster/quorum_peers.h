@@ -23,6 +23,8 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 
 #include "io/reactor.h"
@@ -61,6 +63,8 @@ class QuorumPeers {
   void send(const replication::quorum::Outgoing& o);
   // A node's address learnt from an answer (the node that named a leader we have none for).
   void learn(replication::quorum::NodeId id, Endpoint e);
+  // A node's address, if known (any thread).
+  std::optional<Endpoint> endpoint(replication::quorum::NodeId id) const;
   // Closes every connection (on the reactor; returns once done). Later sends fail at once.
   void stop();
 
@@ -73,6 +77,8 @@ class QuorumPeers {
   void fail(const replication::quorum::Outgoing& o, bool unreachable);
 
   Options opts_;
+  // opts_.peers is written on the reactor under this lock; endpoint() reads it from others.
+  mutable std::mutex peers_mu_;
   // Used on the reactor only.
   std::map<replication::quorum::NodeId, std::unique_ptr<Lane>> control_;
   std::map<replication::quorum::NodeId, std::unique_ptr<Lane>> fetch_;
