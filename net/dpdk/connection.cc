@@ -85,6 +85,9 @@ void Conn::pump_rx() {
     const bool held = !pending_.empty() || !can_deliver();
     Buffer& b = backlog_.front();
     const std::size_t n = consume(b.data() + front_off_, b.size() - front_off_);
+    // A bad frame closes the connection inside consume(), and closing empties the backlog:
+    // b is gone and there is nothing left to account for.
+    if (state_ != State::open) return;
     front_off_ += n;
     backlog_bytes_ -= n;
     (held ? held_credit_ : out_.credit) += n;
