@@ -121,13 +121,9 @@ io::Result<void> Controller::open() {
   if (auto r = open_quorum(); !r) return r;
   tick_.self = this;
   tick_.fn = [](io::Timer* t) { static_cast<TickTimer*>(t)->self->on_tick(); };
+  image_ = state_->committed_image();
+  // Nothing is published yet: see on_high_watermark.
   drive();
-  // A broker publishes once it knows what is committed (its own replay, or its first fetch);
-  // a voter publishes what it replayed now, so a single node serves at once.
-  if (opts_.mode != Mode::broker || applied_offset_ > 0) {
-    published_ = true;
-    publish();
-  }
   return {};
 }
 
@@ -303,6 +299,7 @@ namespace {
 // The outcomes that had succeeded, when their commit did not happen (or is not known to).
 template <class Outcome>
 void fail_successes(std::vector<Outcome>& outcomes, ErrorCode why) {
+  if (why == ErrorCode::none) return;
   for (auto& o : outcomes) {
     if (o.error == ErrorCode::none) {
       o.error = why;

@@ -262,8 +262,21 @@ void Controller::on_log_durable() {
 // ---- what is committed ----
 
 void Controller::on_high_watermark() {
-  const std::int64_t hw = std::min(raft_->high_watermark(), log_->durable_end_offset());
+  const std::int64_t raft_hw = raft_->high_watermark();
+  const std::int64_t hw = std::min(raft_hw, log_->durable_end_offset());
   if (hw > applied_offset_) apply_committed(hw);
+  // The first image goes out once this node knows what is committed and has applied all of
+  // it. What it replayed at start is a prefix: it may lack topics created since, and a shard
+  // takes the logs of a topic missing from its image for a deleted topic's (Kafka's brokers
+  // also wait for their first catch-up before they serve).
+  if (!published_ && raft_hw >= 0 && applied_offset_ >= hw) {
+    image_ = state_->committed_image();
+    published_ = true;
+    LOG_INFO("metadata: caught up with the quorum at offset %lld (%zu topics, %zu brokers)",
+             static_cast<long long>(image_->offset()), image_->topics().size(),
+             image_->brokers().size());
+    publish();
+  }
   if (!active_ && raft_->is_leader() && activation_offset_ >= 0 &&
       applied_offset_ > activation_offset_)
     activate();
@@ -280,14 +293,9 @@ void Controller::apply_committed(std::int64_t hw) {
   } else {
     replay_range(applied_offset_, hw);
   }
-  if (state_->committed_image() != image_ || !published_) {
+  if (state_->committed_image() != image_) {
     image_ = state_->committed_image();
-    if (!published_ && opts_.mode == Mode::broker)
-      LOG_INFO("metadata: caught up with the quorum at offset %lld (%zu topics, %zu brokers)",
-               static_cast<long long>(image_->offset()), image_->topics().size(),
-               image_->brokers().size());
-    published_ = true;
-    publish();
+    if (published_) publish();
   }
 }
 
@@ -554,8 +562,7 @@ bool Controller::install_snapshot(const quorum::SnapshotId& id,
   state_ = std::move(fresh);
   applied_offset_ = id.end_offset;
   image_ = state_->committed_image();
-  published_ = true;
-  publish();
+  if (published_) publish();  // else the first image waits for the catch-up (on_high_watermark)
   save_applied_offset(true);
   LOG_INFO("metadata: loaded snapshot %020lld-%010d from the leader (%zu records)",
            static_cast<long long>(id.end_offset), id.epoch, records.size());
