@@ -239,6 +239,16 @@ const std::vector<ConfigKey> kKeys = {
      false,
      "Listener names the controller serves on. A single node does not open them; a "
      "controller node listens only on them; a broker node must not."},
+    {"samsa.cluster.id",
+     T::string,
+     "",
+     {},
+     {},
+     {},
+     false,
+     "The cluster id a node with no data takes (what kafka-storage format -t gives every "
+     "node). Required on the voters of a quorum of several controllers; unset, a single node "
+     "or a lone controller makes one up and a broker asks its controller."},
     {"controller.quorum.voters",
      T::list,
      "",

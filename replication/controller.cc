@@ -122,7 +122,12 @@ io::Result<void> Controller::open() {
   tick_.self = this;
   tick_.fn = [](io::Timer* t) { static_cast<TickTimer*>(t)->self->on_tick(); };
   image_ = state_->committed_image();
-  // Nothing is published yet: see on_high_watermark.
+  // A controller node holds no partitions: it publishes what it replayed at once, so it
+  // listens and can vote. The others publish once caught up (on_high_watermark).
+  if (opts_.mode == Mode::controller) {
+    published_ = true;
+    publish();
+  }
   drive();
   return {};
 }

@@ -419,12 +419,12 @@ void RaftNode::on_request_failed(std::int64_t id, NodeId to, bool unreachable,
     // Try again shortly; an observer asks the next voter.
     fetch_backoff_until_ = now_ms + std::min<std::int64_t>(50, opts_.election_timeout_ms);
     if (state_.leader < 0) ++bootstrap_index_;
-    if (unreachable && role_ == Role::follower && to == state_.leader && voter_ &&
-        !leader_unreachable_) {
-      // The leader's node answers no more (refused or reset): it is gone, not slow. Stand after
-      // a short random wait instead of the whole fetch timeout.
+    if (unreachable && role_ == Role::follower && to == state_.leader && !leader_unreachable_) {
+      // The leader's node answers no more (refused or reset): it is gone, not slow. A voter
+      // stands after a short random wait instead of the whole fetch timeout; an observer asks
+      // the others who leads now (tick).
       leader_unreachable_ = true;
-      election_deadline_ = now_ms + random_ms(0, opts_.election_timeout_ms / 2);
+      if (voter_) election_deadline_ = now_ms + random_ms(0, opts_.election_timeout_ms / 2);
     }
   }
   if (snapshot_fetch_ && snapshot_fetch_->in_flight == id) snapshot_fetch_->in_flight.reset();
@@ -445,6 +445,8 @@ std::int64_t RaftNode::tick(std::int64_t now_ms) {
       if (voter_ &&
           (now_ms >= fetch_deadline_ || (leader_unreachable_ && now_ms >= election_deadline_)))
         become_prospective(now_ms);
+      else if (!voter_ && (now_ms >= fetch_deadline_ || leader_unreachable_))
+        become_unattached(state_.epoch, now_ms);  // an observer looks for the leader again
       break;
     case Role::leader:
       check_quorum(now_ms);
