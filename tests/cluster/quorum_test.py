@@ -61,7 +61,10 @@ def current_leader(controllers) -> tuple[int, int]:
 def wait_for(fn, timeout: float, what: str):
     end = time.time() + timeout
     while time.time() < end:
-        v = fn()
+        try:
+            v = fn()
+        except Exception:  # a client timing out while nodes start: ask again
+            v = None
         if v:
             return v
         time.sleep(0.02)
