@@ -88,6 +88,7 @@ class QuorumSim {
     std::int64_t next_tick = INT64_MAX;
     quorum::Role last_role = quorum::Role::unattached;
     std::int32_t last_role_epoch = -1;
+    std::int32_t led_epoch = -1;  // the epoch this incarnation was last seen leading
     // Fetches the leader holds (long poll) until its log or HW moves.
     struct Parked {
       NodeId from;

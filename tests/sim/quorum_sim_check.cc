@@ -146,9 +146,14 @@ void QuorumSim::check_node(Node& n) {
     on_role_change(n);
     if (failed_) return;
   }
-  // A leader's HW extends the committed history.
+  // A leader's HW extends the committed history; so does the HW a leader reached in the step
+  // in which it resigned (it resigns in the same tick that may have moved its HW).
   const std::int64_t hw = n.raft->high_watermark();
-  if (n.raft->is_leader()) {
+  const bool led =
+      n.raft->is_leader() || (n.raft->role() == replication::quorum::Role::resigned &&
+                              n.raft->leader() == n.id && n.led_epoch == n.raft->epoch());
+  if (n.raft->is_leader()) n.led_epoch = n.raft->epoch();
+  if (led) {
     for (auto o = static_cast<std::int64_t>(committed_.size()); o < hw; ++o) {
       if (o < n.log.log_start_offset()) {
         fail("leader " + std::to_string(n.id) + " committed " + std::to_string(o) +

@@ -109,6 +109,7 @@ void QuorumSim::start_node(Node& n) {
   o.fetch_max_wait_ms = 100;
   o.request_timeout_ms = 400;
   o.testing_commit_old_epoch = variant_ == QuorumVariant::commit_old_epoch;
+  n.led_epoch = -1;  // a new incarnation has led nothing yet
   n.raft = std::make_unique<RaftNode>(
       o, n.log, *n.snaps, n.written, [this] { return rng_(); }, now_);
   n.last_role = n.raft->role();

@@ -108,6 +108,58 @@ class ControllerTest : public ::testing::Test {
   }
   std::int64_t metadata_end() { return controller->image()->offset(); }
 
+  // A broker node's observer of this controller's quorum (node 7, its own log dir), run until
+  // it has caught up; checks the leader tracks it, closes it, and returns its image.
+  ImagePtr observe(std::size_t& fetches) {
+    io::testing::TempDir broker_dir;
+    auto bd = io::LogDir::open(broker_dir.path());
+    EXPECT_TRUE(bd.has_value());
+    if (!bd) return nullptr;
+    Controller::Options bo;
+    bo.mode = Controller::Mode::broker;
+    bo.node_id = 7;
+    bo.log_dir = bd->get();
+    bo.quorum.voters = {1};
+    ImagePtr broker_image;
+    bo.publish = [&](ImagePtr img) { broker_image = img; };
+    std::unique_ptr<Controller> follower;
+    bo.quorum.send = [&](const quorum::Outgoing& o) {
+      const auto* f = std::get_if<quorum::FetchRequest>(&o.request);
+      EXPECT_NE(f, nullptr) << "an observer only fetches";
+      if (!f) return;
+      EXPECT_EQ(o.to, 1);
+      EXPECT_EQ(f->replica, 7);
+      ++fetches;
+      // Delivered later, as a network would: never inside the sender's call.
+      reactor->defer_fn([&, req = *f, id = o.id] {
+        controller->on_fetch(req, 1 << 20, [&, id](Controller::FetchReply rep) {
+          reactor->defer_fn([&, id, rep = std::move(rep)] {
+            if (follower) follower->on_fetch_response(id, 1, rep.answer, rep.records);
+          });
+        });
+      });
+    };
+    follower = std::make_unique<Controller>(*reactor, bo);
+    EXPECT_TRUE(follower->open().has_value());
+    const std::int64_t end = metadata_end();
+    EXPECT_TRUE(reactor->run_until([&] { return broker_image && broker_image->offset() >= end; },
+                                   5'000'000'000));
+    const auto view = controller->quorum_view();
+    EXPECT_EQ(view.role, quorum::Role::leader);
+    EXPECT_EQ(view.leader, 1);
+    bool observer_seen = false;
+    for (const auto& r : view.replicas)
+      if (r.id == 7 && !r.voter) observer_seen = true;
+    EXPECT_TRUE(observer_seen) << "the leader tracks the observer's progress (DescribeQuorum)";
+    // Closing while a fetch is held: it is answered, nothing dangles.
+    controller->stop_waiting_reads();
+    reactor->run_until([] { return false; }, 20'000'000);
+    EXPECT_TRUE(follower->close().has_value());
+    follower.reset();
+    reactor->run_until([] { return false; }, 20'000'000);
+    return broker_image;
+  }
+
   io::testing::TempDir dir;
   std::unique_ptr<io::Reactor> reactor;
   std::unique_ptr<io::LogDir> log_dir;
@@ -424,56 +476,14 @@ TEST_F(ControllerTest, ClusterModeRegistersPlacesFencesAndServesItsLog) {
 
   // A broker node (an observer of the quorum) fetches the committed log with KRaft's Fetch
   // and replays it into the same image.
-  io::testing::TempDir broker_dir;
-  auto bd = io::LogDir::open(broker_dir.path());
-  ASSERT_TRUE(bd.has_value());
-  Controller::Options bo;
-  bo.mode = Controller::Mode::broker;
-  bo.node_id = 7;
-  bo.log_dir = bd->get();
-  bo.quorum.voters = {1};
-  ImagePtr broker_image;
-  bo.publish = [&](ImagePtr img) { broker_image = img; };
-  std::unique_ptr<Controller> follower;
   std::size_t fetches = 0;
-  bo.quorum.send = [&](const quorum::Outgoing& o) {
-    const auto* f = std::get_if<quorum::FetchRequest>(&o.request);
-    ASSERT_NE(f, nullptr) << "an observer only fetches";
-    EXPECT_EQ(o.to, 1);
-    EXPECT_EQ(f->replica, 7);
-    ++fetches;
-    // Delivered later, as a network would: never inside the sender's call.
-    reactor->defer_fn([&, req = *f, id = o.id] {
-      controller->on_fetch(req, 1 << 20, [&, id](Controller::FetchReply rep) {
-        reactor->defer_fn([&, id, rep = std::move(rep)] {
-          if (follower) follower->on_fetch_response(id, 1, rep.answer, rep.records);
-        });
-      });
-    });
-  };
-  follower = std::make_unique<Controller>(*reactor, bo);
-  ASSERT_TRUE(follower->open().has_value());
-  const std::int64_t end = metadata_end();
-  ASSERT_TRUE(reactor->run_until([&] { return broker_image && broker_image->offset() >= end; },
-                                 5'000'000'000));
+  ImagePtr broker_image = observe(fetches);
+  ASSERT_NE(broker_image, nullptr);
   EXPECT_GT(fetches, 0u);
   EXPECT_EQ(broker_image->brokers().size(), 3u);
   EXPECT_TRUE(broker_image->brokers().at(1).fenced);
   EXPECT_EQ(broker_image->topic("t")->partitions[static_cast<std::size_t>(p1)].leader,
             moved.leader);
-  const auto view = controller->quorum_view();
-  EXPECT_EQ(view.role, quorum::Role::leader);
-  EXPECT_EQ(view.leader, 1);
-  bool observer_seen = false;
-  for (const auto& r : view.replicas)
-    if (r.id == 7 && !r.voter) observer_seen = true;
-  EXPECT_TRUE(observer_seen) << "the leader tracks the observer's progress (DescribeQuorum)";
-  // Closing while a fetch is held: it is answered, nothing dangles.
-  controller->stop_waiting_reads();
-  reactor->run_until([] { return false; }, 20'000'000);
-  ASSERT_TRUE(follower->close().has_value());
-  follower.reset();
-  reactor->run_until([] { return false; }, 20'000'000);
 }
 
 TEST(ShardConfig, ConfigChangesReachOpenLogs) {
