@@ -5,6 +5,14 @@
 // restarts it; recovery runs from what is on disk).
 #pragma once
 
+namespace samsa {
+// What a failed assertion does instead of aborting. Only for deterministic simulations, which
+// report the seed and step of a product assertion as an invariant violation: the handler must
+// not return (it throws, on the simulation's single thread). Production never sets one.
+using AssertHandler = void (*)(const char* expr, const char* file, int line, const char* why);
+void set_assert_handler(AssertHandler h);
+}  // namespace samsa
+
 namespace samsa::detail {
 [[noreturn]] void assert_failed(const char* expr, const char* file, int line, const char* why);
 }  // namespace samsa::detail

@@ -76,7 +76,21 @@ std::expected<std::string, std::string> Broker::load_or_create_meta() {
                              id->second + ")");
     cluster = id->second;
   }
+  // samsa.cluster.id: what Kafka's `kafka-storage format -t` gives every node of a cluster.
+  const std::string configured = config_.get_string("samsa.cluster.id");
+  if (!configured.empty() && !cluster.empty() && configured != cluster)
+    return std::unexpected("samsa.cluster.id is " + configured +
+                           " but the log dirs belong to "
+                           "cluster " +
+                           cluster);
+  if (cluster.empty()) cluster = configured;
   auto pre = cluster.empty() ? make_settings(config_, "") : nullptr;
+  if (pre && *pre && (*pre)->cluster.role == ProcessRole::controller &&
+      (*pre)->cluster.voters.size() > 1)
+    return std::unexpected(
+        "samsa.cluster.id: must be set on the voters of a controller quorum (the same id on "
+        "every node, as kafka-storage format -t gives it); e.g. " +
+        replication::uuid_to_string(replication::random_uuid()));
   if (pre && *pre && (*pre)->cluster.role == ProcessRole::broker) {
     // A new broker joins the controller's cluster (Kafka formats its storage with that id),
     // asking over the network backend its clients use (it may be the only route to it).

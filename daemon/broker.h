@@ -22,6 +22,7 @@
 #include "coordinator/coordinator.h"
 #include "daemon/api/fetch_sessions.h"
 #include "daemon/cluster/isr_keeper.h"
+#include "daemon/cluster/quorum_peers.h"
 #include "daemon/cluster/replica_fetcher.h"
 #include "daemon/config.h"
 #include "daemon/metrics.h"
@@ -286,9 +287,13 @@ class Broker {
   // process.roles=broker: the "cluster-link" thread (started by the controller thread once the
   // broker's controller object is open, stopped by shutdown()).
   std::unique_ptr<cluster::ClusterLink> link_;
+  // This node's connections to the other members of the controller quorum (not on a single
+  // node): made before the controller opens, stopped before it stops.
+  std::unique_ptr<cluster::QuorumPeers> quorum_peers_;
   // This process's registration (a broker leads only under its own, unfenced).
   replication::Uuid incarnation_ = replication::random_uuid();
   void start_link();
+  void set_quorum_options(replication::Controller::Options& co);
   // A cluster broker asks for __consumer_offsets again every second until its image has it
   // (create_offsets_topic; controller thread only, as are the two flags).
   struct OffsetsRetry : io::Timer {

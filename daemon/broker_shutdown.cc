@@ -65,7 +65,7 @@ void Broker::drain_requests(const std::vector<ReactorThread*>& running) {
   // are answered now, so the wait below is for real work only.
   if (coordinator_reactor_) on_coordinator([](coordinator::GroupCoordinator& g) { g.shutdown(); });
   // A controller node: brokers' metadata long polls answer at once from now on.
-  if (controller_reactor_ && settings()->cluster.role == ProcessRole::controller)
+  if (controller_reactor_ && controller_)
     on_controller([](replication::Controller& c) { c.stop_waiting_reads(); });
   const std::int64_t end = mono_ms() + timeout_ms;
   bool first = true;
@@ -95,6 +95,9 @@ void Broker::close_connections(const std::vector<ReactorThread*>& running) {
 // 4. The controller (it may still be finishing a change), the coordinator (its writes in flight
 // complete on the shards, which are still running), then the shards' logs, closed cleanly.
 void Broker::close_logs(const std::vector<ReactorThread*>& running) {
+  // The quorum's connections close on reactor 0 while the controller still takes the failures
+  // of what was in flight.
+  if (quorum_peers_) quorum_peers_->stop();
   stop_and_join(controller_thread_, controller_reactor_);
   stop_and_join(coordinator_thread_, coordinator_reactor_);
   for (ReactorThread* t : running) {
@@ -156,6 +159,13 @@ void Broker::shutdown() {
     const bool moved = link_->controlled_shutdown(5000);
     LOG_INFO("controlled shutdown: %s after %lld ms", moved ? "leaderships moved" : "timed out",
              static_cast<long long>(mono_ms() - t0));
+  }
+  // The active controller hands the quorum on (EndQuorumEpoch to the others, most caught up
+  // first), so a planned restart elects the next leader at once rather than after
+  // controller.quorum.fetch.timeout.ms.
+  if (quorum_peers_ && controller_reactor_ && was != State::starting) {
+    on_controller([](replication::Controller& c) { c.resign(); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the requests leave
   }
   std::vector<ReactorThread*> running;
   for (auto& t : reactors_)

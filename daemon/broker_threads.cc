@@ -180,6 +180,7 @@ void Broker::run_controller() {
   co.broker_config_value = [this](const std::string& key) { return broker_config_value(key); };
   co.reactors = reactors_.size();
   co.publish = [this](replication::ImagePtr img) { publish(std::move(img)); };
+  set_quorum_options(co);
   controller_ = std::make_unique<replication::Controller>(*reactor, std::move(co));
   if (auto o = controller_->open(); !o) {
     std::lock_guard lk(mu_);
@@ -204,6 +205,46 @@ void Broker::run_controller() {
   controller_.reset();
 }
 
+// The controller quorum: this node's voters, bootstrap servers and timeouts; its peers are
+// reached over the network backend from reactor 0 (QuorumPeers), the answers come back to the
+// controller thread.
+void Broker::set_quorum_options(replication::Controller::Options& co) {
+  const ClusterSettings& cl = settings_->cluster;
+  auto& q = co.quorum;
+  q.cluster_id = cluster_id_;
+  q.election_timeout_ms = cl.election_timeout_ms;
+  q.fetch_timeout_ms = cl.fetch_timeout_ms;
+  q.election_backoff_max_ms = cl.election_backoff_max_ms;
+  q.snapshot_bytes = cl.snapshot_bytes;
+  q.snapshot_interval_ms = cl.snapshot_interval_ms;
+  if (cl.role == ProcessRole::combined) return;  // a quorum of itself, no peers
+  cluster::QuorumPeers::Options po;
+  po.node_id = settings_->node_id;
+  po.cluster_id = cluster_id_;
+  for (const auto& v : cl.voters) {
+    q.voters.push_back(v.id);
+    if (v.id != settings_->node_id) po.peers[v.id] = {v.host, v.port};
+  }
+  if (cl.role == ProcessRole::broker && cl.voters.empty())
+    for (const auto& b : cl.bootstrap) {
+      q.bootstrap.push_back(b.id);
+      po.peers[b.id] = {b.host, b.port};
+    }
+  po.reactor = contexts_.front()->reactor;
+  po.factory = backend_->client_factory();
+  po.on_controller = [this](std::function<void(replication::Controller&)> fn) {
+    on_controller(std::move(fn));
+  };
+  po.request_timeout_ms = std::max<std::int64_t>(cl.fetch_timeout_ms, 2000) + 1000;
+  quorum_peers_ = std::make_unique<cluster::QuorumPeers>(std::move(po));
+  q.send = [this](const replication::quorum::Outgoing& o) { quorum_peers_->send(o); };
+  // A broker's link talks to whichever controller leads.
+  q.on_leader = [this](replication::quorum::NodeId leader, std::int32_t) {
+    if (!link_ || leader < 0) return;
+    if (auto ep = quorum_peers_->endpoint(leader)) link_->set_controller(ep->host, ep->port);
+  };
+}
+
 void Broker::start_link() {
   const auto s = settings();
   cluster::ClusterLink::Options lo;
@@ -215,18 +256,14 @@ void Broker::start_link() {
   lo.heartbeat_interval_ms = s->cluster.heartbeat_interval_ms;
   for (const auto& e : s->advertised)
     lo.endpoints.push_back({e.name, e.host, e.port, 0});
-  lo.on_metadata = [this](std::vector<std::byte> batches, std::int64_t hw) {
-    on_controller([this, batches = std::move(batches), hw](replication::Controller& c) {
-      c.apply_fetched(batches, hw);
-      const std::int64_t offset = c.image()->offset();
-      c.when_applied(offset, [this, offset] { link_->set_applied(offset); });
-    });
-  };
   // The controller is reached over the network backend from reactor 0 (which drives its
   // device). The link stops before the reactors do (Broker::shutdown).
   lo.channel =
       cluster::reactor_controller_channel(*contexts_.front()->reactor, backend_->client_factory());
   link_ = std::make_unique<cluster::ClusterLink>(std::move(lo));
+  // The leader the observer already knows (quorum-state), on this (the controller's) thread.
+  if (const auto leader = controller_->quorum_view().leader; leader >= 0 && quorum_peers_)
+    if (auto ep = quorum_peers_->endpoint(leader)) link_->set_controller(ep->host, ep->port);
   link_->start();
 }
 
@@ -343,6 +380,11 @@ void Broker::publish(replication::ImagePtr image) {
   // (each reactor's queue runs in order), so the change's answer waits for them too.
   apply_dynamic_configs(*image);
   const std::int64_t version = image->offset();
+  // A broker node's heartbeats report how far its reactors have applied the metadata.
+  if (link_ && controller_)
+    controller_->when_applied(version, [this, version] {
+      if (link_) link_->set_applied(version);
+    });
   for (std::size_t i = 0; i < reactors_.size(); ++i) {
     ReactorThread* t = reactors_[i].get();
     t->ctx->reactor->post_fn([this, t, image, version] {

@@ -140,6 +140,51 @@ Checked read_cluster(const Config& c, BrokerSettings& settings) {
   return {};
 }
 
+// controller.quorum.*: the voters (id@host:port), the bootstrap servers (host:port), Kafka's
+// timeouts and the snapshot settings.
+Checked read_quorum(const Config& c, BrokerSettings& settings) {
+  ClusterSettings& cl = settings.cluster;
+  for (const auto& v : c.get_list("controller.quorum.voters")) {
+    const std::string bad = "controller.quorum.voters: " + v + ": expected id@host:port";
+    const auto at = v.find('@');
+    if (at == std::string::npos) return std::unexpected(bad);
+    int id = -1;
+    auto [ptr, ec] = std::from_chars(v.data(), v.data() + at, id);
+    auto ep = parse_listeners({"C://" + v.substr(at + 1)});
+    if (ec != std::errc() || ptr != v.data() + at || id < 0 || !ep || ep->front().host.empty())
+      return std::unexpected(bad);
+    if (std::any_of(cl.voters.begin(), cl.voters.end(),
+                    [&](const QuorumNode& n) { return n.id == id; }))
+      return std::unexpected("controller.quorum.voters: node " + std::to_string(id) +
+                             " is named twice");
+    cl.voters.push_back({id, ep->front().host, ep->front().port});
+  }
+  std::sort(cl.voters.begin(), cl.voters.end(),
+            [](const QuorumNode& a, const QuorumNode& b) { return a.id < b.id; });
+  for (const auto& b : c.get_list("controller.quorum.bootstrap.servers")) {
+    auto ep = parse_listeners({"C://" + b});
+    if (!ep || ep->front().host.empty())
+      return std::unexpected("controller.quorum.bootstrap.servers: " + b + ": expected host:port");
+    cl.bootstrap.push_back(
+        {-1 - static_cast<std::int32_t>(cl.bootstrap.size()), ep->front().host, ep->front().port});
+  }
+  if (cl.role == ProcessRole::controller && !cl.voters.empty() &&
+      std::none_of(cl.voters.begin(), cl.voters.end(),
+                   [&](const QuorumNode& n) { return n.id == settings.node_id; }))
+    return std::unexpected("controller.quorum.voters: this controller (node.id " +
+                           std::to_string(settings.node_id) + ") is not one of them");
+  if (cl.role == ProcessRole::broker && cl.voters.empty() && cl.bootstrap.empty())
+    return std::unexpected(
+        "controller.quorum.bootstrap.servers or controller.quorum.voters: must name the "
+        "controllers when process.roles=broker");
+  cl.election_timeout_ms = c.get_int("controller.quorum.election.timeout.ms");
+  cl.fetch_timeout_ms = c.get_int("controller.quorum.fetch.timeout.ms");
+  cl.election_backoff_max_ms = c.get_int("controller.quorum.election.backoff.max.ms");
+  cl.snapshot_bytes = c.get_int("metadata.log.max.record.bytes.between.snapshots");
+  cl.snapshot_interval_ms = c.get_int("metadata.log.max.snapshot.interval.ms");
+  return {};
+}
+
 // samsa.net.backend and, for dpdk, samsa.dpdk.* (the stack has one address: listeners name it).
 Checked read_backend(const Config& c, BrokerSettings& settings) {
   BrokerSettings* s = &settings;
@@ -237,7 +282,7 @@ std::expected<std::shared_ptr<const BrokerSettings>, std::string> make_settings(
   if (!l) return std::unexpected("listeners: " + l.error());
   if (l->empty()) return std::unexpected("listeners: at least one listener is needed");
   s->listeners = std::move(*l);
-  for (auto step : {&read_cluster, &read_backend, &read_advertised})
+  for (auto step : {&read_cluster, &read_quorum, &read_backend, &read_advertised})
     if (auto r = step(c, *s); !r) return std::unexpected(r.error());
   s->auto_create_topics = c.get_bool("auto.create.topics.enable");
   s->delete_topic_enable = c.get_bool("delete.topic.enable");

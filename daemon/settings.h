@@ -31,6 +31,13 @@ std::expected<std::vector<Endpoint>, std::string> parse_listeners(
 // one node of a cluster (replication/README.md).
 enum class ProcessRole : std::uint8_t { combined, broker, controller };
 
+// A node of the controller quorum as configuration names it.
+struct QuorumNode {
+  std::int32_t id = -1;  // bootstrap servers, whose ids are not known: -1, -2, ...
+  std::string host;
+  std::uint16_t port = 0;
+};
+
 struct ClusterSettings {
   ProcessRole role = ProcessRole::combined;
   // broker: where the controller listens (the first of controller.quorum.bootstrap.servers).
@@ -42,6 +49,14 @@ struct ClusterSettings {
   std::int64_t heartbeat_interval_ms = 250;  // broker.heartbeat.interval.ms
   bool auto_leader_rebalance = true;         // auto.leader.rebalance.enable
   std::int64_t leader_imbalance_check_ms = 300'000;  // leader.imbalance.check.interval.seconds
+  // The controller quorum (controller.quorum.*; Kafka's names and defaults).
+  std::vector<QuorumNode> voters;     // sorted by id
+  std::vector<QuorumNode> bootstrap;  // controller.quorum.bootstrap.servers
+  std::int64_t election_timeout_ms = 1000;
+  std::int64_t fetch_timeout_ms = 2000;
+  std::int64_t election_backoff_max_ms = 1000;
+  std::int64_t snapshot_bytes = 20 << 20;  // metadata.log.max.record.bytes.between.snapshots
+  std::int64_t snapshot_interval_ms = 3'600'000;
   // Follower fetching and the ISR (replica.*; Kafka's names).
   std::int64_t replica_lag_time_max_ms = 30000;
   std::int32_t replica_fetch_wait_max_ms = 500;

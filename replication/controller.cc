@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "base/assert.h"
+#include "base/bytes.h"
 #include "base/clock.h"
 #include "base/log.h"
 #include "io/batch_builder.h"
@@ -43,7 +44,7 @@ io::Result<void> pread_all(int fd, std::byte* dst, std::size_t n, std::uint64_t 
 
 io::Result<void> for_each_record(
     std::span<const std::byte> buf, std::vector<std::byte>& storage,
-    const std::function<void(const MetadataRecord*, std::int64_t)>& fn) {
+    const std::function<void(const MetadataRecord*, std::int64_t, bool)>& fn) {
   std::size_t pos = 0;
   while (pos + io::batch::kHeaderSize <= buf.size()) {
     std::span<const std::byte> rest(buf.data() + pos, buf.size() - pos);
@@ -51,6 +52,13 @@ io::Result<void> for_each_record(
     if (info.length <= 0 || static_cast<std::size_t>(info.length) > rest.size()) break;
     std::span<const std::byte> b = rest.first(static_cast<std::size_t>(info.length));
     pos += static_cast<std::size_t>(info.length);
+    if (info.is_control()) {
+      // The quorum's own records (a leader change): an offset of the log, not of the image.
+      for (std::int64_t at = info.base_offset; at <= info.base_offset + info.last_offset_delta;
+           ++at)
+        fn(nullptr, at, true);
+      continue;
+    }
     auto recs = io::batch::records_of(b, storage);
     if (!recs) return std::unexpected(recs.error());
     io::batch::RecordReader reader(*recs, info.record_count);
@@ -60,37 +68,16 @@ io::Result<void> for_each_record(
       if (!*rec) break;
       const std::int64_t at = info.base_offset + (*rec)->offset_delta;
       auto m = (*rec)->value ? decode_record(*(*rec)->value) : std::nullopt;
-      fn(m ? &*m : nullptr, at);
+      fn(m ? &*m : nullptr, at, false);
     }
   }
   return {};
 }
 
-// One commit: its records in one or more batches (pieces), appended in the same loop turn so
-// one group commit writes and syncs them all.
-struct Controller::Commit {
-  struct Piece : io::AppendOp {
-    std::vector<std::byte> bytes;
-    std::int64_t first_offset = -1;  // what the state machine gave its records
-    std::int64_t last_offset = -1;
-    Commit* owner = nullptr;
-    std::size_t index = 0;
-  };
-  std::vector<std::unique_ptr<Piece>> pieces;
-  std::size_t appended = 0;  // pieces the log accepted
-  std::size_t left = 0;      // accepted pieces not yet done
-  bool failed = false;
-  bool any_committed = false;
-  std::function<void(bool)> then;
-  Controller* self = nullptr;
-};
-
 Controller::Controller(io::Reactor& r, Options opts)
     : reactor_(r), opts_(std::move(opts)), applied_(opts_.reactors, -1) {
   image_ = std::make_shared<MetadataImage>();
 }
-
-Controller::~Controller() = default;
 
 void Controller::set_defaults(TopicDefaults d) {
   opts_.defaults = d;
@@ -117,15 +104,6 @@ void Controller::set_max_partitions(std::int64_t per_broker, std::int64_t per_re
 }
 
 io::Result<void> Controller::open() {
-  if (opts_.mode == Mode::broker) return {};  // the image comes from the controller's log
-  io::LogConfig cfg;
-  cfg.retention_ms = -1;  // metadata is never aged out
-  cfg.retention_bytes = -1;
-  cfg.segment_bytes = 64u << 20;
-  cfg.max_batch_bytes = kMaxMetadataBatch;
-  auto log = opts_.log_dir->open_log(reactor_, kMetadataPartition, cfg);
-  if (!log) return std::unexpected(log.error());
-  log_ = std::move(*log);
   ControllerStateOptions so;
   so.session_timeout_ms = opts_.session_timeout_ms;
   so.single_node = opts_.mode == Mode::single;
@@ -140,48 +118,17 @@ io::Result<void> Controller::open() {
   so.validate_broker_config = opts_.validate_broker_config;
   so.broker_config_value = opts_.broker_config_value;
   state_ = std::make_unique<ControllerState>(std::move(so));
-
-  std::int64_t offset = log_->log_start_offset();
-  const std::int64_t end = log_->log_end_offset();
-  std::vector<std::byte> buf;
-  std::vector<std::byte> storage;
-  std::size_t applied = 0, skipped = 0;
-  while (offset < end) {
-    auto rr = log_->read(offset, 4u << 20, end, true);
-    if (!rr) return std::unexpected(rr.error());
-    if (rr->slices.empty()) break;
-    for (const io::Slice& s : rr->slices) {
-      buf.resize(s.length);
-      if (auto r = pread_all(s.file->fd, buf.data(), s.length, s.position); !r) return r;
-      auto r = for_each_record(buf, storage, [&](const MetadataRecord* m, std::int64_t at) {
-        if (!m) {
-          LOG_ERROR("metadata log: undecodable record at offset %lld, skipped",
-                    static_cast<long long>(at));
-          state_->skip(at);
-          ++skipped;
-        } else if (!state_->replay(*m, at)) {
-          LOG_WARN("metadata log: record at offset %lld does not apply, skipped",
-                   static_cast<long long>(at));
-          ++skipped;
-        } else {
-          ++applied;
-        }
-      });
-      if (!r) return std::unexpected(r.error());
-    }
-    offset = rr->next_offset;
-  }
+  if (auto r = open_quorum(); !r) return r;
+  tick_.self = this;
+  tick_.fn = [](io::Timer* t) { static_cast<TickTimer*>(t)->self->on_tick(); };
   image_ = state_->committed_image();
-  LOG_INFO("metadata: replayed %zu records (%zu skipped), %zu topics, image version %lld", applied,
-           skipped, image_->topics().size(), static_cast<long long>(image_->offset()));
-  // Every registered broker gets a full session from now: heartbeat clocks are not logged.
-  state_->on_become_active(wall_ms(), log_->log_end_offset());
+  // A controller node holds no partitions: it publishes what it replayed at once, so it
+  // listens and can vote. The others publish once caught up (on_high_watermark).
   if (opts_.mode == Mode::controller) {
-    tick_.self = this;
-    tick_.fn = [](io::Timer* t) { static_cast<TickTimer*>(t)->self->on_tick(); };
-    reactor_.arm(&tick_, mono_ns() + kTickMs * 1'000'000);
+    published_ = true;
+    publish();
   }
-  publish();
+  drive();
   return {};
 }
 
@@ -212,18 +159,30 @@ void Controller::run_waiters() {
     w.fn();
 }
 
+void Controller::when_active(std::function<void()> fn, std::function<void()> refuse) {
+  if (active_) {
+    fn();
+  } else if (raft_ && raft_->is_leader()) {
+    waiting_activation_.emplace_back(std::move(fn), std::move(refuse));
+  } else {
+    refuse();
+  }
+}
+
 void Controller::commit(std::vector<MetadataRecord> records, std::vector<std::size_t> groups,
-                        std::function<void(bool)> then) {
-  SAMSA_ASSERT(state_ && log_);
+                        std::function<void(ErrorCode)> then) {
+  SAMSA_ASSERT(state_ && log_ && active_ && raft_->accepts_proposals());
   const std::int64_t first = state_->next_offset() - static_cast<std::int64_t>(records.size());
   // The state machine numbers its records as the log will: it is the log's only writer.
   SAMSA_ASSERT_MSG(log_->fenced() || first == log_->log_end_offset(),
                    "proposals are numbered from the metadata log's end");
   if (groups.empty()) groups.push_back(records.size());
-  auto* c = new Commit{};
+  auto owned = std::make_unique<Commit>();
+  Commit* c = owned.get();
   c->self = this;
   c->then = std::move(then);
   const std::int64_t now = wall_ms();
+  const std::int32_t epoch = raft_->epoch();
   std::vector<io::SimpleRecord> batch;
   std::size_t batch_bytes = 0;
   std::int64_t next = first;
@@ -231,6 +190,8 @@ void Controller::commit(std::vector<MetadataRecord> records, std::vector<std::si
     if (batch.empty()) return;
     auto piece = std::make_unique<Commit::Piece>();
     piece->bytes = io::build_batch(batch);
+    // The quorum's epoch travels in each batch: followers rebuild their epoch cache from it.
+    store_be<std::int32_t>(piece->bytes.data() + io::batch::kPartitionLeaderEpoch, epoch);
     piece->first_offset = next;
     piece->last_offset = next + static_cast<std::int64_t>(batch.size()) - 1;
     next = piece->last_offset + 1;
@@ -269,185 +230,237 @@ void Controller::commit(std::vector<MetadataRecord> records, std::vector<std::si
     auto r = log_->append(piece.get());
     if (!r) {
       LOG_ERROR("metadata log append failed: %s", r.error().detail.c_str());
-      c->failed = true;
-      // This piece and the ones after it never reach the log: the state machine forgets them.
+      // This piece and the ones after it never reach the log: the state machine forgets them,
+      // and this node stops leading (its log is fenced).
       state_->revert_to(piece->first_offset);
+      c->pieces.resize(piece->index);
       break;
     }
     SAMSA_ASSERT(r->base_offset == piece->first_offset);
-    ++c->appended;
+    raft_->note_batch(epoch, r->base_offset);
+    ++c->in_flight;
   }
-  c->left = c->appended;
-  if (c->appended == 0) {
-    auto then_fn = std::move(c->then);
-    delete c;
-    then_fn(false);  // nothing was written
+  if (c->pieces.empty()) {
+    c->then(ErrorCode::kafka_storage_error);  // nothing was written
+    deactivate(ErrorCode::kafka_storage_error);
+    return;
   }
+  c->last_offset = c->pieces.back()->last_offset;
+  commits_.push_back(std::move(owned));
+  wake_parked(false);  // followers waiting at the log end get the new batches
 }
 
 void Controller::on_piece_done(Commit* c, std::size_t index) {
   const Commit::Piece& p = *c->pieces[index];
-  if (p.error) {
-    // The log is fenced: this piece and everything proposed after it are lost.
-    LOG_ERROR("metadata log write failed: %s", p.error->detail.c_str());
-    c->failed = true;
-    state_->revert_to(p.first_offset);
-  } else {
-    state_->commit(p.last_offset);
-    c->any_committed = true;
-  }
-  if (--c->left == 0) on_committed(c);
-}
-
-void Controller::on_committed(Commit* c) {
-  std::unique_ptr<Commit> owned(c);
-  auto then = std::move(c->then);
-  const bool ok = !c->failed;
-  if (!c->any_committed) {
-    then(false);
+  --c->in_flight;
+  if (c->orphaned) {
+    if (c->in_flight == 0) std::erase_if(orphaned_, [c](const auto& o) { return o.get() == c; });
     return;
   }
-  image_ = state_->committed_image();
-  publish();
-  serve_parked_reads();
-  const std::int64_t version = image_->offset();
-  waiters_.push_back(Waiter{version, [then = std::move(then), ok] { then(ok); }});
-  run_waiters();
+  if (p.error) {
+    // The log is fenced: this piece and everything after it are lost; this node steps down.
+    LOG_ERROR("metadata log write failed: %s", p.error->detail.c_str());
+    deactivate(ErrorCode::kafka_storage_error);
+    return;
+  }
+  on_log_durable();
+}
+
+// Commits the quorum's high watermark has passed: into the committed view, published, and
+// answered once every reactor has the image.
+void Controller::finish_commits() {
+  const std::int64_t hw = raft_->high_watermark();
+  bool any = false;
+  while (!commits_.empty() && commits_.front()->last_offset < hw &&
+         commits_.front()->in_flight == 0) {
+    auto c = std::move(commits_.front());
+    commits_.pop_front();
+    any = true;
+    waiters_.push_back(
+        Waiter{c->last_offset, [then = std::move(c->then)] { then(ErrorCode::none); }});
+  }
+  if (any) run_waiters();
+}
+
+// The proposals not committed yet will not be answered by this node: NOT_CONTROLLER after a
+// lost leadership (the next leader may still commit them: the client retries, as with Kafka),
+// KAFKA_STORAGE_ERROR after a failed write.
+void Controller::fail_commits(ErrorCode why) {
+  auto all = std::move(commits_);
+  commits_.clear();
+  for (auto& c : all) {
+    auto then = std::move(c->then);
+    // Pieces still being written complete into their commit: keep it until they have.
+    if (c->in_flight > 0) {
+      c->orphaned = true;
+      orphaned_.push_back(std::move(c));
+    }
+    if (then) then(why);
+  }
 }
 
 namespace {
 
-// The outcomes a failed commit turns into KAFKA_STORAGE_ERROR (those that had succeeded).
+// The outcomes that had succeeded, when their commit did not happen (or is not known to).
 template <class Outcome>
-void fail_successes(std::vector<Outcome>& outcomes) {
+void fail_successes(std::vector<Outcome>& outcomes, ErrorCode why) {
+  if (why == ErrorCode::none) return;
   for (auto& o : outcomes) {
     if (o.error == ErrorCode::none) {
-      o.error = ErrorCode::kafka_storage_error;
-      o.message = "The metadata log could not be written.";
+      o.error = why;
+      o.message = why == ErrorCode::not_controller
+                      ? "The controller moved before the change was committed."
+                      : "The metadata log could not be written.";
     }
   }
+}
+
+template <class Outcome>
+std::vector<Outcome> refused(std::size_t n, Outcome o) {
+  return std::vector<Outcome>(n, o);
 }
 
 }  // namespace
 
 void Controller::create_topics(std::vector<TopicSpec> specs, bool validate_only, CreateDone done,
                                bool partial) {
-  if (!state_) {
+  auto refuse = [specs, done]() {
     std::vector<TopicOutcome> out;
     for (auto& s : specs)
       out.push_back(TopicOutcome{s.name, ErrorCode::not_controller, "", {}, -1, -1});
     done(std::move(out));
-    return;
-  }
-  auto p = state_->create_topics(std::move(specs), validate_only, partial);
-  if (p.records.empty()) {
-    done(std::move(p.answer));
-    return;
-  }
-  commit(std::move(p.records), std::move(p.groups),
-         [this, outcomes = std::move(p.answer), done = std::move(done)](bool ok) mutable {
-           if (!ok) {
-             // Topics whose batch did reach the log before the failure exist.
-             for (auto& o : outcomes) {
-               const TopicState* t = image_->topic(o.name);
-               if (o.error == ErrorCode::none && !(t && t->id == o.id)) {
-                 o.error = ErrorCode::kafka_storage_error;
-                 o.message = "The metadata log could not be written.";
-               }
-             }
-           }
-           done(std::move(outcomes));
-         });
+  };
+  when_active(
+      [this, specs = std::move(specs), validate_only, done, partial]() mutable {
+        auto p = state_->create_topics(std::move(specs), validate_only, partial);
+        if (p.records.empty()) {
+          done(std::move(p.answer));
+          return;
+        }
+        commit(std::move(p.records), std::move(p.groups),
+               [this, outcomes = std::move(p.answer), done](ErrorCode why) mutable {
+                 if (why != ErrorCode::none) {
+                   // Topics whose batch was committed before the failure exist.
+                   for (auto& o : outcomes) {
+                     const TopicState* t = image_->topic(o.name);
+                     if (o.error == ErrorCode::none && !(t && t->id == o.id)) {
+                       o.error = why;
+                       o.message = why == ErrorCode::not_controller
+                                       ? "The controller moved before the topic was committed."
+                                       : "The metadata log could not be written.";
+                     }
+                   }
+                 }
+                 done(std::move(outcomes));
+               });
+      },
+      std::move(refuse));
 }
 
 void Controller::create_partitions(std::vector<PartitionsSpec> specs, bool validate_only,
                                    PartitionsDone done) {
-  if (!state_) {
+  auto refuse = [specs, done]() {
     std::vector<PartitionsOutcome> out;
     for (auto& s : specs)
       out.push_back(PartitionsOutcome{s.name, ErrorCode::not_controller, ""});
     done(std::move(out));
-    return;
-  }
-  auto p = state_->create_partitions(std::move(specs), validate_only);
-  if (p.records.empty()) {
-    done(std::move(p.answer));
-    return;
-  }
-  commit(std::move(p.records), std::move(p.groups),
-         [outcomes = std::move(p.answer), done = std::move(done)](bool ok) mutable {
-           if (!ok) fail_successes(outcomes);
-           done(std::move(outcomes));
-         });
+  };
+  when_active(
+      [this, specs = std::move(specs), validate_only, done]() mutable {
+        auto p = state_->create_partitions(std::move(specs), validate_only);
+        if (p.records.empty()) {
+          done(std::move(p.answer));
+          return;
+        }
+        commit(std::move(p.records), std::move(p.groups),
+               [outcomes = std::move(p.answer), done](ErrorCode why) mutable {
+                 fail_successes(outcomes, why);
+                 done(std::move(outcomes));
+               });
+      },
+      std::move(refuse));
 }
 
 void Controller::delete_topics(std::vector<std::pair<std::string, Uuid>> topics, DeleteDone done) {
-  if (!state_) {
+  auto refuse = [topics, done]() {
     std::vector<DeleteOutcome> out;
     for (auto& [name, id] : topics)
       out.push_back(DeleteOutcome{name, id, ErrorCode::not_controller, ""});
     done(std::move(out));
-    return;
-  }
-  auto p = state_->delete_topics(topics);
-  if (p.records.empty()) {
-    done(std::move(p.answer));
-    return;
-  }
-  commit(std::move(p.records), {},
-         [outcomes = std::move(p.answer), done = std::move(done)](bool ok) mutable {
-           if (!ok) fail_successes(outcomes);
-           done(std::move(outcomes));
-         });
+  };
+  when_active(
+      [this, topics = std::move(topics), done]() mutable {
+        auto p = state_->delete_topics(topics);
+        if (p.records.empty()) {
+          done(std::move(p.answer));
+          return;
+        }
+        commit(std::move(p.records), {},
+               [outcomes = std::move(p.answer), done](ErrorCode why) mutable {
+                 fail_successes(outcomes, why);
+                 done(std::move(outcomes));
+               });
+      },
+      std::move(refuse));
 }
 
 void Controller::alter_configs(std::vector<ConfigAlteration> changes, bool validate_only,
                                ConfigDone done) {
-  if (!state_) {
-    done(std::vector<ConfigOutcome>(changes.size(), ConfigOutcome{ErrorCode::not_controller, ""}));
-    return;
-  }
-  auto p = state_->alter_configs(std::move(changes), validate_only);
-  if (p.records.empty()) {
-    done(std::move(p.answer));
-    return;
-  }
-  commit(std::move(p.records), {},
-         [outcomes = std::move(p.answer), done = std::move(done)](bool ok) mutable {
-           if (!ok) fail_successes(outcomes);
-           done(std::move(outcomes));
-         });
+  const std::size_t n = changes.size();
+  when_active(
+      [this, changes = std::move(changes), validate_only, done]() mutable {
+        auto p = state_->alter_configs(std::move(changes), validate_only);
+        if (p.records.empty()) {
+          done(std::move(p.answer));
+          return;
+        }
+        commit(std::move(p.records), {},
+               [outcomes = std::move(p.answer), done](ErrorCode why) mutable {
+                 fail_successes(outcomes, why);
+                 done(std::move(outcomes));
+               });
+      },
+      [n, done] {
+        done(refused(n, ConfigOutcome{ErrorCode::not_controller, ""}));
+      });
 }
 
 void Controller::allocate_producer_ids(std::int32_t broker_id, std::int64_t broker_epoch,
                                        std::function<void(ProducerIdsAnswer)> done) {
-  if (!state_) {
-    done(ProducerIdsAnswer{ErrorCode::not_controller, -1, 0});
-    return;
-  }
-  auto p = state_->allocate_producer_ids(broker_id, broker_epoch);
-  if (p.records.empty()) {
-    done(p.answer);
-    return;
-  }
-  // The block is handed out only once its record is durable: a restart, or a power cut of
-  // the controller, can never hand it out again.
-  commit(std::move(p.records), {}, [broker_id, answer = p.answer, done = std::move(done)](bool ok) {
-    if (ok)
-      LOG_INFO("producer ids %lld..%lld reserved for broker %d",
-               static_cast<long long>(answer.first),
-               static_cast<long long>(answer.first + answer.length - 1), broker_id);
-    done(ok ? answer : ProducerIdsAnswer{ErrorCode::kafka_storage_error, -1, 0});
-  });
+  when_active(
+      [this, broker_id, broker_epoch, done]() {
+        auto p = state_->allocate_producer_ids(broker_id, broker_epoch);
+        if (p.records.empty()) {
+          done(p.answer);
+          return;
+        }
+        // The block is handed out only once its record is committed: a restart, or a power
+        // cut of the whole quorum, can never hand it out again.
+        commit(std::move(p.records), {}, [broker_id, answer = p.answer, done](ErrorCode why) {
+          if (why == ErrorCode::none)
+            LOG_INFO("producer ids %lld..%lld reserved for broker %d",
+                     static_cast<long long>(answer.first),
+                     static_cast<long long>(answer.first + answer.length - 1), broker_id);
+          done(why == ErrorCode::none ? answer : ProducerIdsAnswer{why, -1, 0});
+        });
+      },
+      [done] {
+        done(ProducerIdsAnswer{ErrorCode::not_controller, -1, 0});
+      });
 }
 
 io::Result<void> Controller::close() {
   if (tick_.armed()) reactor_.disarm(&tick_);
-  for (auto& p : parked_reads_)
-    p.done(MetadataRead{ErrorCode::not_controller, -1, -1, {}});
-  parked_reads_.clear();
+  if (raft_timer_.armed()) reactor_.disarm(&raft_timer_);
+  stop_waiting_reads();
+  fail_commits(ErrorCode::not_controller);
+  for (auto& w : waiting_activation_)
+    w.second();
+  waiting_activation_.clear();
   if (!log_) return {};
-  reactor_.run_until([&] { return log_->idle(); }, 10'000'000'000);
+  reactor_.run_until([&] { return log_->idle() && orphaned_.empty(); }, 10'000'000'000);
+  save_applied_offset(true);
+  raft_.reset();
   auto r = log_->close();
   log_.reset();
   return r;

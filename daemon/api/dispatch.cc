@@ -58,6 +58,13 @@ const std::array kHandlers = {
     ApiHandler{key(ApiKey::alter_partition), 2, 3, &handlers::alter_partition, -1, true},
     ApiHandler{key(ApiKey::allocate_producer_ids), 0, 0, &handlers::allocate_producer_ids, -1,
                true},
+    // The controller quorum (KRaft's RPCs, replication/quorum/quorum_wire.h); Fetch of the
+    // metadata log is dispatched below. DescribeQuorum everywhere (a broker forwards it).
+    ApiHandler{key(ApiKey::vote), 0, 2, &handlers::vote, -1, true},
+    ApiHandler{key(ApiKey::begin_quorum_epoch), 0, 1, &handlers::begin_quorum_epoch, -1, true},
+    ApiHandler{key(ApiKey::end_quorum_epoch), 0, 1, &handlers::end_quorum_epoch, -1, true},
+    ApiHandler{key(ApiKey::fetch_snapshot), 0, 1, &handlers::fetch_snapshot, -1, true},
+    ApiHandler{key(ApiKey::describe_quorum), 0, 2, &handlers::describe_quorum},
 };
 
 // What a broker node sends on to the controller: the changes only it may commit. The answer
@@ -65,7 +72,8 @@ const std::array kHandlers = {
 bool forwarded(std::int16_t k) {
   return k == key(ApiKey::create_topics) || k == key(ApiKey::delete_topics) ||
          k == key(ApiKey::create_partitions) || k == key(ApiKey::alter_configs) ||
-         k == key(ApiKey::elect_leaders) || k == key(ApiKey::incremental_alter_configs);
+         k == key(ApiKey::elect_leaders) || k == key(ApiKey::incremental_alter_configs) ||
+         k == key(ApiKey::describe_quorum);
 }
 
 const ApiHandler* find_handler(std::int16_t k) {

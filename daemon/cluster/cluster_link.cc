@@ -7,14 +7,13 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/thread.h"
-#include "io/record_batch.h"
 #include "net/kafka/api.h"
 #include "net/kafka/gen/broker_heartbeat_request.h"
 #include "net/kafka/gen/broker_heartbeat_response.h"
 #include "net/kafka/gen/broker_registration_request.h"
 #include "net/kafka/gen/broker_registration_response.h"
-#include "net/kafka/gen/fetch_request.h"
-#include "net/kafka/gen/fetch_response.h"
+#include "net/kafka/gen/describe_quorum_request.h"
+#include "net/kafka/gen/describe_quorum_response.h"
 #include "net/kafka/wire.h"
 #include "replication/cluster_wire.h"
 
@@ -25,26 +24,13 @@ using kafka::ErrorCode;
 
 constexpr std::int16_t kRegistrationVersion = 4;
 constexpr std::int16_t kHeartbeatVersion = 1;
-constexpr std::int16_t kFetchVersion = 12;  // topics by name
+constexpr std::int16_t kDescribeQuorumVersion = 0;
 constexpr std::int64_t kRequestTimeoutMs = 3000;
 // How long a forwarded request may wait for the controller to be reachable, or an answer for
 // the metadata that shows its effect.
 constexpr std::int64_t kForwardWaitMs = 10'000;
-constexpr std::int32_t kFetchWaitMs = 100;
-constexpr std::int32_t kFetchMaxBytes = 8 << 20;
-
-// The end of the whole batches in buf: the offset after the last one's last record.
-std::int64_t end_of_batches(std::span<const std::byte> buf, std::int64_t from) {
-  std::size_t pos = 0;
-  std::int64_t end = from;
-  while (pos + io::batch::kHeaderSize <= buf.size()) {
-    io::BatchInfo info = io::batch::parse_header(buf.data() + pos);
-    if (info.length <= 0 || pos + static_cast<std::size_t>(info.length) > buf.size()) break;
-    end = info.base_offset + info.last_offset_delta + 1;
-    pos += static_cast<std::size_t>(info.length);
-  }
-  return end;
-}
+// The longest the loop sleeps between turns while nothing is queued.
+constexpr std::int64_t kIdleWaitMs = 100;
 
 }  // namespace
 
@@ -68,9 +54,6 @@ void ClusterLink::stop() {
   }
   for (auto& f : left)
     f.done(std::nullopt, -1);
-  for (auto& b : barriers_)
-    b.done(std::nullopt, -1);
-  barriers_.clear();
 }
 
 bool ClusterLink::controlled_shutdown(std::int64_t timeout_ms) {
@@ -88,8 +71,35 @@ bool ClusterLink::controlled_shutdown(std::int64_t timeout_ms) {
 }
 
 void ClusterLink::forward(std::vector<std::byte> frame, ForwardDone done) {
+  {
+    std::lock_guard lk(mu_);
+    queue_.push_back(Forward{std::move(frame), std::move(done), mono_ms()});
+  }
+  wake_.notify_one();
+}
+
+void ClusterLink::set_controller(const std::string& host, std::uint16_t port) {
+  {
+    std::lock_guard lk(mu_);
+    if (host == opts_.host && port == opts_.port && !moved_) return;
+    next_host_ = host;
+    next_port_ = port;
+    moved_ = true;
+  }
+  wake_.notify_one();
+}
+
+// Between exchanges: a new active controller means a new connection.
+void ClusterLink::follow_controller() {
   std::lock_guard lk(mu_);
-  queue_.push_back(Forward{std::move(frame), std::move(done), mono_ms()});
+  if (!moved_) return;
+  moved_ = false;
+  if (next_host_ == opts_.host && next_port_ == opts_.port) return;
+  LOG_INFO("the active controller is now at %s:%u", next_host_.c_str(), next_port_);
+  opts_.host = next_host_;
+  opts_.port = next_port_;
+  channel_->disconnect();
+  connected_.store(false);
 }
 
 bool ClusterLink::connect_controller() {
@@ -185,70 +195,30 @@ bool ClusterLink::do_heartbeat() {
   return true;
 }
 
-bool ClusterLink::do_fetch(std::int32_t max_wait_ms) {
-  kafka::FetchRequest req;
-  req.cluster_id = opts_.cluster_id.empty() ? std::nullopt : std::optional(opts_.cluster_id);
-  req.replica_id = opts_.node_id;
-  req.max_wait_ms = max_wait_ms;
-  req.min_bytes = 1;
-  req.max_bytes = kFetchMaxBytes;
-  req.session_id = 0;
-  req.session_epoch = -1;
-  kafka::FetchRequest::FetchTopic t;
-  t.topic = "__cluster_metadata";
-  kafka::FetchRequest::FetchPartition p;
-  p.partition = 0;
-  p.fetch_offset = fetch_offset_;
-  p.partition_max_bytes = kFetchMaxBytes;
-  t.partitions.push_back(p);
-  req.topics.push_back(std::move(t));
+// The controller's high watermark now (DescribeQuorum on the same connection): asked after a
+// forwarded answer, it covers the change that answer reports, so the broker answers its client
+// once its own image (fetched by the quorum observer, replication::Controller) reaches it.
+std::optional<std::int64_t> ClusterLink::controller_high_watermark() {
+  kafka::DescribeQuorumRequest req;
+  auto& t = req.topics.emplace_back();
+  t.topic_name = "__cluster_metadata";
+  t.partitions.emplace_back().partition_index = 0;
   const std::int32_t corr = next_correlation_++;
-  auto frame = kafka::flatten(kafka::encode_request(req, kFetchVersion, corr, "samsa-broker"));
-  const std::int64_t sent_ms = mono_ms();
-  auto resp = exchange(frame, kRequestTimeoutMs + max_wait_ms);
-  if (!resp) return false;
-  auto h = kafka::decode_response_header(*resp, kafka::FetchResponse::kApiKey, kFetchVersion);
-  kafka::FetchResponse r;
+  auto frame =
+      kafka::flatten(kafka::encode_request(req, kDescribeQuorumVersion, corr, "samsa-broker"));
+  auto resp = exchange(frame, kRequestTimeoutMs);
+  if (!resp) return std::nullopt;
+  auto h = kafka::decode_response_header(*resp, kafka::DescribeQuorumResponse::kApiKey,
+                                         kDescribeQuorumVersion);
+  kafka::DescribeQuorumResponse r;
   if (!h.ok() ||
-      kafka::decode_response_body(*resp, h, kFetchVersion, r) != kafka::DecodeError::none)
-    return false;
-  if (r.responses.empty() || r.responses.front().partitions.empty()) return false;
-  const auto& pd = r.responses.front().partitions.front();
-  LOG_DEBUG("metadata fetch at %lld: error %d, hw %lld, %zu bytes",
-            static_cast<long long>(fetch_offset_), pd.error_code,
-            static_cast<long long>(pd.high_watermark), pd.records.view().size());
-  if (pd.error_code != 0) {
-    LOG_WARN("metadata fetch at offset %lld: error %d", static_cast<long long>(fetch_offset_),
-             pd.error_code);
-    return false;
-  }
-  high_watermark_ = pd.high_watermark;
-  for (auto& b : barriers_)
-    if (b.target < 0) b.target = high_watermark_ - 1;
-  auto view = pd.records.view();
-  const std::int64_t end = end_of_batches(view, fetch_offset_);
-  // An empty answer before the wait was over (a controller shutting down answers at once):
-  // wait it out here rather than asking again in a tight loop.
-  if (view.empty() && barriers_.empty()) {
-    const std::int64_t left = sent_ms + max_wait_ms - mono_ms();
-    if (left > 0)
-      std::this_thread::sleep_for(std::chrono::milliseconds(std::min<std::int64_t>(left, 100)));
-  }
-  if (end > fetch_offset_ || applied_.load() < 0) {
-    std::vector<std::byte> bytes(view.begin(), view.end());
-    fetch_offset_ = std::max(end, fetch_offset_);
-    opts_.on_metadata(std::move(bytes), high_watermark_);
-  }
-  // Forwarded answers go out once what was committed before them has been fetched.
-  for (auto it = barriers_.begin(); it != barriers_.end();) {
-    if (it->target >= 0 && fetch_offset_ > it->target) {
-      it->done(std::move(it->answer), it->target);
-      it = barriers_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  return true;
+      kafka::decode_response_body(*resp, h, kDescribeQuorumVersion, r) != kafka::DecodeError::none)
+    return std::nullopt;
+  if (r.error_code != 0 || r.topics.empty() || r.topics.front().partitions.empty())
+    return std::nullopt;
+  const auto& p = r.topics.front().partitions.front();
+  if (p.error_code != 0) return std::nullopt;
+  return p.high_watermark;
 }
 
 bool ClusterLink::do_forward() {
@@ -277,8 +247,11 @@ bool ClusterLink::do_forward() {
     queue_.push_front(std::move(f));
     return false;
   }
-  barriers_.push_back(Barrier{std::move(*resp), std::move(f.done), -1, mono_ms()});
-  return true;
+  const auto hw = controller_high_watermark();
+  // Without it the answer goes at once (the change is committed; only this broker's image may
+  // lag behind it a moment).
+  f.done(std::move(*resp), hw ? *hw - 1 : -1);
+  return hw.has_value();
 }
 
 void ClusterLink::expire_waiting() {
@@ -296,15 +269,6 @@ void ClusterLink::expire_waiting() {
     LOG_WARN("%zu requests for the controller given up: it has not been reachable", late.size());
   for (auto& f : late)
     f.done(std::nullopt, -1);
-  // The controller committed these; only the metadata showing it is late. Answer anyway.
-  for (auto it = barriers_.begin(); it != barriers_.end();) {
-    if (gone || now - it->answered_ms > kForwardWaitMs) {
-      it->done(std::move(it->answer), -1);
-      it = barriers_.erase(it);
-    } else {
-      ++it;
-    }
-  }
 }
 
 void ClusterLink::run() {
@@ -312,12 +276,13 @@ void ClusterLink::run() {
   bool announced = false;
   while (!stop_.load()) {
     expire_waiting();
+    follow_controller();
     if (!channel_->connected()) {
       if (!connect_controller()) {
-        if (!announced || mono_ms() - fetch_log_ms_ > 10'000) {
+        if (!announced || mono_ms() - unreachable_log_ms_ > 10'000) {
           LOG_WARN("cannot reach the controller at %s:%u; retrying", opts_.host.c_str(),
                    opts_.port);
-          fetch_log_ms_ = mono_ms();
+          unreachable_log_ms_ = mono_ms();
           announced = true;
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -338,11 +303,12 @@ void ClusterLink::run() {
     if (ok && epoch_ >= 0 && (now >= next_heartbeat_ms_ || catch_up)) ok = do_heartbeat();
     if (ok) ok = do_forward();
     if (ok) {
-      const std::int64_t until_hb = epoch_ >= 0 ? next_heartbeat_ms_ - mono_ms() : kFetchWaitMs;
-      const bool hurry = !barriers_.empty() || catch_up;
-      const auto wait = static_cast<std::int32_t>(
-          std::clamp<std::int64_t>(until_hb, 0, hurry ? 0 : kFetchWaitMs));
-      ok = do_fetch(wait);
+      // Until the next heartbeat, or a forward queued meanwhile.
+      const std::int64_t until_hb = epoch_ >= 0 ? next_heartbeat_ms_ - mono_ms() : kIdleWaitMs;
+      const std::int64_t wait = std::clamp<std::int64_t>(until_hb, 0, catch_up ? 10 : kIdleWaitMs);
+      std::unique_lock lk(mu_);
+      wake_.wait_for(lk, std::chrono::milliseconds(wait),
+                     [&] { return !queue_.empty() || moved_ || stop_.load(); });
     }
     if (!ok) {
       LOG_WARN("lost the connection to the controller at %s:%u; reconnecting", opts_.host.c_str(),

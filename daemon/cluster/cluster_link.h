@@ -1,17 +1,17 @@
 // cluster::ClusterLink — a broker node's connection to the cluster's controller (process.roles=
 // broker): it registers (its advertised listeners, a new incarnation id per process), heartbeats
-// every broker.heartbeat.interval.ms, follows the controller's __cluster_metadata log with
-// Fetch as Kafka's brokers do (handing each fetched chunk to the controller thread, which
-// applies it to the broker's image), and forwards the changes only the controller may commit
-// (CreateTopics and the like, daemon/api/handlers/controller_apis.cc).
+// every broker.heartbeat.interval.ms and forwards the changes only the controller may commit
+// (CreateTopics and the like, daemon/api/handlers/controller_apis.cc). The metadata log itself
+// is followed by the node's replication::Controller, an observer of the quorum.
 //
 // Thread: "cluster-link", owned by the Broker. Blocking exchanges with deadlines through a
 // ControllerChannel (controller_channel.h: the network backend's outbound connection on reactor
-// 0). One connection, one request at a time (heartbeat, forwarded request, metadata fetch with
-// a short long-poll), so no request waits more than that poll for its turn.
+// 0). One connection, one request at a time (heartbeat, forwarded request and the controller's
+// high watermark after it).
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <expected>
@@ -40,9 +40,6 @@ class ClusterLink {
     std::uint16_t port = 0;
     std::int64_t heartbeat_interval_ms = 250;
     std::vector<replication::BrokerEndpoint> endpoints;  // advertised listeners
-    // Batches fetched from the metadata log (whole batches, in order) and the controller's
-    // high watermark; called on the link thread.
-    std::function<void(std::vector<std::byte>, std::int64_t)> on_metadata;
     // How the controller is reached (reactor_controller_channel over the network backend).
     std::unique_ptr<ControllerChannel> channel;
   };
@@ -66,6 +63,9 @@ class ClusterLink {
   std::int64_t broker_epoch() const { return epoch_.load(std::memory_order_acquire); }
   // The offset the broker's image has reached (heartbeats report it); any thread.
   void set_applied(std::int64_t offset) { applied_.store(offset, std::memory_order_release); }
+  // The quorum's leader moved (the node's observer learnt it): the link talks to it from now
+  // on; any thread.
+  void set_controller(const std::string& host, std::uint16_t port);
 
  private:
   void run();
@@ -76,7 +76,7 @@ class ClusterLink {
                                                  std::int64_t timeout_ms);
   bool do_register();
   bool do_heartbeat();
-  bool do_fetch(std::int32_t max_wait_ms);
+  std::optional<std::int64_t> controller_high_watermark();
   bool do_forward();
 
   Options opts_;
@@ -93,15 +93,13 @@ class ClusterLink {
   bool fenced_ = true;
   std::int64_t registered_ms_ = 0;
   std::int64_t next_heartbeat_ms_ = 0;
-  std::int64_t fetch_offset_ = 0;  // next metadata offset to fetch
-  std::int64_t high_watermark_ = -1;
-  std::int64_t fetch_log_ms_ = 0;  // rate limit of connection-failure lines
+  std::int64_t unreachable_log_ms_ = 0;  // rate limit of connection-failure lines
   kafka::ErrorCode last_refusal_ = kafka::ErrorCode::none;
   std::int64_t last_refusal_ms_ = 0;
 
-  // Forwards the controller cannot take (unreachable), and answers whose metadata does not
-  // arrive, are given up after a while, and at once while shutting down with no controller:
-  // a client request must not wait for a controller that is gone (nor hold up the stop).
+  // Forwards the controller cannot take (unreachable) are given up after a while, and at once
+  // while shutting down with no controller: a client request must not wait for a controller
+  // that is gone (nor hold up the stop).
   void expire_waiting();
 
   struct Forward {
@@ -109,16 +107,15 @@ class ClusterLink {
     ForwardDone done;
     std::int64_t queued_ms = 0;
   };
-  std::mutex mu_;  // guards queue_ only (forwards arrive from reactors; never on a data path)
+  // Where the active controller is: set_controller() writes next_*, the link thread moves it
+  // into opts_.host/port between exchanges (under mu_).
+  std::string next_host_;
+  std::uint16_t next_port_ = 0;
+  bool moved_ = false;
+  void follow_controller();
+  std::mutex mu_;  // guards queue_ and the controller's address (forwards arrive from reactors; never on a data path)
+  std::condition_variable wake_;  // a forward was queued
   std::deque<Forward> queue_;
-  // Forwarded answers waiting for the metadata log to reach what was committed before them.
-  struct Barrier {
-    std::vector<std::byte> answer;
-    ForwardDone done;
-    std::int64_t target = -1;  // -1: the next fetch's high watermark sets it
-    std::int64_t answered_ms = 0;
-  };
-  std::vector<Barrier> barriers_;
 };
 
 }  // namespace samsa::cluster

@@ -307,6 +307,7 @@ TOOLS = {
     "kafka-leader-election": "org.apache.kafka.tools.LeaderElectionCommand",
     "kafka-console-producer": "org.apache.kafka.tools.ConsoleProducer",
     "kafka-console-consumer": "org.apache.kafka.tools.consumer.ConsoleConsumer",
+    "kafka-metadata-quorum": "org.apache.kafka.tools.MetadataQuorumCommand",
 }
 
 

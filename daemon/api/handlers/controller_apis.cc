@@ -1,7 +1,7 @@
 // What a cluster's controller node serves on its controller listener: BrokerRegistration,
-// BrokerHeartbeat, AlterPartition, AllocateProducerIds and Fetch of the __cluster_metadata log
-// (brokers follow it as Kafka's do). Each goes to the controller thread; the answers come back
-// on the request's reactor.
+// BrokerHeartbeat, AlterPartition and AllocateProducerIds (the quorum's own RPCs and the Fetch
+// of __cluster_metadata are quorum_apis.cc's). Each goes to the controller thread; the answers
+// come back on the request's reactor.
 // A broker node forwards topic and config changes to the controller (forward()).
 #include <algorithm>
 
@@ -17,16 +17,12 @@
 #include "net/kafka/gen/broker_heartbeat_response.h"
 #include "net/kafka/gen/broker_registration_request.h"
 #include "net/kafka/gen/broker_registration_response.h"
-#include "net/kafka/gen/fetch_request.h"
-#include "net/kafka/gen/fetch_response.h"
 #include "replication/cluster_wire.h"
 
 namespace samsa::daemon::handlers {
 namespace {
 
 using kafka::ErrorCode;
-
-constexpr std::string_view kMetadataTopic = "__cluster_metadata";
 
 }  // namespace
 
@@ -102,59 +98,6 @@ void allocate_producer_ids(RequestPtr r) {
         resp.producer_id_start = a.first;
         resp.producer_id_len = a.length;
         r->reply(resp);
-      });
-}
-
-void metadata_log_fetch(RequestPtr r) {
-  kafka::FetchRequest req;
-  if (!r->decode(req)) return;
-  // The metadata log's one partition, named by name (v12 and older) or by any id (v13+: the
-  // controller has only this log, so the first partition asked is it).
-  const kafka::FetchRequest::FetchTopic* topic = nullptr;
-  for (const auto& t : req.topics)
-    if ((r->version() >= 13 || t.topic == kMetadataTopic) && !t.partitions.empty()) topic = &t;
-  if (!topic || topic->partitions.front().partition != 0) {
-    kafka::FetchResponse resp;
-    for (const auto& t : req.topics) {
-      kafka::FetchResponse::FetchableTopicResponse tr;
-      tr.topic = t.topic;
-      tr.topic_id = t.topic_id;
-      for (const auto& p : t.partitions) {
-        kafka::FetchResponse::PartitionData pd;
-        pd.partition_index = p.partition;
-        pd.error_code = kafka::code(ErrorCode::unknown_topic_or_partition);
-        tr.partitions.push_back(std::move(pd));
-      }
-      resp.responses.push_back(std::move(tr));
-    }
-    r->reply(resp);
-    return;
-  }
-  const auto& fp = topic->partitions.front();
-  kafka::FetchResponse::FetchableTopicResponse shape;
-  shape.topic = topic->topic;
-  shape.topic_id = topic->topic_id;
-  const std::int32_t max_bytes = std::max(fp.partition_max_bytes, 1 << 16);
-  via_controller<replication::MetadataRead>(
-      std::move(r),
-      [offset = fp.fetch_offset, max_bytes, wait = req.max_wait_ms](replication::Controller& c,
-                                                                    auto done) {
-        c.read_metadata(offset, max_bytes, wait, std::move(done));
-      },
-      [shape = std::move(shape)](RequestPtr r, replication::MetadataRead got) mutable {
-        kafka::FetchResponse resp;
-        kafka::FetchResponse::PartitionData pd;
-        pd.partition_index = 0;
-        pd.error_code = kafka::code(got.error);
-        pd.high_watermark = got.high_watermark;
-        pd.last_stable_offset = got.high_watermark;
-        pd.log_start_offset = got.log_start_offset;
-        auto bytes = std::make_shared<std::vector<std::byte>>(std::move(got.batches));
-        pd.records.set_empty();
-        if (!bytes->empty()) pd.records.add_bytes(*bytes);
-        shape.partitions.push_back(std::move(pd));
-        resp.responses.push_back(std::move(shape));
-        r->reply(resp);  // encodes (copies) the bytes before they go
       });
 }
 

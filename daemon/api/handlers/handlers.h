@@ -52,14 +52,21 @@ void init_producer_id(RequestPtr r);
 // Idempotent producers' state per partition (producers.cc).
 void describe_producers(RequestPtr r);
 
-// A cluster's controller node (controller_apis.cc): brokers register, heartbeat and fetch the
-// metadata log; a broker node forwards topic and config changes to it.
+// A cluster's controller node (controller_apis.cc): brokers register and heartbeat; a broker
+// node forwards topic and config changes to it.
 void broker_registration(RequestPtr r);
 void broker_heartbeat(RequestPtr r);
 void alter_partition(RequestPtr r);
 void allocate_producer_ids(RequestPtr r);
-void metadata_log_fetch(RequestPtr r);
 void forward(RequestPtr r);
+// The controller quorum's RPCs (quorum_apis.cc): between controllers, and brokers' Fetch of the
+// metadata log; DescribeQuorum for kafka-metadata-quorum.
+void vote(RequestPtr r);
+void begin_quorum_epoch(RequestPtr r);
+void end_quorum_epoch(RequestPtr r);
+void fetch_snapshot(RequestPtr r);
+void metadata_log_fetch(RequestPtr r);
+void describe_quorum(RequestPtr r);
 
 // The answer to a Produce v0-2 request (which Kafka advertises but refuses): every partition
 // gets UNSUPPORTED_VERSION. Hand-encoded: the codec starts at v3.

@@ -209,8 +209,8 @@ TEST(KafkaJavaOracle, KafkaReadsAndRewritesEveryEncoding) {
   fs::remove_all(tmp);
 }
 
-// The message list itself: the APIs issue 3 needs now, with the version ranges Kafka 4.1.1
-// defines for them (a schema edit that drops one fails here).
+// The message list itself: the APIs issue 3 needs now and the KRaft quorum's, with the version
+// ranges Kafka 4.1.1 defines for them (a schema edit that drops one fails here).
 TEST(KafkaMessages, RequiredApisAndRanges) {
   struct Want {
     std::int16_t key;
@@ -225,6 +225,11 @@ TEST(KafkaMessages, RequiredApisAndRanges) {
       {19, 2, 7, 5},   // CreateTopics
       {20, 1, 6, 4},   // DeleteTopics
       {11, 0, 9, 6},   // JoinGroup: 0-1 kept for old clients
+      {52, 0, 2, 0},   // Vote (KRaft quorum)
+      {53, 0, 1, 1},   // BeginQuorumEpoch
+      {54, 0, 1, 1},   // EndQuorumEpoch
+      {55, 0, 2, 0},   // DescribeQuorum
+      {59, 0, 1, 0},   // FetchSnapshot
   };
   for (const Want& w : wants) {
     bool found = false;

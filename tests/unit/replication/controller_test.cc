@@ -82,6 +82,8 @@ class ControllerTest : public ::testing::Test {
     }
     controller = std::make_unique<Controller>(*reactor, o);
     ASSERT_TRUE(controller->open().has_value());
+    // A quorum of one elects itself and commits its leader-change record, then decides.
+    ASSERT_TRUE(reactor->run_until([&] { return controller->active(); }, 5'000'000'000));
   }
   template <class T, class Start>
   T wait(Start start) {
@@ -196,6 +198,10 @@ std::vector<std::pair<int, MetadataRecord>> batches_of(io::Log& log) {
     while (pos + io::batch::kHeaderSize <= bytes.size()) {
       io::BatchInfo info = io::batch::parse_header(bytes.data() + pos);
       std::span<const std::byte> b(bytes.data() + pos, static_cast<std::size_t>(info.length));
+      if (info.attributes & io::batch::kControlBit) {  // the quorum's leader-change record
+        pos += static_cast<std::size_t>(info.length);
+        continue;
+      }
       auto recs = io::batch::records_of(b, storage);
       EXPECT_TRUE(recs.has_value());
       io::batch::RecordReader reader(*recs, info.record_count);
@@ -364,7 +370,7 @@ TEST_F(ControllerTest, BrokerSettingsGoThroughTheDaemonsHookAndPersist) {
 // CreateTopics spreads replicas and leaders over them (INVALID_REPLICATION_FACTOR beyond them);
 // a silent broker is fenced after the session timeout and its leaderships move with the leader
 // epoch bumped; topic records and the state machine's records share the log, which a broker
-// node rebuilds the same image from (read_metadata -> apply_fetched).
+// node rebuilds the same image from (an observer's Fetch of the quorum's log).
 TEST_F(ControllerTest, ClusterModeRegistersPlacesFencesAndServesItsLog) {
   open_controller(Controller::Mode::controller);
   std::map<std::int32_t, std::int64_t> epochs;
@@ -416,31 +422,58 @@ TEST_F(ControllerTest, ClusterModeRegistersPlacesFencesAndServesItsLog) {
   EXPECT_EQ(moved.leader_epoch, 1);
   EXPECT_EQ(moved.isr.size(), 2u);
 
-  // A broker node replays the committed log into the same image.
-  auto read = wait<MetadataRead>(
-      [&](auto done) { controller->read_metadata(0, 1 << 20, 0, std::move(done)); });
-  ASSERT_EQ(read.error, ErrorCode::none);
-  EXPECT_EQ(read.high_watermark, metadata_end() + 1);
+  // A broker node (an observer of the quorum) fetches the committed log with KRaft's Fetch
+  // and replays it into the same image.
+  io::testing::TempDir broker_dir;
+  auto bd = io::LogDir::open(broker_dir.path());
+  ASSERT_TRUE(bd.has_value());
   Controller::Options bo;
   bo.mode = Controller::Mode::broker;
+  bo.node_id = 7;
+  bo.log_dir = bd->get();
+  bo.quorum.voters = {1};
   ImagePtr broker_image;
   bo.publish = [&](ImagePtr img) { broker_image = img; };
-  Controller follower(*reactor, bo);
-  ASSERT_TRUE(follower.open().has_value());
-  follower.apply_fetched(read.batches, read.high_watermark);
-  ASSERT_NE(broker_image, nullptr);
-  EXPECT_EQ(broker_image->offset(), metadata_end());
+  std::unique_ptr<Controller> follower;
+  std::size_t fetches = 0;
+  bo.quorum.send = [&](const quorum::Outgoing& o) {
+    const auto* f = std::get_if<quorum::FetchRequest>(&o.request);
+    ASSERT_NE(f, nullptr) << "an observer only fetches";
+    EXPECT_EQ(o.to, 1);
+    EXPECT_EQ(f->replica, 7);
+    ++fetches;
+    // Delivered later, as a network would: never inside the sender's call.
+    reactor->defer_fn([&, req = *f, id = o.id] {
+      controller->on_fetch(req, 1 << 20, [&, id](Controller::FetchReply rep) {
+        reactor->defer_fn([&, id, rep = std::move(rep)] {
+          if (follower) follower->on_fetch_response(id, 1, rep.answer, rep.records);
+        });
+      });
+    });
+  };
+  follower = std::make_unique<Controller>(*reactor, bo);
+  ASSERT_TRUE(follower->open().has_value());
+  const std::int64_t end = metadata_end();
+  ASSERT_TRUE(reactor->run_until([&] { return broker_image && broker_image->offset() >= end; },
+                                 5'000'000'000));
+  EXPECT_GT(fetches, 0u);
   EXPECT_EQ(broker_image->brokers().size(), 3u);
   EXPECT_TRUE(broker_image->brokers().at(1).fenced);
   EXPECT_EQ(broker_image->topic("t")->partitions[static_cast<std::size_t>(p1)].leader,
             moved.leader);
-  // Nothing new: a fetch at the end waits, then answers empty.
-  auto empty = wait<MetadataRead>([&](auto done) {
-    controller->read_metadata(metadata_end() + 1, 1 << 20, 100, std::move(done));
-  });
-  EXPECT_EQ(empty.error, ErrorCode::none);
-  EXPECT_TRUE(empty.batches.empty());
-  ASSERT_TRUE(follower.close().has_value());
+  const auto view = controller->quorum_view();
+  EXPECT_EQ(view.role, quorum::Role::leader);
+  EXPECT_EQ(view.leader, 1);
+  bool observer_seen = false;
+  for (const auto& r : view.replicas)
+    if (r.id == 7 && !r.voter) observer_seen = true;
+  EXPECT_TRUE(observer_seen) << "the leader tracks the observer's progress (DescribeQuorum)";
+  // Closing while a fetch is held: it is answered, nothing dangles.
+  controller->stop_waiting_reads();
+  reactor->run_until([] { return false; }, 20'000'000);
+  ASSERT_TRUE(follower->close().has_value());
+  follower.reset();
+  reactor->run_until([] { return false; }, 20'000'000);
 }
 
 TEST(ShardConfig, ConfigChangesReachOpenLogs) {

@@ -77,7 +77,8 @@ def default_expr(f):
             return 'std::string()' if is_optional(f) else None
         return f'std::string({d})'
     if t.kind == 'records':
-        return None  # null
+        # Null where a version allows it; otherwise empty, which is what decoding gives back.
+        return None if not f.nullable.empty() else 'Records(std::span<std::byte>())'
     if is_optional(f):
         return f'{cpp_base(t)}()'
     return None
@@ -88,7 +89,7 @@ def differs_from_default(f, x):
     t, d = f.type, f.default
     opt = is_optional(f)
     if t.kind == 'records':
-        return f'!{x}.is_null()'
+        return f'!{x}.is_null()' if not f.nullable.empty() else f'{x}.size() != 0'
     if d == 'null':
         return f'{x}.has_value()'
     if t.kind == 'fixed':

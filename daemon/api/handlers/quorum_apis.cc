@@ -1,0 +1,220 @@
+// The controller quorum's RPCs (KRaft's), served by every node that runs a controller or keeps
+// a copy of the metadata log: Vote, BeginQuorumEpoch, EndQuorumEpoch, FetchSnapshot, the Fetch
+// of __cluster_metadata by voters and observers, and DescribeQuorum (kafka-metadata-quorum).
+// Each is decoded here, converted (replication/quorum/quorum_wire.h), handed to the controller
+// thread (replication::Controller's on_* calls) and answered on the request's reactor.
+#include "base/log.h"
+#include "daemon/api/handlers/handlers.h"
+#include "daemon/api/handlers/round_trip.h"
+#include "daemon/broker.h"
+#include "net/kafka/gen/begin_quorum_epoch_request.h"
+#include "net/kafka/gen/begin_quorum_epoch_response.h"
+#include "net/kafka/gen/describe_quorum_request.h"
+#include "net/kafka/gen/describe_quorum_response.h"
+#include "net/kafka/gen/end_quorum_epoch_request.h"
+#include "net/kafka/gen/end_quorum_epoch_response.h"
+#include "net/kafka/gen/fetch_request.h"
+#include "net/kafka/gen/fetch_response.h"
+#include "net/kafka/gen/fetch_snapshot_request.h"
+#include "net/kafka/gen/fetch_snapshot_response.h"
+#include "net/kafka/gen/vote_request.h"
+#include "net/kafka/gen/vote_response.h"
+#include "replication/quorum/quorum_wire.h"
+
+namespace samsa::daemon::handlers {
+namespace {
+
+using kafka::ErrorCode;
+namespace q = replication::quorum;
+
+// The request's cluster id against this node's; logs a refusal once per peer and reason.
+ErrorCode cluster_check(const Request& r, const std::optional<std::string>& theirs) {
+  const ErrorCode e = q::check_cluster(theirs, r.rc.settings->cluster_id);
+  if (e != ErrorCode::none)
+    LOG_WARN("%s from %s names cluster %s, this is cluster %s: refused",
+             std::string(kafka::api_name(r.api_key())).c_str(), r.conn->peer().c_str(),
+             theirs->c_str(), r.rc.settings->cluster_id.c_str());
+  return e;
+}
+
+// A quorum node's address for others: a configured voter's, or this controller's own listener.
+std::optional<QuorumNode> quorum_endpoint(const BrokerSettings& s, q::NodeId id) {
+  if (id < 0) return std::nullopt;
+  for (const auto& v : s.cluster.voters)
+    if (v.id == id) return v;
+  if (id == s.node_id && s.cluster.role == ProcessRole::controller)
+    for (const auto& e : s.advertised.empty() ? s.listeners : s.advertised)
+      if (!e.host.empty() && e.name == s.cluster.controller_listener)
+        return QuorumNode{id, e.host, e.port};
+  return std::nullopt;
+}
+
+}  // namespace
+
+void vote(RequestPtr r) {
+  kafka::VoteRequest req;
+  if (!r->decode(req)) return;
+  ErrorCode top = cluster_check(*r, req.cluster_id);
+  auto v = q::vote_of(req);
+  if (top == ErrorCode::none && !v) top = v.error();
+  if (top != ErrorCode::none) {
+    r->reply(q::vote_response(top, {}));
+    return;
+  }
+  via_controller<q::VoteResponse>(
+      std::move(r), [v = *v](replication::Controller& c, auto done) { done(c.on_vote(v)); },
+      [](RequestPtr r, q::VoteResponse a) { r->reply(q::vote_response(ErrorCode::none, a)); });
+}
+
+void begin_quorum_epoch(RequestPtr r) {
+  kafka::BeginQuorumEpochRequest req;
+  if (!r->decode(req)) return;
+  ErrorCode top = cluster_check(*r, req.cluster_id);
+  auto b = q::begin_epoch_of(req);
+  if (top == ErrorCode::none && !b) top = b.error();
+  if (top != ErrorCode::none) {
+    r->reply(q::begin_epoch_response(top, {}));
+    return;
+  }
+  via_controller<q::EpochResponse>(
+      std::move(r), [b = *b](replication::Controller& c, auto done) { done(c.on_begin_epoch(b)); },
+      [](RequestPtr r, q::EpochResponse a) {
+        r->reply(q::begin_epoch_response(ErrorCode::none, a));
+      });
+}
+
+void end_quorum_epoch(RequestPtr r) {
+  kafka::EndQuorumEpochRequest req;
+  if (!r->decode(req)) return;
+  ErrorCode top = cluster_check(*r, req.cluster_id);
+  auto e = q::end_epoch_of(req, r->version());
+  if (top == ErrorCode::none && !e) top = e.error();
+  if (top != ErrorCode::none) {
+    r->reply(q::end_epoch_response(top, {}));
+    return;
+  }
+  via_controller<q::EpochResponse>(
+      std::move(r), [e = *e](replication::Controller& c, auto done) { done(c.on_end_epoch(e)); },
+      [](RequestPtr r, q::EpochResponse a) {
+        r->reply(q::end_epoch_response(ErrorCode::none, a));
+      });
+}
+
+void fetch_snapshot(RequestPtr r) {
+  kafka::FetchSnapshotRequest req;
+  if (!r->decode(req)) return;
+  ErrorCode top = cluster_check(*r, req.cluster_id);
+  std::int32_t max_bytes = 0;
+  auto f = q::fetch_snapshot_of(req, &max_bytes);
+  if (top == ErrorCode::none && !f) top = f.error();
+  if (top != ErrorCode::none) {
+    r->reply(q::fetch_snapshot_response(top, {}, {}));
+    return;
+  }
+  // One answer holds at most 1 MiB of the snapshot: the fetcher asks again from there.
+  const std::int64_t cap = std::clamp<std::int64_t>(max_bytes, 1, 1 << 20);
+  via_controller<q::FetchSnapshotResponse>(
+      std::move(r),
+      [f = *f, cap](replication::Controller& c, auto done) { done(c.on_fetch_snapshot(f, cap)); },
+      [id = f->id](RequestPtr r, q::FetchSnapshotResponse a) {
+        r->reply(q::fetch_snapshot_response(ErrorCode::none, id, a));  // encodes a's bytes
+      });
+}
+
+// A voter's or an observer's Fetch of the metadata log, long-polled on the controller thread.
+void metadata_log_fetch(RequestPtr r) {
+  kafka::FetchRequest req;
+  if (!r->decode(req)) return;
+  ErrorCode top = cluster_check(*r, req.cluster_id);
+  auto f = q::fetch_of(req, r->version());
+  if (top == ErrorCode::none && !f) top = f.error();
+  if (top != ErrorCode::none) {
+    r->reply(q::fetch_refusal(req, top));
+    return;
+  }
+  std::int32_t max_bytes = 1 << 16;
+  for (const auto& t : req.topics)
+    for (const auto& p : t.partitions)
+      max_bytes = std::max(max_bytes, p.partition_max_bytes);
+  max_bytes = std::min(max_bytes, std::max(req.max_bytes, 1 << 16));
+  via_controller<replication::Controller::FetchReply>(
+      std::move(r),
+      [f = *f, max_bytes](replication::Controller& c, auto done) {
+        c.on_fetch(f, max_bytes, std::move(done));
+      },
+      [](RequestPtr r, replication::Controller::FetchReply got) {
+        auto resp = q::fetch_response(got.answer, got.records);
+        // Where the leader is, so an observer that bootstrapped through another node finds it.
+        if (auto ep = quorum_endpoint(*r->rc.settings, got.answer.leader)) {
+          auto& ne = resp.node_endpoints.emplace_back();
+          ne.node_id = ep->id;
+          ne.host = ep->host;
+          ne.port = ep->port;
+        }
+        r->reply(resp);  // encodes (copies) the records
+      });
+}
+
+// kafka-metadata-quorum describe --status / --replication. Served where the controller runs;
+// a broker node forwards it (dispatch.cc). A controller that does not lead answers
+// NOT_LEADER_OR_FOLLOWER and names the leader, as KRaft does.
+void describe_quorum(RequestPtr r) {
+  kafka::DescribeQuorumRequest req;
+  if (!r->decode(req)) return;
+  bool ours = false;
+  for (const auto& t : req.topics)
+    for (const auto& p : t.partitions)
+      if (t.topic_name == q::kMetadataTopic && p.partition_index == 0) ours = true;
+  if (!ours) {
+    kafka::DescribeQuorumResponse resp;
+    resp.error_code = kafka::code(ErrorCode::unknown_topic_or_partition);
+    resp.error_message = "DescribeQuorum names __cluster_metadata partition 0 only";
+    r->reply(resp);
+    return;
+  }
+  via_controller<replication::Controller::QuorumView>(
+      std::move(r), [](replication::Controller& c, auto done) { done(c.quorum_view()); },
+      [](RequestPtr r, replication::Controller::QuorumView v) {
+        kafka::DescribeQuorumResponse resp;
+        auto& t = resp.topics.emplace_back();
+        t.topic_name = std::string(q::kMetadataTopic);
+        auto& p = t.partitions.emplace_back();
+        p.partition_index = 0;
+        p.leader_id = v.leader;
+        p.leader_epoch = v.epoch;
+        p.high_watermark = v.high_watermark;
+        if (v.role != q::Role::leader) {
+          p.error_code = kafka::code(ErrorCode::not_leader_or_follower);
+          p.error_message = "node " + std::to_string(r->rc.settings->node_id) +
+                            " does not lead the metadata quorum";
+        }
+        const std::int64_t now_wall = wall_ms();
+        const std::int64_t now_mono = mono_ms();
+        auto state_of = [&](const q::ReplicaProgress& rp) {
+          kafka::DescribeQuorumResponse::ReplicaState s;
+          s.replica_id = rp.id;
+          s.log_end_offset = rp.end_offset;
+          // The leader keeps monotonic times; DescribeQuorum shows wall-clock ones.
+          s.last_fetch_timestamp =
+              rp.last_fetch_ms < 0 ? -1 : now_wall - (now_mono - rp.last_fetch_ms);
+          s.last_caught_up_timestamp =
+              rp.last_caught_up_ms < 0 ? -1 : now_wall - (now_mono - rp.last_caught_up_ms);
+          return s;
+        };
+        for (q::NodeId id : v.voters) {
+          q::ReplicaProgress rp{id, -1, -1, -1, true};
+          for (const auto& x : v.replicas)
+            if (x.id == id) rp = x;
+          if (id == v.leader && v.role == q::Role::leader) {
+            rp.end_offset = v.log_end_offset;
+            rp.last_fetch_ms = rp.last_caught_up_ms = now_mono;
+          }
+          p.current_voters.push_back(state_of(rp));
+        }
+        for (const auto& x : v.replicas)
+          if (!x.voter) p.observers.push_back(state_of(x));
+        r->reply(resp);
+      });
+}
+
+}  // namespace samsa::daemon::handlers

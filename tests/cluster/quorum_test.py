@@ -1,0 +1,232 @@
+#!/usr/bin/env python3
+"""The controller quorum on loopback: 3 controllers (controller.quorum.voters) and 3 brokers
+that know only the bootstrap servers. Checks, with real clients:
+
+- kafka-metadata-quorum describe --status and --replication (through a broker, which forwards
+  DescribeQuorum) name the leader, the three voters and the brokers as observers;
+- kill -9 of the active controller, repeatedly: a new controller commits its first record
+  (failover time: kill -> its "active controller" line, median and max printed), a topic
+  created after each failover exists afterwards exactly once, and an acks=all producer to an
+  existing topic is never held up by a failover (its longest gap between acknowledgements);
+- afterwards every controller's metadata log is the same, byte for byte.
+
+CI size: 5 kills; --full: 20.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import re
+import statistics
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cluster_harness as ch  # noqa: E402
+from admin_harness import kafka_tools_available, tool  # noqa: E402
+
+VOTERS = (100, 101, 102)
+BROKERS = (1, 2, 3)
+CLUSTER_ID = "q7Xb3pQ9R4uUoVw0ZyLm2A"
+ACTIVE = re.compile(r"^(\S+) info  \[controller\] quorum: node (\d+) is the active controller "
+                    r"\(epoch (\d+)", re.M)
+
+
+def log_time(stamp: str) -> float:
+    return datetime.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%fZ").replace(
+        tzinfo=datetime.timezone.utc).timestamp()
+
+
+def activations(nodes) -> list[tuple[float, int, int]]:
+    """(wall time, node, epoch) of every 'is the active controller' line."""
+    out = []
+    for n in nodes:
+        for m in ACTIVE.finditer(n.log_text()):
+            out.append((log_time(m.group(1)), int(m.group(2)), int(m.group(3))))
+    return sorted(out)
+
+
+def current_leader(controllers) -> tuple[int, int]:
+    act = activations([c for c in controllers.values() if c.alive()])
+    if not act:
+        return -1, -1
+    _, node, epoch = max(act, key=lambda a: a[2])
+    return node, epoch
+
+
+def wait_for(fn, timeout: float, what: str):
+    end = time.time() + timeout
+    while time.time() < end:
+        try:
+            v = fn()
+        except Exception:  # a client timing out while nodes start: ask again
+            v = None
+        if v:
+            return v
+        time.sleep(0.02)
+    raise AssertionError(f"{what}: not within {timeout}s")
+
+
+def metadata_log_bytes(node) -> bytes:
+    d = os.path.join(node.props["log.dirs"], "__cluster_metadata-0")
+    return b"".join(open(os.path.join(d, f), "rb").read()
+                    for f in sorted(os.listdir(d)) if f.endswith(".log"))
+
+
+class Producer(threading.Thread):
+    """acks=all to an existing topic; the longest gap between acknowledgements."""
+
+    def __init__(self, bootstrap: str, topic: str):
+        super().__init__(daemon=True)
+        from confluent_kafka import Producer as P
+        self.p = P({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
+                    "enable.idempotence": True})
+        self.topic, self.stop, self.acked, self.errors = topic, False, 0, 0
+        self.last, self.max_gap = None, 0.0
+
+    def on_ack(self, err, _msg):
+        if err:
+            self.errors += 1
+            return
+        now = time.monotonic()
+        if self.last is not None:
+            self.max_gap = max(self.max_gap, now - self.last)
+        self.last = now
+        self.acked += 1
+
+    def run(self):
+        i = 0
+        while not self.stop:
+            self.p.produce(self.topic, f"v{i}".encode(), on_delivery=self.on_ack)
+            i += 1
+            self.p.poll(0.002)
+        self.p.flush(30)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--samsad", required=True)
+    ap.add_argument("--full", action="store_true", help="20 kills instead of 5")
+    a = ap.parse_args()
+    ch.set_log_prefix("[quorum]")
+    why = kafka_tools_available()
+    if why:
+        return ch.skip_or_fail(why)
+    kills = 20 if a.full else 5
+    root = tempfile.mkdtemp(prefix="samsa-quorum-")
+    ports = {v: ch.free_port() for v in VOTERS}
+    voters = ",".join(f"{v}@127.0.0.1:{ports[v]}" for v in VOTERS)
+    base = {"controller.listener.names": "CONTROLLER", "samsa.cluster.id": CLUSTER_ID,
+            "controller.quorum.bootstrap.servers":
+                ",".join(f"127.0.0.1:{ports[v]}" for v in VOTERS),
+            "samsa.reactors": "1", "min.insync.replicas": "2"}
+    controllers = {v: ch.Node(a.samsad, root, v, dict(base, **{
+        "process.roles": "controller", "controller.quorum.voters": voters,
+        "listeners": f"CONTROLLER://127.0.0.1:{ports[v]}"})) for v in VOTERS}
+    brokers = {b: ch.Node(a.samsad, root, b, dict(base, **{
+        "process.roles": "broker",
+        "listeners": f"PLAINTEXT://127.0.0.1:{ch.free_port()}"})) for b in BROKERS}
+    everyone = list(controllers.values()) + list(brokers.values())
+    producer = None
+    ok = False
+    try:
+        for n in everyone:
+            n.write_config()
+            n.start()
+        for n in everyone:
+            n.wait_listening()
+        leader, epoch = wait_for(lambda: current_leader(controllers)[0] >= 0 and
+                                 current_leader(controllers), 20, "a first leader")
+        ch.log(f"node {leader} leads epoch {epoch}")
+        bootstrap = ",".join(f"{n.host}:{n.port}" for n in brokers.values())
+        from confluent_kafka.admin import AdminClient, NewTopic
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        wait_for(lambda: len(admin.list_topics(timeout=5).brokers) == len(BROKERS), 20,
+                 "every broker registered")
+        admin.create_topics([NewTopic("q-data", 3, 3)])["q-data"].result(30)
+        wait_for(lambda: ch.topic_md(admin, "q-data", 3), 20, "q-data in every broker's image")
+
+        # kafka-metadata-quorum through a broker.
+        first = next(iter(brokers.values()))
+        rc, out = tool("kafka-metadata-quorum", "--bootstrap-server",
+                       f"{first.host}:{first.port}", "describe", "--status")
+        ch.log("describe --status:\n" + out)
+        ch.check(rc == 0 and re.search(rf"LeaderId:\s+{leader}\b", out) is not None,
+                 f"describe --status names leader {leader}")
+        ch.check(all(f'"id": {v}' in out.split("CurrentVoters:")[1].split("\n")[0]
+                     for v in VOTERS), "describe --status lists the three voters")
+        rc, out = tool("kafka-metadata-quorum", "--bootstrap-server",
+                       f"{first.host}:{first.port}", "describe", "--replication")
+        ch.log("describe --replication:\n" + out)
+        rows = {int(l.split()[0]): l.split()[-1] for l in out.splitlines()[1:] if l.strip()}
+        ch.check(rc == 0 and rows.get(leader) == "Leader", "--replication: the leader's row")
+        ch.check(all(rows.get(v) in ("Leader", "Follower") for v in VOTERS),
+                 "--replication: every voter")
+        ch.check(all(rows.get(b) == "Observer" for b in BROKERS),
+                 "--replication: the brokers are observers")
+
+        producer = Producer(bootstrap, "q-data")
+        producer.start()
+        wait_for(lambda: producer.acked > 100, 20, "the producer's first acknowledgements")
+        failovers = []
+        for k in range(kills):
+            leader, epoch = current_leader(controllers)
+            victim = controllers[leader]
+            t_kill = time.time()
+            victim.kill9()
+            new = wait_for(lambda: [x for x in activations(controllers.values())
+                                    if x[2] > epoch and x[0] >= t_kill - 0.5], 20,
+                           f"a new active controller after killing {leader}")
+            failovers.append(new[0][0] - t_kill)
+            ch.log(f"kill {k + 1}: node {leader} (epoch {epoch}) killed; node {new[0][1]} "
+                   f"active in epoch {new[0][2]} after {failovers[-1] * 1000:.0f} ms")
+            name = f"q-after-{k}"
+            admin.create_topics([NewTopic(name, 1, 3)])[name].result(30)
+            victim.start(f"restart after kill {k + 1}")
+            victim.wait_listening()
+            time.sleep(0.5)
+        producer.stop = True
+        producer.join(60)
+        ch.log(f"failover (kill -9 of the active controller -> a new one commits): median "
+               f"{statistics.median(failovers) * 1000:.0f} ms, max {max(failovers) * 1000:.0f} "
+               f"ms over {len(failovers)} kills")
+        ch.log(f"producer: {producer.acked} acknowledged, {producer.errors} errors, longest gap "
+               f"between acknowledgements {producer.max_gap * 1000:.0f} ms")
+        ch.check(producer.errors == 0, "no produce failed")
+        ch.check(producer.max_gap < 1.0, "produce never paused for a controller failover")
+        names = [t for t in admin.list_topics(timeout=10).topics if t.startswith("q-after-")]
+        ch.check(sorted(names) == sorted(f"q-after-{k}" for k in range(kills)),
+                 "every topic created between the failovers exists, once")
+        # Every controller holds the same log once all have caught up.
+        def same_logs():
+            logs = [metadata_log_bytes(c) for c in controllers.values()]
+            return all(x == logs[0] for x in logs) and logs[0]
+        wait_for(same_logs, 20, "the three metadata logs byte-identical")
+        ch.log(f"the three controllers' metadata logs are identical "
+               f"({len(metadata_log_bytes(controllers[VOTERS[0]]))} bytes)")
+        ok = True
+    finally:
+        if producer:
+            producer.stop = True
+        for n in everyone:
+            if n.alive():
+                n.stop()
+        if ok:
+            import shutil
+            shutil.rmtree(root, ignore_errors=True)
+        else:
+            ch.log(f"work directory kept: {root}")
+    ch.log("PASS")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except AssertionError as e:
+        ch.log(f"FAIL: {e}")
+        sys.exit(1)
