@@ -113,7 +113,8 @@ class ClusterLink {
   std::uint16_t next_port_ = 0;
   bool moved_ = false;
   void follow_controller();
-  std::mutex mu_;  // guards queue_ and the controller's address (forwards arrive from reactors; never on a data path)
+  std::mutex mu_;  // guards queue_ and the controller's address (forwards arrive from reactors;
+                   // never on a data path)
   std::condition_variable wake_;  // a forward was queued
   std::deque<Forward> queue_;
 };
