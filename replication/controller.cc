@@ -322,6 +322,22 @@ std::vector<Outcome> refused(std::size_t n, Outcome o) {
 
 }  // namespace
 
+// A proposal with no records is answered at once; otherwise once committed, its successful
+// outcomes turned into the failure if the commit did not happen.
+template <class Outcome>
+void Controller::commit_proposal(Proposal<std::vector<Outcome>> p,
+                                 std::function<void(std::vector<Outcome>)> done) {
+  if (p.records.empty()) {
+    done(std::move(p.answer));
+    return;
+  }
+  commit(std::move(p.records), std::move(p.groups),
+         [outcomes = std::move(p.answer), done = std::move(done)](ErrorCode why) mutable {
+           fail_successes(outcomes, why);
+           done(std::move(outcomes));
+         });
+}
+
 void Controller::create_topics(std::vector<TopicSpec> specs, bool validate_only, CreateDone done,
                                bool partial) {
   auto refuse = [specs, done]() {
@@ -368,15 +384,7 @@ void Controller::create_partitions(std::vector<PartitionsSpec> specs, bool valid
   when_active(
       [this, specs = std::move(specs), validate_only, done]() mutable {
         auto p = state_->create_partitions(std::move(specs), validate_only);
-        if (p.records.empty()) {
-          done(std::move(p.answer));
-          return;
-        }
-        commit(std::move(p.records), std::move(p.groups),
-               [outcomes = std::move(p.answer), done](ErrorCode why) mutable {
-                 fail_successes(outcomes, why);
-                 done(std::move(outcomes));
-               });
+        commit_proposal(std::move(p), std::move(done));
       },
       std::move(refuse));
 }
@@ -391,15 +399,7 @@ void Controller::delete_topics(std::vector<std::pair<std::string, Uuid>> topics,
   when_active(
       [this, topics = std::move(topics), done]() mutable {
         auto p = state_->delete_topics(topics);
-        if (p.records.empty()) {
-          done(std::move(p.answer));
-          return;
-        }
-        commit(std::move(p.records), {},
-               [outcomes = std::move(p.answer), done](ErrorCode why) mutable {
-                 fail_successes(outcomes, why);
-                 done(std::move(outcomes));
-               });
+        commit_proposal(std::move(p), std::move(done));
       },
       std::move(refuse));
 }
@@ -410,15 +410,7 @@ void Controller::alter_configs(std::vector<ConfigAlteration> changes, bool valid
   when_active(
       [this, changes = std::move(changes), validate_only, done]() mutable {
         auto p = state_->alter_configs(std::move(changes), validate_only);
-        if (p.records.empty()) {
-          done(std::move(p.answer));
-          return;
-        }
-        commit(std::move(p.records), {},
-               [outcomes = std::move(p.answer), done](ErrorCode why) mutable {
-                 fail_successes(outcomes, why);
-                 done(std::move(outcomes));
-               });
+        commit_proposal(std::move(p), std::move(done));
       },
       [n, done] {
         done(refused(n, ConfigOutcome{ErrorCode::not_controller, ""}));

@@ -233,6 +233,9 @@ class Controller {
   // KAFKA_STORAGE_ERROR when a write failed (the proposals from there on were reverted).
   void commit(std::vector<MetadataRecord> records, std::vector<std::size_t> groups,
               std::function<void(kafka::ErrorCode)> then);
+  template <class Outcome>
+  void commit_proposal(Proposal<std::vector<Outcome>> p,
+                       std::function<void(std::vector<Outcome>)> done);
   void on_piece_done(Commit* c, std::size_t piece);
   void finish_commits();
   void fail_commits(kafka::ErrorCode why);
@@ -257,6 +260,8 @@ class Controller {
   void activate();
   void deactivate(kafka::ErrorCode why);
   void on_log_durable();
+  struct FollowerAppend;
+  std::unique_ptr<FollowerAppend> own_append(std::vector<std::byte> bytes);
   void arm_raft_timer(std::int64_t next_ms);
   void wake_parked(bool expired_only);
   FetchReply fetch_now(const quorum::FetchRequest& r, std::int32_t max_bytes);
@@ -309,7 +314,6 @@ class Controller {
   std::int64_t next_rebalance_ms_ = 0;  // auto.leader.rebalance.enable's next check
   std::vector<std::unique_ptr<Parked>> parked_;
   bool no_waiting_reads_ = false;
-  struct FollowerAppend;
   // Batches this node appends outside a commit (a follower's fetched ones, a new leader's
   // leader-change record) until their write completes.
   std::vector<std::unique_ptr<FollowerAppend>> own_appends_;

@@ -229,19 +229,8 @@ void Controller::append_leader_change() {
   m.leader_id = opts_.node_id;
   m.voters = raft_->options().voters;
   m.granting_voters = raft_->options().voters;
-  auto op = std::make_unique<FollowerAppend>();
-  op->self = this;
-  op->bytes = quorum::build_control_batch(
-      m, quorum::ControlBatchOptions{log_->log_end_offset(), raft_->epoch(), wall_ms()});
-  op->batch = op->bytes;
-  op->durability = io::Durability::durable;
-  op->done = [](io::AppendOp* o) {
-    auto* f = static_cast<FollowerAppend*>(o);
-    Controller* self = f->self;
-    if (f->error) LOG_ERROR("metadata log write failed: %s", f->error->detail.c_str());
-    std::erase_if(self->own_appends_, [f](const auto& p) { return p.get() == f; });
-    self->on_log_durable();
-  };
+  auto op = own_append(quorum::build_control_batch(
+      m, quorum::ControlBatchOptions{log_->log_end_offset(), raft_->epoch(), wall_ms()}));
   auto r = log_->append(op.get());
   if (!r) {
     LOG_ERROR("quorum: cannot append the leader-change record: %s", r.error().detail.c_str());
@@ -252,6 +241,24 @@ void Controller::append_leader_change() {
   raft_->leader_change_appended(r->base_offset);
   activation_offset_ = r->base_offset;
   own_appends_.push_back(std::move(op));
+}
+
+// A durable write of this node's own batches (a new leader's leader-change record, a
+// follower's fetched ones): kept in own_appends_ until it completes, then the node moves on.
+std::unique_ptr<Controller::FollowerAppend> Controller::own_append(std::vector<std::byte> bytes) {
+  auto op = std::make_unique<FollowerAppend>();
+  op->self = this;
+  op->bytes = std::move(bytes);
+  op->batch = op->bytes;
+  op->durability = io::Durability::durable;
+  op->done = [](io::AppendOp* o) {
+    auto* f = static_cast<FollowerAppend*>(o);
+    Controller* self = f->self;
+    if (f->error) LOG_ERROR("metadata log write failed: %s", f->error->detail.c_str());
+    std::erase_if(self->own_appends_, [f](const auto& p) { return p.get() == f; });
+    self->on_log_durable();
+  };
+  return op;
 }
 
 void Controller::on_log_durable() {
@@ -474,18 +481,8 @@ void Controller::on_fetch_response(std::int64_t id, NodeId from, const quorum::F
       }
       quorum::RaftNode& raft;
     } note(*raft_);
-    auto op = std::make_unique<FollowerAppend>();
-    op->self = this;
-    op->bytes.assign(records.begin(), records.begin() + static_cast<std::ptrdiff_t>(pos));
-    op->batch = op->bytes;
-    op->durability = io::Durability::durable;
-    op->done = [](io::AppendOp* o) {
-      auto* f = static_cast<FollowerAppend*>(o);
-      Controller* self = f->self;
-      if (f->error) LOG_ERROR("metadata log write failed: %s", f->error->detail.c_str());
-      std::erase_if(self->own_appends_, [f](const auto& p) { return p.get() == f; });
-      self->on_log_durable();
-    };
+    auto op = own_append(std::vector<std::byte>(
+        records.begin(), records.begin() + static_cast<std::ptrdiff_t>(pos)));
     if (auto r = log_->append_replicated(op.get(), &note); !r)
       LOG_WARN("quorum: appending fetched metadata at %lld: %s",
                static_cast<long long>(resp.records_base), r.error().detail.c_str());
