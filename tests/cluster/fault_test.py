@@ -182,7 +182,8 @@ class Clients:
         acked_end: dict[int, int] = {}
         for path in self.outs.values():
             for (_, q, _), (off, _) in fault_check.parse_producer(path)[0].items():
-                acked_end[q] = max(acked_end.get(q, -1), off)
+                if off is not None:
+                    acked_end[q] = max(acked_end.get(q, -1), off)
         catch_up = time.time() + 30
         while time.time() < catch_up and self.procs["consumer"].poll() is None:
             seen_end: dict[int, int] = {}
@@ -549,7 +550,9 @@ def report(a, loop: Loop, work: str, drained, loop_s: float, total_s: float) -> 
     log(f"faults: {loop.counts}")
     log(f"records: sent {sent}, acknowledged {len(acked)}, failed {failed}, unresolved "
         f"{sent - len(acked) - failed}; drained {figures['drained']}; consumer saw "
-        f"{figures['distinct_seen']} distinct offsets (errors {cerrors or 'none'})")
+        f"{figures['distinct_seen']} distinct offsets (errors {cerrors or 'none'}); "
+        f"acknowledged without an offset (librdkafka's implicit acks) "
+        f"{figures['acked_without_offset']}")
     log(f"lost {figures['lost']}, moved {figures['moved']}, duplicated {figures['duplicated']}, "
         f"reordered {figures['reordered']}, seen then lost {figures['seen_lost']}")
     if fatal:
