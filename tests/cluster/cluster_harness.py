@@ -8,10 +8,12 @@ is where the test connects.
 
 from __future__ import annotations
 
+import datetime
 import os
 import re
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -211,3 +213,51 @@ def leader_epoch(kp, brokers, topic: str, partition: int, only=None) -> int:
             if pp["PartitionIndex"] == partition:
                 return pp["LeaderEpoch"]
     return -1
+
+
+# ---- the controller quorum, read from the controllers' logs and metadata log files ----
+ACTIVE_LINE = re.compile(r"^(\S+) info  \[controller\] quorum: node (\d+) is the active "
+                         r"controller \(epoch (\d+)", re.M)
+
+
+def _log_time(stamp: str) -> float:
+    return datetime.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%fZ").replace(
+        tzinfo=datetime.timezone.utc).timestamp()
+
+
+def activations(nodes) -> list[tuple[float, int, int]]:
+    """(wall time, node, epoch) of every 'is the active controller' line, oldest first."""
+    out = []
+    for n in nodes:
+        for m in ACTIVE_LINE.finditer(n.log_text()):
+            out.append((_log_time(m.group(1)), int(m.group(2)), int(m.group(3))))
+    return sorted(out)
+
+
+def current_leader(controllers) -> tuple[int, int]:
+    """(node, epoch) of the newest activation among the live controllers; (-1, -1) if none."""
+    act = activations([c for c in controllers.values() if c.alive()])
+    if not act:
+        return -1, -1
+    _, node, epoch = max(act, key=lambda a: a[2])
+    return node, epoch
+
+
+def metadata_log_bytes(node) -> bytes:
+    """The node's __cluster_metadata log, its segments concatenated."""
+    d = os.path.join(node.props["log.dirs"], "__cluster_metadata-0")
+    return b"".join(open(os.path.join(d, f), "rb").read()
+                    for f in sorted(os.listdir(d)) if f.endswith(".log"))
+
+
+def metadata_batches(node) -> dict[int, bytes]:
+    """The node's __cluster_metadata log as {base offset: the batch's bytes}: logs that keep
+    different prefixes (one truncated before a snapshot) compare where they overlap."""
+    data, out, pos = metadata_log_bytes(node), {}, 0
+    while pos + 12 <= len(data):
+        base, length = struct.unpack_from(">qi", data, pos)
+        if length <= 0 or pos + 12 + length > len(data):
+            break  # a torn tail (a power cut): what follows is not a batch
+        out[base] = data[pos:pos + 12 + length]
+        pos += 12 + length
+    return out

@@ -1,6 +1,9 @@
-"""The fault test's cluster: 1 controller and 3 brokers, each samsad in its network namespace
+"""The fault test's cluster: 3 controllers (a KRaft quorum; --controllers 1: one) and 3 brokers,
+each samsad in its network namespace
 (fault_net.py) with its data directory on its own powerfs mount (tests/durability/powerfs), and
-what the fault loop asks of it: Metadata snapshots, kill -9 and restart, a power cut of all.
+what the fault loop asks of it: Metadata snapshots, the active controller (from the controllers'
+logs), kill -9 and restart, a power cut of all, topics created through the run and the checks
+after it (every such topic once; the controllers' metadata logs identical).
 
 powerfs runs with `--entries dirsync`, as samsad_powerloss.py runs samsad: a new file or
 directory survives a cut only once its parent directory was fsynced (what POSIX promises, the
@@ -18,10 +21,16 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "durability", "powerfs"))
 import powerloss  # noqa: E402  (PowerFs, ctl: the power-loss driver's mount handling)
-from cluster_harness import BROKERS, CONTROLLER_ID, Node, kproto  # noqa: E402
+import cluster_harness as ch  # noqa: E402
+from cluster_harness import BROKERS, Node, kproto  # noqa: E402
 from fault_net import BROKER_PORT, CONTROLLER_PORT, ip_of  # noqa: E402
 
 ENTRIES = "dirsync"
+CLUSTER_ID = "fLtQ3xk9TnKc0Wm7aZr2Bw"  # every node formats with it (samsa.cluster.id)
+
+
+def controller_ids(n: int) -> tuple[int, ...]:
+    return tuple(range(100, 100 + n))
 
 
 class Member:
@@ -78,13 +87,17 @@ class Cluster:
         self.a = a
         self.net = net
         self.topic = a.topic
-        common = {"controller.listener.names": "CONTROLLER",
-                  "controller.quorum.bootstrap.servers":
-                      f"{ip_of(CONTROLLER_ID)}:{CONTROLLER_PORT}",
-                  "samsa.reactors": "1",
-                  "replica.lag.time.max.ms": str(a.lag_ms),
-                  "offsets.topic.replication.factor": "3",
-                  "group.initial.rebalance.delay.ms": "0"}
+        self.controllers = controller_ids(a.controllers)
+        quorum = {"controller.listener.names": "CONTROLLER", "samsa.cluster.id": CLUSTER_ID,
+                  "controller.quorum.bootstrap.servers": ",".join(
+                      f"{ip_of(c)}:{CONTROLLER_PORT}" for c in self.controllers)}
+        if len(self.controllers) > 1:
+            quorum["controller.quorum.voters"] = ",".join(
+                f"{c}@{ip_of(c)}:{CONTROLLER_PORT}" for c in self.controllers)
+        common = dict(quorum, **{"samsa.reactors": "1",
+                                 "replica.lag.time.max.ms": str(a.lag_ms),
+                                 "offsets.topic.replication.factor": "3",
+                                 "group.initial.rebalance.delay.ms": "0"})
         broker_extra = {}
         if a.memory_acks:
             broker_extra = {"samsa.testing.hooks": "true",
@@ -93,9 +106,9 @@ class Cluster:
             k, v = kv.split("=", 1)
             broker_extra[k] = v
         self.members: dict[int, Member] = {}
-        nodes = [(CONTROLLER_ID, dict(common, **{
+        nodes = [(c, dict(common, **{
             "process.roles": "controller",
-            "listeners": f"CONTROLLER://{ip_of(CONTROLLER_ID)}:{CONTROLLER_PORT}"}))]
+            "listeners": f"CONTROLLER://{ip_of(c)}:{CONTROLLER_PORT}"})) for c in self.controllers]
         for b in BROKERS:
             nodes.append((b, dict(common, **broker_extra, **{
                 "process.roles": "broker",
@@ -122,7 +135,7 @@ class Cluster:
     def boot(self):
         for m in self.members.values():
             m.mount()
-        self.start([CONTROLLER_ID], "first start")
+        self.start(list(self.controllers), "first start")
         self.start(list(BROKERS), "first start")
 
     def create_topic(self, partitions: int, configs: dict[str, str]):
@@ -193,13 +206,132 @@ class Cluster:
         return (live == set(BROKERS) and len(parts) == self.a.partitions and
                 all(leader in BROKERS and isr == BROKERS for leader, isr in parts.values()))
 
+    # ---- the controller quorum ----
+    def controller_nodes(self) -> dict[int, Node]:
+        return {c: self.members[c].node for c in self.controllers}
+
+    def active_controller(self) -> tuple[int, int]:
+        """(node, epoch) of the newest activation among the live controllers ((-1, -1): none
+        yet). An isolated one is left out: its last line is its own, older epoch."""
+        return ch.current_leader({c: n for c, n in self.controller_nodes().items()
+                                  if c not in self.net.down})
+
+    def wait_new_active(self, epoch: int, since: float, timeout: float):
+        """(wall time, node, epoch) of the first activation after `epoch` logged since `since`,
+        or None after timeout."""
+        end = time.time() + timeout
+        while time.time() < end:
+            new = [x for x in ch.activations(self.controller_nodes().values())
+                   if x[2] > epoch and x[0] >= since - 0.5]
+            if new:
+                return new[0]
+            time.sleep(0.02)
+        return None
+
+    def admin(self):
+        if getattr(self, "_admin", None) is None:
+            from confluent_kafka.admin import AdminClient
+            self._admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 2})
+        return self._admin
+
+    def create_named_topic(self, name: str, timeout: float) -> str | None:
+        """Creates `name` (1 partition, replication factor 3), asking again while controllers
+        fail over. None once it exists: TOPIC_ALREADY_EXISTS after an attempt that failed means
+        that attempt committed. Otherwise the last error."""
+        from confluent_kafka import KafkaException
+        from confluent_kafka.admin import NewTopic
+        end, last, tries = time.time() + timeout, "not asked", 0
+        while time.time() < end:
+            tries += 1
+            try:
+                fs = self.admin().create_topics([NewTopic(name, 1, 3)], request_timeout=10,
+                                                operation_timeout=10)
+                fs[name].result(timeout=15)
+                return None
+            except KafkaException as e:
+                err = e.args[0] if e.args else None
+                if err is not None and err.name() == "TOPIC_ALREADY_EXISTS":
+                    return None
+                last = f"{err.name() if err is not None else e} (attempt {tries})"
+            except Exception as e:  # noqa: BLE001 - a client-side time-out: ask again
+                last = f"{type(e).__name__}: {e} (attempt {tries})"
+            time.sleep(0.2)
+        return last
+
+    def topic_ids(self, b: int) -> dict[str, list[str]] | None:
+        """Every topic broker b's Metadata lists, name -> its topic ids (one, unless a name is
+        listed twice); None if it did not answer."""
+        n = self.node(b)
+        try:
+            conn = kproto.Conn(n.host, n.port, timeout=5)
+        except OSError:
+            return None
+        try:
+            conn.send(self.kp.encode_request(3, 12, 2, "fault-test", {
+                "Topics": None, "AllowAutoTopicCreation": False}))
+            _, md = self.kp.decode_response(3, 12, conn.recv(5))
+        except (OSError, kproto.Closed):
+            return None
+        finally:
+            conn.close()
+        out: dict[str, list[str]] = {}
+        for t in md["Topics"]:
+            out.setdefault(t["Name"], []).append(str(t["TopicId"]))
+        return out
+
+    def check_topics(self, created: list[str], timeout: float = 20) -> list[str]:
+        """Problems with the topics created through the run: each must be in every broker's
+        Metadata exactly once, under one topic id on all of them."""
+        end, problems = time.time() + timeout, ["not checked"]
+        while time.time() < end and problems:
+            problems = []
+            views = {b: self.topic_ids(b) for b in BROKERS}
+            for name in created:
+                ids = set()
+                for b, view in views.items():
+                    got = (view or {}).get(name, [])
+                    if len(got) != 1:
+                        problems.append(f"topic {name} listed {len(got)} times by broker {b}")
+                    ids.update(got)
+                if len(ids) > 1:
+                    problems.append(f"topic {name} has ids {sorted(ids)} across the brokers")
+            if problems:
+                time.sleep(0.5)
+        return problems
+
+    def compare_metadata_logs(self, timeout: float = 30) -> tuple[list[str], str]:
+        """(problems, summary): once the controllers have caught up, their metadata logs must
+        hold the same batches, byte for byte, wherever they overlap, and end at one offset."""
+        if len(self.controllers) < 2:
+            return [], "one controller: nothing to compare"
+        end = time.time() + timeout
+        while True:
+            logs = {c: ch.metadata_batches(n) for c, n in self.controller_nodes().items()}
+            first = min(self.controllers)
+            problems = []
+            for c, batches in logs.items():
+                if c == first:
+                    continue
+                common = set(batches) & set(logs[first])
+                diff = sorted(o for o in common if batches[o] != logs[first][o])
+                if diff:
+                    problems.append(f"controllers {first} and {c} differ from offset {diff[0]} "
+                                    f"({len(diff)} batches)")
+                if max(batches, default=-1) != max(logs[first], default=-1):
+                    problems.append(f"controller {c} ends at batch {max(batches, default=-1)}, "
+                                    f"{first} at {max(logs[first], default=-1)}")
+            if not problems or time.time() > end:
+                sizes = {c: sum(map(len, b.values())) for c, b in logs.items()}
+                return problems, (f"{len(logs[first])} batches, bytes per controller {sizes}")
+            time.sleep(0.5)
+
     # ---- faults ----
     def kill(self, i: int):
         self.node(i).kill9()
 
     def power_cut(self, modes: dict[int, str], rng, aim: list[int], synced: list[int],
                   tries: int = 200):
-        """The power of all four nodes goes at one moment: every samsad is frozen (SIGSTOP: no
+        """The power of every node goes at one moment: every samsad is frozen (SIGSTOP: no
         write, fsync or answer is issued after this), every mount is cut at once (a thread
         each; unsynced writes dropped, torn or reordered as `modes` say, and every later change
         fails), then every samsad is killed (SIGKILL).

@@ -2,7 +2,8 @@
 and one for the clients, each joined to the bridge by a veth pair; and the faults done on it.
 
   bridge namespace  <prefix>-br : br0, and one port per member, p<id> (p0 = the clients)
-  node namespaces   <prefix>-n<id> : eth0 = 10.99.0.<10 + id> (the controller, id 100: .10)
+  node namespaces   <prefix>-n<id> : eth0 = 10.99.0.<10 + id> for a broker, 10.99.0.<id> for a
+                    controller (ids 100..)
   client namespace  <prefix>-cl : eth0 = 10.99.0.2
 
 Nothing is added to the root namespace. Faults act on the bridge's side of a member's veth:
@@ -34,7 +35,7 @@ NS_PREFIX = "samsaflt"  # <NS_PREFIX><pid>-...: stale ones of dead runs are swep
 
 
 def ip_of(node_id: int) -> str:
-    return f"{SUBNET}.{10 + (node_id % 100)}"
+    return f"{SUBNET}.{node_id if node_id >= 100 else 10 + node_id}"
 
 
 def run(*argv: str, check: bool = True) -> subprocess.CompletedProcess:

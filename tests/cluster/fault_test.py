@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""The real-cluster fault test of issue 9: 1 controller and 3 brokers, each samsad in its own
+"""The real-cluster fault test of issues 9 and 19: 3 controllers (a KRaft quorum) and 3 brokers,
+each samsad in its own
 network namespace joined by a veth pair to a bridge in another namespace (fault_net.py), each
 data directory on its own powerfs mount (fault_cluster.py); three idempotent acks=all producers
 (two librdkafka, one Java client), each bootstrapping through a different broker (so their
@@ -7,7 +8,8 @@ producer ids come from different brokers' blocks), and a consumer run through a 
 loop, then a history checker (fault_check.py) reads every partition back.
 
   fault_test.py --samsad PATH --powerfs PATH [--cycles N | --full] [--seed S]
-                [--only kill,isolate,slow,powercut] [--consumer group|assign] [--memory-acks]
+                [--only kill,isolate,slow,powercut,ckill,cisolate,bckill] [--controllers 3|1]
+                [--consumer group|assign] [--memory-acks]
                 [--sync-delay-ms MS [--slow-disks 2,3]] [--cut-modes drop,torn,reorder]
                 [--expect-loss] [--keep] [--override key=value]...
 
@@ -19,17 +21,26 @@ replica.lag.time.max.ms=--lag-ms (2000). Each cycle picks one fault (seeded; the
   slow      one follower's fetch answers are rate-limited (fault_net.py: no sch_netem in this
             kernel) until Metadata shows it out of the partition's ISR; then restored, and
             it must come back into every ISR.
-  powercut  all four samsads frozen (SIGSTOP), all four mounts cut at once (unsynced writes
+  powercut  every samsad frozen (SIGSTOP), every mount cut at once (unsynced writes
             dropped, torn or reordered: powerfs `cut drop|torn|reorder`), all killed (kill -9);
-            the controller
-            and the two brokers that did not lead the chosen partition restart first, one of
-            them must take its leadership, then the old leader restarts.
+            the controllers and the two brokers that did not lead the chosen partition restart
+            first, one of them must take its leadership, then the old leader restarts.
+  ckill     kill -9 of the active controller (found from the controllers' logs); another must
+            become active, a produce on a partition must be acknowledged (produce does not
+            wait for the controller), and a topic created meanwhile must be created; then the
+            controller restarts.
+  cisolate  the active controller's link goes down; as ckill, then the link heals.
+  bckill    kill -9 of a partition's leader and of the active controller at once: the new
+            controller must fence the broker and move its leaderships; as kill and ckill.
 After each cycle the cluster must heal within --heal-timeout: 3 brokers in Metadata, every
-partition led with a full ISR, and every producer acknowledged on every partition again.
+partition led with a full ISR, every producer acknowledged on every partition again, and an
+active controller.
 
 Checked at the end (a fresh consumer reads every partition from offset 0 to its end): every
 acknowledged record is there at its acknowledged offset, none twice, each producer instance's
-records in order within a partition, and nothing the consumer saw during the run disappeared.
+records in order within a partition, and nothing the consumer saw during the run disappeared;
+every topic created through the run is in every broker's Metadata once, under one id; and the
+controllers' metadata logs (once caught up) hold the same batches byte for byte: no fork.
 
 --memory-acks starts the brokers with the test-only samsa.testing.replica.ack.from.memory=true
 (followers report their log end, not their durable end, as Kafka's do): then power cuts must
@@ -55,6 +66,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -62,173 +74,16 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 import fault_check  # noqa: E402
 import fault_net  # noqa: E402
-from cluster_harness import BROKERS, CONTROLLER_ID, log, set_log_prefix  # noqa: E402
+from fault_load import PRODUCERS, AckTail, Clients, Fail, tail  # noqa: E402
+from cluster_harness import BROKERS, log, set_log_prefix  # noqa: E402
 
 PYTHON = "/usr/bin/python3"  # Debian's: sees python3-confluent-kafka
 KAFKA_SH = os.path.join(ROOT, "perf", "vs-kafka", "kafka.sh")
-JAVA_PRODUCER = os.path.join(ROOT, "tests", "clients", "java", "FaultProducer.java")
-JAVA_LOG = os.path.join(ROOT, "tests", "clients", "java", "log4j2-stderr.properties")
-FAULTS = ("kill", "isolate", "slow", "powercut")
+FAULTS = ("kill", "isolate", "slow", "powercut", "ckill", "cisolate", "bckill")
+CONTROLLER_FAULTS = ("ckill", "cisolate", "bckill")  # need a quorum (--controllers 3)
 CUT_MODES = ("drop", "torn", "reorder")  # powerfs's; per node and cut, seeded
 CUT_WEIGHTS = {"drop": 5, "torn": 3, "reorder": 2}
 ACK_EPSILON_MS = 20  # an answer the old leader sent just before the fault, read just after it
-
-
-class Fail(Exception):
-    pass
-
-
-class AckTail:
-    """Reads the producers' out files as they grow: acknowledgement times per producer and
-    partition."""
-
-    def __init__(self, paths: list[str]):
-        self.paths = paths
-        self.pos = {p: 0 for p in paths}
-        self.partial = {p: "" for p in paths}
-        # path -> partition -> ack times (ms), in file order
-        self.acks: dict[str, dict[int, list[int]]] = {p: {} for p in paths}
-
-    def poll(self):
-        for path in self.paths:
-            try:
-                with open(path, errors="replace") as f:
-                    f.seek(self.pos[path])
-                    data = f.read()
-                    self.pos[path] = f.tell()
-            except FileNotFoundError:
-                continue
-            data = self.partial[path] + data
-            lines = data.split("\n")
-            self.partial[path] = lines.pop()
-            for line in lines:
-                w = line.split()
-                if len(w) == 6 and w[0] == "A":
-                    self.acks[path].setdefault(int(w[2]), []).append(int(w[5]))
-
-    def first_after(self, partition: int, ms: int) -> int | None:
-        """The first acknowledgement on the partition after ms, by either producer."""
-        self.poll()
-        later = [t for per in self.acks.values() for t in per.get(partition, []) if t > ms]
-        return min(later) if later else None
-
-    def missing_after(self, partitions: int, ms: int) -> list[str]:
-        """'producer file: partitions' that got no acknowledgement after ms (empty: every
-        producer acknowledged on every partition)."""
-        self.poll()
-        out = []
-        for path, per in self.acks.items():
-            qs = [q for q in range(partitions) if not any(t > ms for t in per.get(q, [])[-50:])]
-            if qs:
-                out.append(f"{os.path.basename(path)}: {qs}")
-        return out
-
-    def all_after(self, partitions: int, ms: int) -> bool:
-        return not self.missing_after(partitions, ms)
-
-
-# The producers and the broker each bootstraps through (issue 17: producers that come in
-# through different brokers get their ids from different brokers' blocks).
-PRODUCERS = {"rdk": BROKERS[0], "java": BROKERS[1], "rdk2": BROKERS[2]}
-
-
-class Clients:
-    """The producers and the consumer, stopped together through a stop file."""
-
-    def __init__(self, a, work: str, bootstrap: str):
-        self.a = a
-        self.work = work
-        self.stop_file = os.path.join(work, "stop")  # the producers'
-        self.consumer_stop = os.path.join(work, "stop-consumer")
-        self.outs = {name: os.path.join(work, f"{name}.acks") for name in PRODUCERS}
-        self.seen = os.path.join(work, "consumer.seen")
-        topic = ["--topic", a.topic, "--partitions", str(a.partitions)]
-        clients = os.path.join(HERE, "fault_clients.py")
-        self.cmds = {}
-        for name, b in PRODUCERS.items():
-            producing = topic + ["--bootstrap", f"{fault_net.ip_of(b)}:{fault_net.BROKER_PORT}",
-                                 "--stop-file", self.stop_file, "--out", self.outs[name],
-                                 "--rate", str(a.rate), "--tag", name]
-            if name == "java":
-                self.cmds[name] = ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-cp",
-                                   a.java_classpath, f"-Dlog4j2.configurationFile={JAVA_LOG}",
-                                   JAVA_PRODUCER] + producing
-            else:
-                self.cmds[name] = [PYTHON, clients, "produce"] + producing
-        self.cmds["consumer"] = [PYTHON, clients, "consume", "--out", self.seen, "--mode",
-                                 a.consumer, "--group", "fault-test", "--stop-file",
-                                 self.consumer_stop, "--bootstrap", bootstrap] + topic
-        self.procs: dict[str, subprocess.Popen] = {}
-
-    def start(self):
-        for name, cmd in self.cmds.items():
-            with open(os.path.join(self.work, f"{name}.log"), "ab") as logf:
-                self.procs[name] = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT)
-
-    def check_alive(self):
-        for name, p in self.procs.items():
-            if p.poll() is not None:
-                raise Fail(f"the {name} client exited early ({p.returncode}); its log:\n"
-                           + tail(os.path.join(self.work, f"{name}.log")))
-
-    def stop(self, timeout: float):
-        """The producers first (each flushes what it has in flight); then the consumer, once it
-        has read up to every acknowledged offset (bounded), so that what it saw covers the run."""
-        open(self.stop_file, "w").close()
-        end = time.time() + timeout
-        rcs = {}
-        for name in PRODUCERS:
-            rcs[name] = self._wait(name, end)
-        acked_end: dict[int, int] = {}
-        for path in self.outs.values():
-            for (_, q, _), (off, _) in fault_check.parse_producer(path)[0].items():
-                if off is not None:
-                    acked_end[q] = max(acked_end.get(q, -1), off)
-        catch_up = time.time() + 30
-        while time.time() < catch_up and self.procs["consumer"].poll() is None:
-            seen_end: dict[int, int] = {}
-            for q, off, _ in fault_check.parse_seen(self.seen)[0]:
-                seen_end[q] = max(seen_end.get(q, -1), off)
-            if all(seen_end.get(q, -1) >= off for q, off in acked_end.items()):
-                break
-            time.sleep(0.5)
-        else:
-            log("note: the consumer had not read up to every acknowledged offset 30 s after the "
-                "producers stopped")
-        open(self.consumer_stop, "w").close()
-        rcs["consumer"] = self._wait("consumer", time.time() + 30)
-        return rcs
-
-    def _wait(self, name: str, end: float):
-        p = self.procs[name]
-        try:
-            return p.wait(timeout=max(1.0, end - time.time()))
-        except subprocess.TimeoutExpired:
-            p.kill()
-            return p.wait()
-
-    def dump_java(self):
-        """A thread dump of the Java producer into java.jstack (why it stopped)."""
-        p = self.procs.get("java")
-        if p is None or p.poll() is not None or not shutil.which("jstack"):
-            return
-        with open(os.path.join(self.work, "java.jstack"), "ab") as f:
-            subprocess.run(["jstack", str(p.pid)], stdout=f, stderr=subprocess.STDOUT,
-                           timeout=30)
-
-    def kill(self):
-        for p in self.procs.values():
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-
-
-def tail(path: str, n: int = 20) -> str:
-    try:
-        with open(path, errors="replace") as f:
-            return "".join(f.readlines()[-n:])
-    except OSError:
-        return ""
 
 
 def missing_tools(a) -> list[str]:
@@ -260,8 +115,11 @@ class Loop:
         self.a, self.cluster, self.net, self.acks, self.clients = a, cluster, net, acks, clients
         self.rng = random.Random(a.seed)
         self.counts = {f: 0 for f in FAULTS}
-        self.failover_ms = {"kill": [], "isolate": []}   # fault -> first ack on the new leader
-        self.moved_ms = {"kill": [], "isolate": [], "powercut": []}  # -> new leader in Metadata
+        # fault -> the first acknowledged produce on the fault's partition (its new leader's)
+        self.failover_ms: dict[str, list[int]] = {}
+        self.moved_ms: dict[str, list[int]] = {"powercut": []}  # -> new leader in Metadata
+        self.controller_ms: dict[str, list[int]] = {}  # -> a new active controller
+        self.created: list[str] = []  # topics created through the run, each acknowledged
         self.heal_ms: list[int] = []
         self.slow_out_ms: list[int] = []
         self.slow_back_ms: list[int] = []
@@ -291,7 +149,7 @@ class Loop:
             self.problem(f"{kind}: partition {q} still led by {victim} (or by nobody) "
                          f"{bound:.0f} s after the fault")
             return
-        self.moved_ms[kind].append(ms_now() - t0)
+        self.moved_ms.setdefault(kind, []).append(ms_now() - t0)
         new_leader = moved[1][q][0]
         end = time.time() + bound
         first = None
@@ -302,7 +160,7 @@ class Loop:
             self.problem(f"{kind}: no produce acknowledged on partition {q} within {bound:.0f} s"
                          f" (new leader {new_leader})")
             return
-        self.failover_ms[kind].append(first - t0)
+        self.failover_ms.setdefault(kind, []).append(first - t0)
         log(f"  partition {q}: leader {victim} -> {new_leader} in Metadata after "
             f"{self.moved_ms[kind][-1]} ms, first acknowledged produce after {first - t0} ms")
 
@@ -365,7 +223,8 @@ class Loop:
                 if not self.a.cut_modes else self.rng.choice(self.a.cut_modes)
             modes[i] = m if m == "drop" else f"{m} {self.rng.randrange(1, 2**63)}"
         others = [b for b in BROKERS if b != leader]
-        log(f"  power cut of all 4 nodes (partition {q} led by {leader})")
+        log(f"  power cut of all {len(self.cluster.members)} nodes (partition {q} led by "
+            f"{leader})")
         t0 = ms_now()
         # Aimed at a moment when the brokers that restart first (one of them must lead) have
         # unsynced writes and the old leader has none: what they lose decides whether
@@ -386,7 +245,7 @@ class Loop:
         rcs = self.cluster.remount_all()
         if any(rc not in (0, 3, -1) for rc in rcs.values()):
             raise Fail(f"powerfs exited badly after the cut: {rcs}")
-        self.cluster.start([CONTROLLER_ID], "restart after the power cut")
+        self.cluster.start(list(self.cluster.controllers), "restart after the power cut")
         self.cluster.start(others, "restart after the power cut (followers first)")
         t1 = ms_now()
         moved = self.cluster.wait_for(
@@ -399,12 +258,95 @@ class Loop:
             self.moved_ms["powercut"].append(ms_now() - t1)
             log(f"  partition {q}: broker {moved[1][q][0]} leads it {ms_now() - t1} ms after the"
                 f" followers restarted ({ms_now() - t0} ms after the cut)")
+            self.client_resume("powercut", q, t0, self.a.heal_timeout)
         self.cluster.start([leader], "restart after the power cut (old leader last)")
+
+    # ---- controller faults ----
+    def controller_failover(self, kind: str, victim: int, epoch: int, t0: int):
+        """Waits for a new active controller (an epoch after `epoch`) and for the first
+        acknowledged produce on a partition (seeded) after the fault: produce must not wait for
+        the controller."""
+        new = self.cluster.wait_new_active(epoch, t0 / 1000, self.a.failover_timeout)
+        if new is None:
+            self.problem(f"{kind}: no new active controller {self.a.failover_timeout:.0f} s "
+                         f"after the fault on controller {victim}")
+            return
+        self.controller_ms.setdefault(kind, []).append(int(new[0] * 1000) - t0)
+        log(f"  controller {new[1]} active in epoch {new[2]} after "
+            f"{self.controller_ms[kind][-1]} ms")
+
+    def client_resume(self, kind: str, q: int, t0: int, bound: float | None = None):
+        """The first acknowledged produce on partition q after the fault at t0 (the failover
+        a client sees)."""
+        bound = bound or self.a.failover_timeout
+        end = time.time() + bound
+        first = None
+        while time.time() < end and first is None:
+            first = self.acks.first_after(q, t0 + ACK_EPSILON_MS)
+            time.sleep(0.02)
+        if first is None:
+            self.problem(f"{kind}: no produce acknowledged on partition {q} within "
+                         f"{bound:.0f} s of the fault")
+            return
+        self.failover_ms.setdefault(kind, []).append(first - t0)
+
+    def create_during(self, name: str) -> threading.Thread:
+        """Creates topic `name` while the fault lasts (a thread); it must exist afterwards."""
+        def create():
+            err = self.cluster.create_named_topic(name, self.a.heal_timeout)
+            if err is None:
+                self.created.append(name)
+            else:
+                self.problem(f"topic {name} not created through the fault: {err}")
+        t = threading.Thread(target=create, daemon=True)
+        t.start()
+        return t
+
+    def do_ckill(self):
+        victim, epoch = self.cluster.active_controller()
+        q = self.rng.randrange(self.a.partitions)
+        log(f"  kill -9 of the active controller {victim} (epoch {epoch})")
+        t0 = ms_now()
+        self.cluster.kill(victim)
+        creating = self.create_during(f"ft-{len(self.created)}-{t0}")
+        self.controller_failover("ckill", victim, epoch, t0)
+        self.client_resume("ckill", q, t0)
+        creating.join()
+        self.cluster.start([victim], "restart after kill -9 of the active controller")
+
+    def do_cisolate(self):
+        victim, epoch = self.cluster.active_controller()
+        q = self.rng.randrange(self.a.partitions)
+        log(f"  isolating the active controller {victim} (epoch {epoch}; link down)")
+        self.net.isolate(victim)
+        t0 = ms_now()
+        creating = self.create_during(f"ft-{len(self.created)}-{t0}")
+        self.controller_failover("cisolate", victim, epoch, t0)
+        self.client_resume("cisolate", q, t0)
+        creating.join()
+        self.net.heal(victim)
+
+    def do_bckill(self):
+        q, (leader, _) = self.pick_partition()
+        victim, epoch = self.cluster.active_controller()
+        log(f"  kill -9 of broker {leader} (leader of partition {q}) and of the active "
+            f"controller {victim} (epoch {epoch}) at once")
+        t0 = ms_now()
+        self.cluster.kill(victim)
+        self.cluster.kill(leader)
+        creating = self.create_during(f"ft-{len(self.created)}-{t0}")
+        self.controller_failover("bckill", victim, epoch, t0)
+        self.failover("bckill", q, leader, t0)
+        creating.join()
+        self.cluster.start([victim], "restart after kill -9 with a broker")
+        self.cluster.start([leader], "restart after kill -9 with the active controller")
 
     def heal(self) -> bool:
         t0 = time.time()
         mark = ms_now()
-        healthy = self.cluster.wait_for(self.cluster.healthy, self.a.heal_timeout, 0.1)
+        healthy = self.cluster.wait_for(
+            lambda live, parts: self.cluster.healthy(live, parts) and
+            self.cluster.active_controller()[0] >= 0, self.a.heal_timeout, 0.1)
         if healthy is None:
             snap = self.cluster.snapshot()
             self.problem(f"not healed within {self.a.heal_timeout:.0f} s: Metadata {snap}")
@@ -420,7 +362,7 @@ class Loop:
             return False
         self.heal_ms.append(int((time.time() - t0) * 1000))
         log(f"  healed in {self.heal_ms[-1]} ms (3 brokers, full ISRs, every partition "
-            f"acknowledging)")
+            f"acknowledging, an active controller)")
         return True
 
     def run(self, cycles: int, faults: list[str]):
@@ -473,7 +415,8 @@ def fig(values: list[int]) -> str:
 
 def run(a, work: str) -> int:
     from fault_cluster import Cluster
-    net = fault_net.Net([CONTROLLER_ID, *BROKERS])
+    from fault_cluster import controller_ids
+    net = fault_net.Net([*controller_ids(a.controllers), *BROKERS])
     cluster = clients = None
     t_start = time.time()
     try:
@@ -512,7 +455,8 @@ def run(a, work: str) -> int:
         log(f"load running ({time.time() - t_start:.1f} s in)")
         time.sleep(max(2.0, a.steady))  # some history before the first fault
         loop = Loop(a, cluster, net, acks, clients)
-        faults = a.only.split(",") if a.only else list(FAULTS)
+        faults = a.only.split(",") if a.only else [
+            f for f in FAULTS if a.controllers > 1 or f not in CONTROLLER_FAULTS]
         t_loop = time.time()
         loop.run(a.cycles, faults)
         loop_s = time.time() - t_loop
@@ -524,6 +468,14 @@ def run(a, work: str) -> int:
                 leader in BROKERS for leader, _ in parts.values()), a.heal_timeout) is None:
             raise Fail(f"partitions without a leader before the drain: {cluster.snapshot()}")
         drained = drain(cluster, a)
+        topic_problems = cluster.check_topics(loop.created)
+        loop.problems += topic_problems
+        log(f"{len(loop.created)} topics created through the faults: "
+            f"{'each in every broker' + chr(39) + 's Metadata once' if not topic_problems else 'see the problems'}")
+        log_problems, summary = cluster.compare_metadata_logs()
+        loop.problems += log_problems
+        log(f"controllers' metadata logs: {summary}"
+            f"{'; identical' if not log_problems else ''}")
         return report(a, loop, work, drained, loop_s, time.time() - t_start)
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -560,9 +512,17 @@ def report(a, loop: Loop, work: str, drained, loop_s: float, total_s: float) -> 
     if figures["distinct_seen"] == 0:
         loop.problems.append(f"the consumer (--consumer {a.consumer}) saw nothing: the "
                              f"seen-then-lost check is empty")
-    for kind in ("kill", "isolate"):
+    for kind in ("kill", "isolate", "bckill"):
         log(f"failover {kind} (fault -> first acknowledged produce on the new leader): "
-            f"{fig(loop.failover_ms[kind])}; new leader in Metadata: {fig(loop.moved_ms[kind])}")
+            f"{fig(loop.failover_ms.get(kind, []))}; new leader in Metadata: "
+            f"{fig(loop.moved_ms.get(kind, []))}")
+    for kind in CONTROLLER_FAULTS:
+        log(f"controller {kind}: a new active controller after "
+            f"{fig(loop.controller_ms.get(kind, []))}"
+            + ("" if kind == "bckill" else f"; the fault's partition acknowledged after "
+                                           f"{fig(loop.failover_ms.get(kind, []))}"))
+    log("client-visible failover (fault -> first acknowledged produce on the fault's "
+        "partition): " + "; ".join(f"{k} {fig(v)}" for k, v in sorted(loop.failover_ms.items())))
     log(f"power cut (followers' restart -> one leads the partition): "
         f"{fig(loop.moved_ms['powercut'])}; cuts {loop.cut_totals}")
     log(f"slow follower: out of the ISR after {fig(loop.slow_out_ms)}; back in every ISR after "
@@ -609,6 +569,8 @@ def main() -> int:
     ap.add_argument("--cut-modes", default="",
                     help="comma-separated powerfs cut modes to draw from, uniformly (default: "
                          "drop 50%%, torn 30%%, reorder 20%%)")
+    ap.add_argument("--controllers", type=int, choices=[1, 3], default=3,
+                    help="a quorum of 3 controllers (default) or one")
     ap.add_argument("--topic", default="faults")
     ap.add_argument("--partitions", type=int, default=6)
     ap.add_argument("--rate", type=float, default=150, help="records/s per producer")
@@ -631,7 +593,8 @@ def main() -> int:
     a.cut_modes = [m for m in a.cut_modes.split(",") if m]
     if any(m not in CUT_MODES for m in a.cut_modes):
         ap.error(f"cut modes are {CUT_MODES}")
-    bad = [f for f in a.only.split(",") if f and f not in FAULTS]
+    allowed = FAULTS if a.controllers > 1 else [f for f in FAULTS if f not in CONTROLLER_FAULTS]
+    bad = [f for f in a.only.split(",") if f and f not in allowed]
     if bad:
         ap.error(f"unknown faults {bad}")
     ci = os.environ.get("CI") == "true"

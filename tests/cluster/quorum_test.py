@@ -16,7 +16,6 @@ CI size: 5 kills; --full: 20.
 from __future__ import annotations
 
 import argparse
-import datetime
 import os
 import re
 import statistics
@@ -32,30 +31,6 @@ from admin_harness import kafka_tools_available, tool  # noqa: E402
 VOTERS = (100, 101, 102)
 BROKERS = (1, 2, 3)
 CLUSTER_ID = "q7Xb3pQ9R4uUoVw0ZyLm2A"
-ACTIVE = re.compile(r"^(\S+) info  \[controller\] quorum: node (\d+) is the active controller "
-                    r"\(epoch (\d+)", re.M)
-
-
-def log_time(stamp: str) -> float:
-    return datetime.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%fZ").replace(
-        tzinfo=datetime.timezone.utc).timestamp()
-
-
-def activations(nodes) -> list[tuple[float, int, int]]:
-    """(wall time, node, epoch) of every 'is the active controller' line."""
-    out = []
-    for n in nodes:
-        for m in ACTIVE.finditer(n.log_text()):
-            out.append((log_time(m.group(1)), int(m.group(2)), int(m.group(3))))
-    return sorted(out)
-
-
-def current_leader(controllers) -> tuple[int, int]:
-    act = activations([c for c in controllers.values() if c.alive()])
-    if not act:
-        return -1, -1
-    _, node, epoch = max(act, key=lambda a: a[2])
-    return node, epoch
 
 
 def wait_for(fn, timeout: float, what: str):
@@ -69,12 +44,6 @@ def wait_for(fn, timeout: float, what: str):
             return v
         time.sleep(0.02)
     raise AssertionError(f"{what}: not within {timeout}s")
-
-
-def metadata_log_bytes(node) -> bytes:
-    d = os.path.join(node.props["log.dirs"], "__cluster_metadata-0")
-    return b"".join(open(os.path.join(d, f), "rb").read()
-                    for f in sorted(os.listdir(d)) if f.endswith(".log"))
 
 
 class Producer(threading.Thread):
@@ -139,8 +108,8 @@ def main() -> int:
             n.start()
         for n in everyone:
             n.wait_listening()
-        leader, epoch = wait_for(lambda: current_leader(controllers)[0] >= 0 and
-                                 current_leader(controllers), 20, "a first leader")
+        leader, epoch = wait_for(lambda: ch.current_leader(controllers)[0] >= 0 and
+                                 ch.current_leader(controllers), 20, "a first leader")
         ch.log(f"node {leader} leads epoch {epoch}")
         bootstrap = ",".join(f"{n.host}:{n.port}" for n in brokers.values())
         from confluent_kafka.admin import AdminClient, NewTopic
@@ -174,11 +143,11 @@ def main() -> int:
         wait_for(lambda: producer.acked > 100, 20, "the producer's first acknowledgements")
         failovers = []
         for k in range(kills):
-            leader, epoch = current_leader(controllers)
+            leader, epoch = ch.current_leader(controllers)
             victim = controllers[leader]
             t_kill = time.time()
             victim.kill9()
-            new = wait_for(lambda: [x for x in activations(controllers.values())
+            new = wait_for(lambda: [x for x in ch.activations(controllers.values())
                                     if x[2] > epoch and x[0] >= t_kill - 0.5], 20,
                            f"a new active controller after killing {leader}")
             failovers.append(new[0][0] - t_kill)
@@ -203,11 +172,11 @@ def main() -> int:
                  "every topic created between the failovers exists, once")
         # Every controller holds the same log once all have caught up.
         def same_logs():
-            logs = [metadata_log_bytes(c) for c in controllers.values()]
+            logs = [ch.metadata_log_bytes(c) for c in controllers.values()]
             return all(x == logs[0] for x in logs) and logs[0]
         wait_for(same_logs, 20, "the three metadata logs byte-identical")
         ch.log(f"the three controllers' metadata logs are identical "
-               f"({len(metadata_log_bytes(controllers[VOTERS[0]]))} bytes)")
+               f"({len(ch.metadata_log_bytes(controllers[VOTERS[0]]))} bytes)")
         ok = True
     finally:
         if producer:
