@@ -75,6 +75,8 @@ std::expected<std::string, std::string> Broker::load_or_create_meta() {
       return std::unexpected("log dirs belong to different clusters (" + cluster + ", " +
                              id->second + ")");
     cluster = id->second;
+    if (auto dir = props->find("directory.id"); dir != props->end())
+      if (auto u = replication::uuid_from_string(dir->second)) dir_ids_.push_back(*u);
   }
   // samsa.cluster.id: what Kafka's `kafka-storage format -t` gives every node of a cluster.
   const std::string configured = config_.get_string("samsa.cluster.id");
@@ -106,9 +108,13 @@ std::expected<std::string, std::string> Broker::load_or_create_meta() {
     if (std::filesystem::exists(path)) continue;
     // Atomic and durable before any data goes into the dir: a power cut leaves no file (the
     // next start writes it) or the whole file, never an empty one that stops every start.
+    // The directory id tells the controller this disk from a replacement (KIP-858): a broker
+    // that comes back with a new one lost its replicas' data (ControllerState::forget_replicas).
+    const replication::Uuid dir_id = replication::random_uuid();
+    dir_ids_.push_back(dir_id);
     const std::string text = "#\n#written by samsad\ncluster.id=" + cluster + "\ndirectory.id=" +
-                             replication::uuid_to_string(replication::random_uuid()) +
-                             "\nnode.id=" + std::to_string(node) + "\nversion=1\n";
+                             replication::uuid_to_string(dir_id) + "\nnode.id=" +
+                             std::to_string(node) + "\nversion=1\n";
     if (auto r = io::write_file_atomically(path, text); !r)
       return std::unexpected("cannot write " + path.string() + ": " + r.error().detail);
   }

@@ -244,6 +244,7 @@ class Broker {
   std::shared_ptr<const BrokerSettings> settings_;
   replication::MetadataImage::ConfigMap applied_dynamic_default_;
   replication::MetadataImage::ConfigMap applied_dynamic_broker_;
+  std::vector<replication::Uuid> dir_ids_;  // each log dir's meta.properties directory.id
   std::string cluster_id_;
   std::vector<std::unique_ptr<io::LogDir>> log_dirs_;
   std::unique_ptr<io::RetentionDeleter> retention_;

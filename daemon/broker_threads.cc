@@ -251,6 +251,7 @@ void Broker::start_link() {
   lo.node_id = s->node_id;
   lo.incarnation_id = incarnation_;
   lo.cluster_id = cluster_id_;
+  lo.log_dirs = dir_ids_;
   lo.host = s->cluster.controller_host;
   lo.port = s->cluster.controller_port;
   lo.heartbeat_interval_ms = s->cluster.heartbeat_interval_ms;

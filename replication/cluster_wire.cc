@@ -25,6 +25,7 @@ BrokerRegistration registration_of(const kafka::BrokerRegistrationRequest& req) 
   for (const auto& l : req.listeners)
     r.endpoints.push_back({l.name, l.host, l.port, l.security_protocol});
   r.rack = req.rack;
+  r.log_dirs.assign(req.log_dirs.begin(), req.log_dirs.end());
   return r;
 }
 
@@ -44,6 +45,7 @@ kafka::BrokerRegistrationRequest registration_request(const BrokerRegistration& 
     req.listeners.push_back(std::move(l));
   }
   req.rack = reg.rack;
+  req.log_dirs.assign(reg.log_dirs.begin(), reg.log_dirs.end());
   req.previous_broker_epoch = previous_broker_epoch;
   return req;
 }

@@ -12,8 +12,13 @@ using kafka::ErrorCode;
 
 namespace {
 
-bool contains(const std::vector<std::int32_t>& v, std::int32_t x) {
-  return std::find(v.begin(), v.end(), x) != v.end();
+// A log dir the broker registered with before is missing from its new registration: that
+// disk (and every replica on it) is gone. Unknown on either side (an older broker): not.
+bool dirs_replaced(const std::vector<Uuid>& before, const std::vector<Uuid>& now) {
+  if (before.empty() || now.empty()) return false;
+  for (const auto& d : before)
+    if (std::find(now.begin(), now.end(), d) == now.end()) return true;
+  return false;
 }
 
 }  // namespace
@@ -102,15 +107,15 @@ std::vector<MetadataRecord> ControllerState::snapshot() const {
   std::vector<MetadataRecord> out;
   const MetadataImage& image = *committed_;
   for (const auto& [id, b] : image.brokers()) {
-    out.push_back(
-        RegisterBrokerRecord{id, b.incarnation_id, b.epoch, b.endpoints, b.rack, b.fenced});
+    out.push_back(RegisterBrokerRecord{id, b.incarnation_id, b.epoch, b.endpoints, b.rack,
+                                       b.fenced, b.log_dirs});
     if (b.in_controlled_shutdown) out.push_back(BrokerRegistrationChangeRecord{id, b.epoch, 0, 1});
   }
   for (const auto& [name, t] : image.topics()) {
     out.push_back(TopicRecord{name, t->id});
     for (const auto& p : t->partitions)
       out.push_back(PartitionRecord{t->id, p.partition, p.replicas, p.isr, p.leader, p.leader_epoch,
-                                    p.partition_epoch});
+                                    p.partition_epoch, p.elr});
     for (const auto& [k, v] : t->configs)
       out.push_back(ConfigRecord{ConfigResource::topic, name, k, v});
   }
@@ -127,64 +132,6 @@ void ControllerState::on_become_active(std::int64_t now_ms, std::int64_t next_of
   last_heartbeat_ms_.clear();
   for (const auto& [id, b] : working().brokers())
     last_heartbeat_ms_[id] = now_ms;
-}
-
-bool ControllerState::usable(std::int32_t id) const {
-  auto it = working().brokers().find(id);
-  return it != working().brokers().end() && !it->second.fenced &&
-         !it->second.in_controlled_shutdown;
-}
-
-void ControllerState::move_away_from(std::int32_t id, std::vector<MetadataRecord>& out) {
-  std::vector<PartitionChangeRecord> changes;
-  for (const auto& [name, t] : working().topics()) {
-    for (const auto& p : t->partitions) {
-      if (!contains(p.replicas, id)) continue;
-      PartitionChangeRecord c{t->id, p.partition, std::nullopt, kNoLeaderChange};
-      std::vector<std::int32_t> isr = p.isr;
-      if (contains(isr, id)) {
-        std::erase(isr, id);
-        // A member leaves only while a usable one remains. Otherwise (the last member, or the
-        // whole ISR lost together, as in a power cut of the cluster) the ISR stays whole:
-        // followers report only synced offsets, so every member holds on disk each record
-        // acknowledged, and whichever returns first may lead with unclean election off.
-        bool usable_left = false;
-        for (std::int32_t r : isr)
-          usable_left = usable_left || usable(r);
-        if (!usable_left) isr = p.isr;
-      }
-      if (isr != p.isr) c.isr = isr;
-      if (p.leader == id) {
-        std::int32_t next = -1;
-        for (std::int32_t r : p.replicas)
-          if (r != id && contains(isr, r) && usable(r)) {
-            next = r;
-            break;
-          }
-        c.leader = next;
-      }
-      if (c.isr || c.leader != kNoLeaderChange) changes.push_back(std::move(c));
-    }
-  }
-  for (auto& c : changes)
-    emit(out, std::move(c));
-}
-
-void ControllerState::elect_leaderless(std::vector<MetadataRecord>& out) {
-  std::vector<PartitionChangeRecord> changes;
-  for (const auto& [name, t] : working().topics()) {
-    for (const auto& p : t->partitions) {
-      if (p.leader >= 0) continue;
-      for (std::int32_t r : p.replicas) {
-        if (contains(p.isr, r) && usable(r)) {
-          changes.push_back({t->id, p.partition, std::nullopt, r});
-          break;
-        }
-      }
-    }
-  }
-  for (auto& c : changes)
-    emit(out, std::move(c));
 }
 
 Proposal<RegistrationAnswer> ControllerState::register_broker(const BrokerRegistration& req,
@@ -213,14 +160,16 @@ Proposal<RegistrationAnswer> ControllerState::register_broker(const BrokerRegist
     // gone, so it must not lead again in the epoch it led before.
     const bool was_fenced = b.fenced;
     const std::int64_t old_epoch = b.epoch;
+    const bool disk_replaced = dirs_replaced(b.log_dirs, req.log_dirs);
     move_away_from(req.broker_id, p.records);
     if (!was_fenced)
       emit(p.records, BrokerRegistrationChangeRecord{req.broker_id, old_epoch, 1, 0});
+    if (disk_replaced) forget_replicas(req.broker_id, p.records);
   }
   // Kafka's broker epoch is the offset of its registration record.
   const std::int64_t epoch = next_offset_;
   emit(p.records, RegisterBrokerRecord{req.broker_id, req.incarnation_id, epoch, req.endpoints,
-                                       req.rack, true});
+                                       req.rack, true, req.log_dirs});
   last_heartbeat_ms_[req.broker_id] = now_ms;
   p.answer.broker_epoch = epoch;
   return p;
@@ -287,78 +236,6 @@ std::vector<MetadataRecord> ControllerState::tick(std::int64_t now_ms) {
   return out;
 }
 
-Proposal<std::vector<ElectionResult>> ControllerState::elect_leaders(
-    bool unclean, const std::vector<std::pair<std::string, std::int32_t>>* which) {
-  Proposal<std::vector<ElectionResult>> out;
-  // The outcome for one partition, and the change it needs (leader, new ISR) if any.
-  auto decide = [&](const TopicState& t, const PartitionState& p, ElectionResult& r) {
-    if (!unclean) {
-      const std::int32_t preferred = p.replicas.empty() ? -1 : p.replicas.front();
-      if (p.leader == preferred) {
-        r.error = ErrorCode::election_not_needed;
-        return;
-      }
-      if (!contains(p.isr, preferred) || !usable(preferred)) {
-        r.error = ErrorCode::preferred_leader_not_available;
-        r.message = "the preferred replica " + std::to_string(preferred) +
-                    (usable(preferred) ? " is not in the ISR" : " is not a live broker");
-        return;
-      }
-      emit(out.records, PartitionChangeRecord{t.id, p.partition, std::nullopt, preferred});
-      return;
-    }
-    if (p.leader >= 0) {
-      r.error = ErrorCode::election_not_needed;
-      return;
-    }
-    for (std::int32_t id : p.replicas) {
-      if (contains(p.isr, id) && usable(id)) {
-        emit(out.records, PartitionChangeRecord{t.id, p.partition, std::nullopt, id});
-        return;
-      }
-    }
-    for (std::int32_t id : p.replicas) {
-      if (usable(id)) {
-        // Unclean: only this replica's log survives as the partition's.
-        emit(out.records,
-             PartitionChangeRecord{t.id, p.partition, std::vector<std::int32_t>{id}, id});
-        return;
-      }
-    }
-    r.error = ErrorCode::eligible_leaders_not_available;
-    r.message = "no replica is a live broker";
-  };
-  if (!which) {
-    std::vector<std::pair<std::string, std::int32_t>> all;
-    for (const auto& [name, t] : working().topics())
-      for (const auto& p : t->partitions)
-        all.emplace_back(name, p.partition);
-    for (const auto& [name, part] : all) {
-      const TopicState* t = working().topic(name);
-      ElectionResult r{name, part, ErrorCode::none, {}};
-      decide(*t, t->partitions[static_cast<std::size_t>(part)], r);
-      if (r.error != ErrorCode::election_not_needed) out.answer.push_back(std::move(r));
-    }
-    return out;
-  }
-  for (const auto& [name, part] : *which) {
-    ElectionResult r{name, part, ErrorCode::none, {}};
-    const TopicState* t = working().topic(name);
-    if (!t || part < 0 || static_cast<std::size_t>(part) >= t->partitions.size()) {
-      r.error = ErrorCode::unknown_topic_or_partition;
-      r.message = "no such partition";
-    } else {
-      decide(*t, t->partitions[static_cast<std::size_t>(part)], r);
-    }
-    out.answer.push_back(std::move(r));
-  }
-  return out;
-}
-
-std::vector<MetadataRecord> ControllerState::rebalance_leaders() {
-  return elect_leaders(false, nullptr).records;
-}
-
 Proposal<AlterPartitionAnswer> ControllerState::alter_partition(const AlterPartitionItem& req) {
   Proposal<AlterPartitionAnswer> p;
   auto& a = p.answer;
@@ -418,8 +295,8 @@ Proposal<AlterPartitionAnswer> ControllerState::alter_partition(const AlterParti
       return p;
     }
   }
-  if (isr != part.isr)
-    emit(p.records, PartitionChangeRecord{req.topic_id, req.partition, isr, kNoLeaderChange});
+  if (auto c = isr_change(*t, part, isr, kNoLeaderChange); c.isr || c.elr)
+    emit(p.records, std::move(c));
   const PartitionState& now =
       working().topic(req.topic_id)->partitions[static_cast<std::size_t>(req.partition)];
   a.error = ErrorCode::none;

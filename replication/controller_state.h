@@ -159,6 +159,7 @@ struct BrokerRegistration {
   Uuid incarnation_id{};
   std::vector<BrokerEndpoint> endpoints;
   std::optional<std::string> rack;
+  std::vector<Uuid> log_dirs;  // directory ids (KIP-858); empty: not told
 };
 
 struct RegistrationAnswer {
@@ -298,12 +299,31 @@ class ControllerState {
   }
   // Proposes a record: it joins the working view at once (see the header comment).
   void emit(std::vector<MetadataRecord>& out, MetadataRecord r);
+  // ---- leaderships, ISRs and ELRs (controller_leaders.cc) ----
   // Partition changes when broker id stops being usable (fenced or shutting down): it leaves
   // every ISR that keeps a usable member, and its leaderships move.
   void move_away_from(std::int32_t id, std::vector<MetadataRecord>& out);
-  // Leaderless partitions whose ISR holds a usable broker get it as leader.
+  // Broker id's log dirs were replaced (its replicas hold nothing): it leaves every ISR and ELR.
+  void forget_replicas(std::int32_t id, std::vector<MetadataRecord>& out);
+  // Leaderless partitions with a usable ISR (else ELR) member get it as leader.
   void elect_leaderless(std::vector<MetadataRecord>& out);
   bool usable(std::int32_t id) const;
+  std::size_t min_insync(const TopicState& t) const;
+  // p's ISR becoming `isr` (and its leader `leader`, or kNoLeaderChange), with the ELR that
+  // follows: members leaving an ISR below min.insync.replicas join it, members in the ISR leave
+  // it, and an ISR at min.insync.replicas or above needs none.
+  PartitionChangeRecord isr_change(const TopicState& t, const PartitionState& p,
+                                   std::vector<std::int32_t> isr, std::int32_t leader) const;
+  // The first usable replica in `isr`, else in p's ELR (replica order), other than `leaving`
+  // (a broker on its way out); -1: none.
+  std::int32_t clean_leader(const PartitionState& p, const std::vector<std::int32_t>& isr,
+                            std::int32_t leaving = -1) const;
+  // p's change when its ISR becomes `isr` and its leader is leader_now (-1: one is needed;
+  // an ELR member elected leads with an ISR of itself); nullopt when nothing changes.
+  std::optional<PartitionChangeRecord> elect_clean(const TopicState& t, const PartitionState& p,
+                                                   std::vector<std::int32_t> isr,
+                                                   std::int32_t leader_now,
+                                                   std::int32_t leaving = -1) const;
   bool broker_registered(std::int32_t id) const;
   Uuid new_topic_id();
   // Emits a new topic's records as one group; returns its id.

@@ -31,6 +31,7 @@ TopicState* MetadataImage::writable(std::shared_ptr<const TopicState>& slot) {
 
 void apply_partition_change(PartitionState& p, const PartitionChangeRecord& r) {
   if (r.isr) p.isr = *r.isr;
+  if (r.elr) p.elr = *r.elr;
   if (r.leader != kNoLeaderChange && r.leader != p.leader) {
     p.leader = r.leader;
     ++p.leader_epoch;
@@ -58,7 +59,7 @@ bool MetadataImage::apply(const MetadataRecord& rec) {
           if (p > slot->partitions.size()) return false;  // partitions are added in order
           TopicState* t = writable(slot);
           PartitionState ps{r.partition, r.replicas,     r.isr,
-                            r.leader,    r.leader_epoch, r.partition_epoch};
+                            r.leader,    r.leader_epoch, r.partition_epoch, r.elr};
           if (p == t->partitions.size()) {
             t->partitions.push_back(std::move(ps));
             ++partition_count_;
@@ -104,7 +105,7 @@ bool MetadataImage::apply(const MetadataRecord& rec) {
           auto& b = brokers_[r.broker_id];
           if (b.id >= 0 && r.broker_epoch <= b.epoch) return false;  // epochs only grow
           b = BrokerState{r.broker_id, r.incarnation_id, r.broker_epoch, r.endpoints,
-                          r.rack,      r.fenced,         false};
+                          r.rack,      r.fenced,         false,          r.log_dirs};
           return true;
         } else if constexpr (std::is_same_v<R, BrokerRegistrationChangeRecord>) {
           auto it = brokers_.find(r.broker_id);

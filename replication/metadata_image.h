@@ -23,6 +23,7 @@ struct PartitionState {
   std::int32_t leader = -1;
   std::int32_t leader_epoch = 0;
   std::int32_t partition_epoch = 0;
+  std::vector<std::int32_t> elr;  // eligible leader replicas (KIP-966)
 };
 
 // A registered broker as the metadata says (RegisterBrokerRecord, then its changes).
@@ -34,6 +35,7 @@ struct BrokerState {
   std::optional<std::string> rack;
   bool fenced = true;
   bool in_controlled_shutdown = false;
+  std::vector<Uuid> log_dirs;  // directory ids it registered with
 };
 
 struct TopicState {
@@ -51,6 +53,13 @@ struct UuidHash {
     return a ^ (b * 0x9e3779b97f4a7c15ull);
   }
 };
+
+// Whether a replica list (replicas, ISR, ELR) holds broker id.
+inline bool contains(const std::vector<std::int32_t>& ids, std::int32_t id) {
+  for (std::int32_t x : ids)
+    if (x == id) return true;
+  return false;
+}
 
 // Replays a PartitionChangeRecord (shared with the controller's state machine): the partition
 // epoch always moves, the leader epoch moves when the leader does.

@@ -133,8 +133,11 @@ std::vector<std::byte> encode_record(const MetadataRecord& r) {
           w.string(rec.name);
           put_uuid(w, rec.topic_id);
         } else if constexpr (std::is_same_v<R, PartitionRecord>) {
+          // Version 1 adds the ELR; written only when there is one, so that logs without
+          // any stay readable by samsads that predate it.
+          const bool v1 = !rec.elr.empty();
           w.i16(kPartition);
-          w.i16(0);
+          w.i16(v1 ? 1 : 0);
           put_uuid(w, rec.topic_id);
           w.i32(rec.partition);
           put_ints(w, rec.replicas);
@@ -142,6 +145,7 @@ std::vector<std::byte> encode_record(const MetadataRecord& r) {
           w.i32(rec.leader);
           w.i32(rec.leader_epoch);
           w.i32(rec.partition_epoch);
+          if (v1) put_ints(w, rec.elr);
         } else if constexpr (std::is_same_v<R, RemoveTopicRecord>) {
           w.i16(kRemoveTopic);
           w.i16(0);
@@ -159,8 +163,9 @@ std::vector<std::byte> encode_record(const MetadataRecord& r) {
           w.i32(rec.broker_id);
           w.i64(rec.next_producer_id);
         } else if constexpr (std::is_same_v<R, RegisterBrokerRecord>) {
+          const bool v1 = !rec.log_dirs.empty();  // version 1 adds the directory ids
           w.i16(kRegisterBroker);
-          w.i16(0);
+          w.i16(v1 ? 1 : 0);
           w.i32(rec.broker_id);
           put_uuid(w, rec.incarnation_id);
           w.i64(rec.broker_epoch);
@@ -173,6 +178,11 @@ std::vector<std::byte> encode_record(const MetadataRecord& r) {
           }
           w.nullable_string(rec.rack);
           w.i8(rec.fenced ? 1 : 0);
+          if (v1) {
+            w.i32(static_cast<std::int32_t>(rec.log_dirs.size()));
+            for (const auto& d : rec.log_dirs)
+              put_uuid(w, d);
+          }
         } else if constexpr (std::is_same_v<R, BrokerRegistrationChangeRecord>) {
           w.i16(kBrokerRegistrationChange);
           w.i16(0);
@@ -181,12 +191,14 @@ std::vector<std::byte> encode_record(const MetadataRecord& r) {
           w.i8(rec.fenced);
           w.i8(rec.in_controlled_shutdown);
         } else if constexpr (std::is_same_v<R, PartitionChangeRecord>) {
+          const bool v1 = rec.elr.has_value();  // version 1 adds an ELR change
           w.i16(kPartitionChange);
-          w.i16(0);
+          w.i16(v1 ? 1 : 0);
           put_uuid(w, rec.topic_id);
           w.i32(rec.partition);
           put_opt_ints(w, rec.isr);
           w.i32(rec.leader);
+          if (v1) put_opt_ints(w, rec.elr);
         }
       },
       r);
@@ -198,7 +210,9 @@ std::optional<MetadataRecord> decode_record(std::span<const std::byte> value) {
   if (in.i8() != 0) return std::nullopt;
   auto type = in.i16();
   auto version = in.i16();
-  if (!in.ok() || version != 0) return std::nullopt;
+  // Version 1 of a partition, partition change and broker registration adds a field.
+  const bool versioned = type == kPartition || type == kPartitionChange || type == kRegisterBroker;
+  if (!in.ok() || version < 0 || version > (versioned ? 1 : 0)) return std::nullopt;
   MetadataRecord out;
   switch (type) {
     case kTopic: {
@@ -217,6 +231,7 @@ std::optional<MetadataRecord> decode_record(std::span<const std::byte> value) {
       r.leader = in.i32();
       r.leader_epoch = in.i32();
       r.partition_epoch = in.i32();
+      if (version >= 1) r.elr = get_ints(in);
       out = std::move(r);
       break;
     }
@@ -260,6 +275,11 @@ std::optional<MetadataRecord> decode_record(std::span<const std::byte> value) {
       auto f = in.i8();
       if (f != 0 && f != 1) return std::nullopt;
       r.fenced = f == 1;
+      if (version >= 1) {
+        auto dirs = in.array(false, 16);
+        for (std::int32_t i = 0; i < dirs && in.ok(); ++i)
+          r.log_dirs.push_back(get_uuid(in));
+      }
       out = std::move(r);
       break;
     }
@@ -281,6 +301,10 @@ std::optional<MetadataRecord> decode_record(std::span<const std::byte> value) {
       r.partition = in.i32();
       r.isr = get_opt_ints(in);
       r.leader = in.i32();
+      if (version >= 1) {
+        r.elr = get_opt_ints(in);
+        if (!r.elr) return std::nullopt;  // version 1 is written only with an ELR change
+      }
       out = std::move(r);
       break;
     }

@@ -37,6 +37,8 @@ struct PartitionRecord {
   std::int32_t leader = -1;
   std::int32_t leader_epoch = 0;
   std::int32_t partition_epoch = 0;
+  // KIP-966's eligible leader replicas: out of the ISR, yet holding every committed record.
+  std::vector<std::int32_t> elr;
 };
 
 struct RemoveTopicRecord {
@@ -75,6 +77,9 @@ struct RegisterBrokerRecord {
   std::vector<BrokerEndpoint> endpoints;
   std::optional<std::string> rack;
   bool fenced = true;  // a new registration is fenced until it has caught up with the metadata
+  // The directory ids of its log dirs (KIP-858; meta.properties' directory.id). A restart with
+  // a different id means the disk that held its replicas is gone.
+  std::vector<Uuid> log_dirs;
 };
 
 // Kafka's BrokerRegistrationChangeRecord: fencing and controlled shutdown of a registration.
@@ -93,6 +98,7 @@ struct PartitionChangeRecord {
   std::int32_t partition = 0;
   std::optional<std::vector<std::int32_t>> isr;  // nullopt: unchanged
   std::int32_t leader = kNoLeaderChange;         // -1: no leader
+  std::optional<std::vector<std::int32_t>> elr;  // nullopt: unchanged
 };
 
 using MetadataRecord =

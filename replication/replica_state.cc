@@ -6,14 +6,6 @@ namespace samsa::replication {
 
 using kafka::ErrorCode;
 
-namespace {
-
-bool contains(const std::vector<std::int32_t>& v, std::int32_t x) {
-  return std::find(v.begin(), v.end(), x) != v.end();
-}
-
-}  // namespace
-
 bool ReplicaState::in_isr(std::int32_t id) const {
   return contains(isr_, id);
 }

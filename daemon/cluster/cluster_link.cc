@@ -123,6 +123,7 @@ bool ClusterLink::do_register() {
   reg.broker_id = opts_.node_id;
   reg.incarnation_id = opts_.incarnation_id;
   reg.endpoints = opts_.endpoints;
+  reg.log_dirs = opts_.log_dirs;
   auto body = replication::registration_request(reg, opts_.cluster_id);
   const std::int32_t corr = next_correlation_++;
   auto frame =

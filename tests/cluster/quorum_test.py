@@ -84,7 +84,7 @@ def main() -> int:
     ch.set_log_prefix("[quorum]")
     why = kafka_tools_available()
     if why:
-        return ch.skip_or_fail(why)
+        return ch.skip_or_fail(ch.log, why, "the test")
     kills = 20 if a.full else 5
     root = tempfile.mkdtemp(prefix="samsa-quorum-")
     ports = {v: ch.free_port() for v in VOTERS}

@@ -229,7 +229,7 @@ void describe_topic_partitions(RequestPtr r) {
       rp.leader_epoch = ps.leader_epoch;
       rp.replica_nodes = ps.replicas;
       rp.isr_nodes = ps.isr;
-      rp.eligible_leader_replicas = std::vector<std::int32_t>{};
+      rp.eligible_leader_replicas = ps.elr;
       rp.last_known_elr = std::vector<std::int32_t>{};
       if (ps.leader < 0) rp.error_code = kafka::code(ErrorCode::leader_not_available);
       out.partitions.push_back(std::move(rp));

@@ -42,6 +42,12 @@ TEST(MetadataRecords, EveryRecordRoundTripsAndEveryPrefixIsRejected) {
       PartitionChangeRecord{id, 3, std::vector<std::int32_t>{1, 2}, 2},
       PartitionChangeRecord{id, 3, std::nullopt, kNoLeaderChange},
       PartitionChangeRecord{id, 3, std::vector<std::int32_t>{}, -1},
+      // Version 1: an ELR, directory ids.
+      PartitionRecord{id, 4, {1, 2, 3}, {1}, 1, 7, 9, {2, 3}},
+      RegisterBrokerRecord{4, id, 79, {}, std::nullopt, true, {id, random_uuid()}},
+      PartitionChangeRecord{id, 3, std::vector<std::int32_t>{1}, kNoLeaderChange,
+                            std::vector<std::int32_t>{2}},
+      PartitionChangeRecord{id, 3, std::nullopt, 2, std::vector<std::int32_t>{}},
   };
   for (const auto& r : recs) {
     auto b = encode_record(r);
@@ -55,6 +61,26 @@ TEST(MetadataRecords, EveryRecordRoundTripsAndEveryPrefixIsRejected) {
     EXPECT_FALSE(decode_record(longer).has_value());
   }
   EXPECT_FALSE(decode_record(bytes({0, 0, 99, 0, 0})).has_value());  // unknown type
+}
+
+TEST(MetadataRecords, TheNewFieldsTakeVersionOneOnlyWhenPresent) {
+  // Logs without an ELR or directory ids stay readable by samsads that predate them.
+  auto version = [](const MetadataRecord& r) {
+    auto b = encode_record(r);
+    return std::to_integer<int>(b[3]) << 8 | std::to_integer<int>(b[4]);
+  };
+  Uuid id = random_uuid();
+  EXPECT_EQ(version(PartitionRecord{id, 0, {1}, {1}, 1, 0, 0}), 0);
+  EXPECT_EQ(version(PartitionRecord{id, 0, {1, 2}, {1}, 1, 0, 0, {2}}), 1);
+  EXPECT_EQ(version(PartitionChangeRecord{id, 0, std::nullopt, 2}), 0);
+  EXPECT_EQ(version(PartitionChangeRecord{id, 0, std::nullopt, 2, std::vector<std::int32_t>{}}),
+            1);
+  EXPECT_EQ(version(RegisterBrokerRecord{1, id, 5, {}, std::nullopt, true}), 0);
+  EXPECT_EQ(version(RegisterBrokerRecord{1, id, 5, {}, std::nullopt, true, {id}}), 1);
+  // A version this samsad does not know is refused, not misread.
+  auto b = encode_record(PartitionRecord{id, 0, {1}, {1}, 1, 0, 0});
+  b[4] = std::byte{2};
+  EXPECT_FALSE(decode_record(b).has_value());
 }
 
 TEST(MetadataImage, PartitionChangesMoveEpochsAndBrokerChangesNeedTheCurrentEpoch) {
