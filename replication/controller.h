@@ -216,6 +216,7 @@ class Controller {
     std::int64_t high_watermark = -1;
     std::int64_t log_end_offset = 0;
     std::int64_t log_start_offset = 0;
+    std::int64_t applied_offset = 0;  // every committed record below it is in the image
     std::optional<quorum::SnapshotId> snapshot;
     std::vector<quorum::NodeId> voters;
     std::vector<quorum::ReplicaProgress> replicas;  // the leader's view (voters and observers)

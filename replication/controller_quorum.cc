@@ -577,6 +577,7 @@ Controller::QuorumView Controller::quorum_view() const {
   v.high_watermark = raft_->high_watermark();
   v.log_end_offset = log_->log_end_offset();
   v.log_start_offset = log_->log_start_offset();
+  v.applied_offset = applied_offset_;
   v.snapshot = snapshots_->latest();
   v.voters = raft_->options().voters;
   v.replicas = raft_->progress(mono_ms());

@@ -538,6 +538,7 @@ void register_admin_commands(AdminServer& admin, Broker& b) {
   admin.add_command("testing.stall",
                     [&b](const json::Value& a, Reply r) { testing_stall(b, a, r); });
   register_topic_commands(admin, b);
+  register_quorum_command(admin, b);
 }
 
 }  // namespace samsa::daemon

@@ -1,7 +1,8 @@
 // The admin socket's commands (DESIGN.md decision 11), registered on the AdminServer:
 //   status, reload, drain, flush, config.get, config.set, log.level, metrics,
 //   topic.list, topic.describe, topic.create, topic.delete, partition.describe,
-//   group.list, group.describe, and testing.stall (only with samsa.testing.hooks=true).
+//   group.list, group.describe, quorum, and testing.stall (only with
+//   samsa.testing.hooks=true).
 // Each runs on the admin thread and reaches the reactors, the controller and the coordinator
 // through their queues (gather() below), answering with whatever arrived in time.
 #pragma once
@@ -16,6 +17,10 @@
 #include "base/clock.h"
 #include "daemon/admin/admin.h"
 
+namespace samsa::kafka {
+struct DescribeQuorumResponse;
+}
+
 namespace samsa::daemon {
 
 class Broker;
@@ -23,6 +28,12 @@ class Broker;
 void register_admin_commands(AdminServer& admin, Broker& broker);
 // The topic, partition and group commands (admin_topics.cc).
 void register_topic_commands(AdminServer& admin, Broker& broker);
+// The controller quorum (admin_quorum.cc).
+void register_quorum_command(AdminServer& admin, Broker& broker);
+// DescribeQuorum's answer as the quorum command shows it (admin_quorum.cc): leader, epoch, high
+// watermark, max follower lag, voters and observers with their lag and fetch times, the
+// voters' endpoints. Ages are taken against now_wall_ms, the answering node's clock.
+json::Value quorum_json(const kafka::DescribeQuorumResponse& a, std::int64_t now_wall_ms);
 
 // Asks n targets for a T and collects the answers on the admin thread. start(i, deliver) sends
 // the question to target i; deliver(T) may be called from any thread. done gets one slot per

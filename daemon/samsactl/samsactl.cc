@@ -94,6 +94,15 @@ const Command kCommands[] = {
     {"group describe", "GROUP", "members, assignment, committed offsets and lag",
      "A group's members with the partitions assigned to each, and its committed offsets\n"
      "with the lag behind each partition's high watermark.\n"},
+    {"quorum", "", "the controller quorum: leader, epoch, voters, observers and their lag",
+     "What kafka-metadata-quorum describe --status and --replication show: the leader and\n"
+     "its epoch, the high watermark, the largest follower lag, the voters (with their\n"
+     "endpoints) and observers, and per replica its metadata log end offset, its lag behind\n"
+     "the leader's and when it last fetched and last caught up. A controller answers from its\n"
+     "own state (one that does not lead names the leader; the replication figures are the\n"
+     "leader's); a broker asks the active controller, as Kafka's brokers do. Then this\n"
+     "node's own view: the leader it follows, its epoch, its metadata log and how far it has\n"
+     "applied it (shown even when the controllers cannot be reached).\n"},
     {"testing stall", "[reactor N|controller|coordinator] SECONDS",
      "test-only: block a broker loop (needs samsa.testing.hooks=true)",
      "Blocks one of samsad's loops for SECONDS, as a bug would, so a test can watch systemd's\n"
@@ -386,7 +395,7 @@ std::expected<Value, int> build_request(const Command& command,
                        (*cmd->args ? " " + std::string(cmd->args) : ""));
   };
   if (name == "status" || name == "reload" || name == "drain" || name == "flush" ||
-      name == "metrics" || name == "topic list" || name == "group list") {
+      name == "metrics" || name == "topic list" || name == "group list" || name == "quorum") {
     if (!args.empty()) return std::unexpected(bad());
     std::string c = name;
     if (c == "topic list") c = "topic.list";
@@ -518,6 +527,8 @@ std::string format_result(const std::string& name, const Value& r, bool with_key
     out = fmt::format_group_list(r);
   } else if (name == "group describe") {
     out = fmt::format_group_describe(r);
+  } else if (name == "quorum") {
+    out = fmt::format_quorum(r);
   } else {
     out = fmt::format_generic(r);
   }

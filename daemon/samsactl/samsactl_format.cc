@@ -339,6 +339,82 @@ std::string format_group_describe(const Value& r) {
   return out;
 }
 
+namespace {
+
+// "100@127.0.0.1:9093" for a voter whose endpoint the answer names, else its id.
+std::string voter_name(const Value& quorum, const Value& voter) {
+  std::string out = str(voter, "id");
+  for (const auto& n : arr(quorum, "nodes"))
+    if (str(n, "id") == out && !arr(n, "listeners").empty()) {
+      const Value& l = arr(n, "listeners").front();
+      return out + "@" + str(l, "host") + ":" + str(l, "port");
+    }
+  return out;
+}
+
+std::string ago(const Value& v, std::string_view key) {
+  const std::string ms = str(v, key);
+  return ms == "-" ? "-" : ms + " ms ago";
+}
+
+std::string node_line(const Value& n) {
+  if (n.find("error")) return str(n, "error");
+  std::string out = str(n, "id") + " (" + (str(n, "voter") == "yes" ? "voter" : "observer") + ", ";
+  if (str(n, "role") == "leader") {
+    out += "leading";
+  } else {
+    out += str(n, "role");
+    if (str(n, "leader_id") != "-1") out += ", following " + str(n, "leader_id");
+  }
+  out += " in epoch " + str(n, "leader_epoch") + "): metadata log " + str(n, "log_start_offset") +
+         ".." + str(n, "log_end_offset") + ", high watermark " + str(n, "high_watermark") +
+         ", applied to " + str(n, "applied_offset");
+  return out;
+}
+
+}  // namespace
+
+// The --status facts as lines, then the --replication table, then this node's own view.
+std::string format_quorum(const Value& r) {
+  static const Value empty = Value::object();
+  const Value* qp = r.find("quorum");
+  const Value& q = qp ? *qp : empty;
+  // A controller that does not lead knows the leader and the voters, not their progress.
+  const bool progress = q.find("leader_id") && !q.find("error");
+  std::vector<std::pair<std::string, std::string>> rows;
+  rows.emplace_back("cluster", str(r, "cluster_id"));
+  if (q.find("leader_id")) {
+    rows.emplace_back("leader", str(q, "leader_id"));
+    rows.emplace_back("leader epoch", str(q, "leader_epoch"));
+    rows.emplace_back("high watermark", str(q, "high_watermark"));
+    if (progress)
+      rows.emplace_back("max follower lag", str(q, "max_follower_lag") + " records, " +
+                                                str(q, "max_follower_lag_time_ms") + " ms");
+    std::string voters, observers;
+    for (const auto& v : arr(q, "voters"))
+      voters += (voters.empty() ? "" : ", ") + voter_name(q, v);
+    for (const auto& o : arr(q, "observers"))
+      observers += (observers.empty() ? "" : ", ") + str(o, "id");
+    rows.emplace_back("voters", voters.empty() ? "-" : voters);
+    if (progress) rows.emplace_back("observers", observers.empty() ? "-" : observers);
+  }
+  rows.emplace_back("answered by", str(r, "quorum_source"));
+  if (q.find("error")) rows.emplace_back("error", str(q, "error"));
+  if (q.find("leader_id") && !progress)
+    rows.emplace_back("replication", "known to the leader only: samsactl quorum on node " +
+                                         str(q, "leader_id") + " or on a broker shows it");
+  std::string out = kv(rows);
+  std::vector<std::vector<std::string>> t;
+  for (const char* part : {"voters", "observers"})
+    for (const auto& x : arr(q, part))
+      t.push_back({str(x, "id"), str(x, "log_end_offset"), str(x, "lag"),
+                   ago(x, "last_fetch_ms_ago"), ago(x, "last_caught_up_ms_ago"), str(x, "status")});
+  if (progress && !t.empty())
+    out += "\n" + table({"NODE", "LOG END", "LAG", "LAST FETCH", "LAST CAUGHT UP", "STATUS"}, t);
+  if (const Value* n = r.find("node")) out += "\n" + kv({{"this node", node_line(*n)}});
+  return out;
+}
+
 std::string format_generic(const Value& r) {
   if (r.is_string()) return r.as_string();
   if (r.is_object()) {

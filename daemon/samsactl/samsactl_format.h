@@ -32,6 +32,7 @@ std::string format_topic_delete(const Value& r);
 std::string format_partition_describe(const Value& r);
 std::string format_group_list(const Value& r);
 std::string format_group_describe(const Value& r);
+std::string format_quorum(const Value& r);
 std::string format_generic(const Value& r);
 
 }  // namespace samsa::samsactl

@@ -4,6 +4,9 @@ that know only the bootstrap servers. Checks, with real clients:
 
 - kafka-metadata-quorum describe --status and --replication (through a broker, which forwards
   DescribeQuorum) name the leader, the three voters and the brokers as observers;
+- samsactl quorum on the leader's, a follower controller's and a broker's admin socket names
+  the same leader and the three voters (the leader's and the broker's with every replica's
+  progress, the broker's own view following that leader);
 - kill -9 of the active controller, repeatedly: a new controller commits its first record
   (failover time: kill -> its "active controller" line, median and max printed), a topic
   created after each failover exists afterwards exactly once, and an acks=all producer to an
@@ -16,9 +19,11 @@ CI size: 5 kills; --full: 20.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -76,9 +81,54 @@ class Producer(threading.Thread):
         self.p.flush(30)
 
 
+def samsactl_quorum(samsactl: str, node, *extra: str) -> tuple[int, str]:
+    r = subprocess.run([samsactl, "--socket", node.props["samsa.admin.socket"], *extra, "quorum"],
+                       capture_output=True, text=True, timeout=30)
+    return r.returncode, r.stdout + r.stderr
+
+
+def check_samsactl_quorum(samsactl: str, controllers, brokers, leader: int):
+    """samsactl quorum on the leader, a follower controller and a broker: one leader, three
+    voters; the progress table where the leader's answer is (the leader's, forwarded by the
+    broker); the broker's own view follows that leader."""
+    follower = next(c for v, c in controllers.items() if v != leader)
+    broker = next(iter(brokers.values()))
+    for what, node in (("leader", controllers[leader]), ("follower controller", follower),
+                       ("broker", broker)):
+        rc, out = samsactl_quorum(samsactl, node)
+        ch.log(f"samsactl quorum on the {what} (node {node.id}):\n" + out)
+        ch.check(rc == 0 and re.search(rf"^leader\s+{leader}$", out, re.M) is not None,
+                 f"samsactl quorum on the {what} names leader {leader}")
+        voters_line = re.search(r"^voters\s+(.*)$", out, re.M)
+        ch.check(voters_line is not None and
+                 sorted(int(x.split("@")[0]) for x in voters_line.group(1).split(", ")) ==
+                 list(VOTERS), f"samsactl quorum on the {what} lists the three voters")
+        rc, out = samsactl_quorum(samsactl, node, "--json")
+        j = json.loads(out) if rc == 0 else {}
+        q = j.get("quorum", {})
+        ch.check(q.get("leader_id") == leader and
+                 sorted(v["id"] for v in q.get("voters", [])) == list(VOTERS),
+                 f"samsactl --json quorum on the {what}: leader and voters")
+        if what == "follower controller":
+            ch.check("NOT_LEADER_OR_FOLLOWER" in q.get("error", ""),
+                     "a follower controller says the progress is the leader's")
+            continue
+        ch.check(all(v["lag"] is not None and v["last_fetch_ms_ago"] is not None
+                     for v in q["voters"]), f"the {what}'s answer has every voter's progress")
+        ch.check(sorted(o["id"] for o in q.get("observers", [])) == sorted(BROKERS),
+                 f"the {what}'s answer lists the brokers as observers")
+        ch.check(len(q.get("nodes", [])) == len(VOTERS), f"the {what}'s answer names the "
+                 "voters' endpoints (DescribeQuorum v2 Nodes)")
+    rc, out = samsactl_quorum(samsactl, broker, "--json")
+    n = json.loads(out)["node"] if rc == 0 else {}
+    ch.check(n.get("leader_id") == leader and n.get("voter") is False and
+             n.get("log_end_offset", -1) > 0, "the broker's own view follows the leader")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--samsad", required=True)
+    ap.add_argument("--samsactl", help="also check samsactl quorum on the admin sockets")
     ap.add_argument("--full", action="store_true", help="20 kills instead of 5")
     a = ap.parse_args()
     ch.set_log_prefix("[quorum]")
@@ -137,6 +187,8 @@ def main() -> int:
                  "--replication: every voter")
         ch.check(all(rows.get(b) == "Observer" for b in BROKERS),
                  "--replication: the brokers are observers")
+        if a.samsactl:
+            check_samsactl_quorum(a.samsactl, controllers, brokers, leader)
 
         producer = Producer(bootstrap, "q-data")
         producer.start()

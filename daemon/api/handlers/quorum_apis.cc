@@ -6,6 +6,7 @@
 #include "base/log.h"
 #include "daemon/api/handlers/handlers.h"
 #include "daemon/api/handlers/round_trip.h"
+#include "daemon/api/quorum_describe.h"
 #include "daemon/broker.h"
 #include "net/kafka/gen/begin_quorum_epoch_request.h"
 #include "net/kafka/gen/begin_quorum_epoch_response.h"
@@ -35,18 +36,6 @@ ErrorCode cluster_check(const Request& r, const std::optional<std::string>& thei
              std::string(kafka::api_name(r.api_key())).c_str(), r.conn->peer().c_str(),
              theirs->c_str(), r.rc.settings->cluster_id.c_str());
   return e;
-}
-
-// A quorum node's address for others: a configured voter's, or this controller's own listener.
-std::optional<QuorumNode> quorum_endpoint(const BrokerSettings& s, q::NodeId id) {
-  if (id < 0) return std::nullopt;
-  for (const auto& v : s.cluster.voters)
-    if (v.id == id) return v;
-  if (id == s.node_id && s.cluster.role == ProcessRole::controller)
-    for (const auto& e : s.advertised.empty() ? s.listeners : s.advertised)
-      if (!e.host.empty() && e.name == s.cluster.controller_listener)
-        return QuorumNode{id, e.host, e.port};
-  return std::nullopt;
 }
 
 }  // namespace
@@ -156,8 +145,8 @@ void metadata_log_fetch(RequestPtr r) {
 }
 
 // kafka-metadata-quorum describe --status / --replication. Served where the controller runs;
-// a broker node forwards it (dispatch.cc). A controller that does not lead answers
-// NOT_LEADER_OR_FOLLOWER and names the leader, as KRaft does.
+// a broker node forwards it (dispatch.cc). The answer is describe_quorum_answer's, which
+// samsactl quorum shows too.
 void describe_quorum(RequestPtr r) {
   kafka::DescribeQuorumRequest req;
   if (!r->decode(req)) return;
@@ -175,45 +164,7 @@ void describe_quorum(RequestPtr r) {
   via_controller<replication::Controller::QuorumView>(
       std::move(r), [](replication::Controller& c, auto done) { done(c.quorum_view()); },
       [](RequestPtr r, replication::Controller::QuorumView v) {
-        kafka::DescribeQuorumResponse resp;
-        auto& t = resp.topics.emplace_back();
-        t.topic_name = std::string(q::kMetadataTopic);
-        auto& p = t.partitions.emplace_back();
-        p.partition_index = 0;
-        p.leader_id = v.leader;
-        p.leader_epoch = v.epoch;
-        p.high_watermark = v.high_watermark;
-        if (v.role != q::Role::leader) {
-          p.error_code = kafka::code(ErrorCode::not_leader_or_follower);
-          p.error_message = "node " + std::to_string(r->rc.settings->node_id) +
-                            " does not lead the metadata quorum";
-        }
-        const std::int64_t now_wall = wall_ms();
-        const std::int64_t now_mono = mono_ms();
-        auto state_of = [&](const q::ReplicaProgress& rp) {
-          kafka::DescribeQuorumResponse::ReplicaState s;
-          s.replica_id = rp.id;
-          s.log_end_offset = rp.end_offset;
-          // The leader keeps monotonic times; DescribeQuorum shows wall-clock ones.
-          s.last_fetch_timestamp =
-              rp.last_fetch_ms < 0 ? -1 : now_wall - (now_mono - rp.last_fetch_ms);
-          s.last_caught_up_timestamp =
-              rp.last_caught_up_ms < 0 ? -1 : now_wall - (now_mono - rp.last_caught_up_ms);
-          return s;
-        };
-        for (q::NodeId id : v.voters) {
-          q::ReplicaProgress rp{id, -1, -1, -1, true};
-          for (const auto& x : v.replicas)
-            if (x.id == id) rp = x;
-          if (id == v.leader && v.role == q::Role::leader) {
-            rp.end_offset = v.log_end_offset;
-            rp.last_fetch_ms = rp.last_caught_up_ms = now_mono;
-          }
-          p.current_voters.push_back(state_of(rp));
-        }
-        for (const auto& x : v.replicas)
-          if (!x.voter) p.observers.push_back(state_of(x));
-        r->reply(resp);
+        r->reply(describe_quorum_answer(v, *r->rc.settings, wall_ms(), mono_ms()));
       });
 }
 
