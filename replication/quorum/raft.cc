@@ -160,6 +160,11 @@ void RaftNode::become_prospective(std::int64_t now_ms) {
   SAMSA_ASSERT(voter_);
   prospective_from_ = role_ == Role::prospective ? prospective_from_ : role_;
   role_ = Role::prospective;
+  // The fetch it timed out on is given up (KRaft resets its connections here): its answer is
+  // ignored, and a follower again after a lost pre-vote fetches at once instead of waiting out
+  // the old request's timeout, which is longer than the fetch timeout.
+  fetch_in_flight_.reset();
+  if (snapshot_fetch_) snapshot_fetch_->in_flight.reset();
   granted_ = {opts_.node_id};
   rejected_.clear();
   election_deadline_ = now_ms + random_ms(opts_.election_timeout_ms, 2 * opts_.election_timeout_ms);

@@ -122,6 +122,13 @@ TEST_F(QuorumRaftTest, FollowerBackFromALostPreVoteKeepsFetchingFromItsLeader) {
   EXPECT_GE(answered, 5);
 }
 
+// The fetch it timed out on is given up with the pre-vote: following again, it asks at once, not
+// after that request's own timeout (500 ms here, longer than the fetch timeout).
+TEST_F(QuorumRaftTest, FollowerBackFromALostPreVoteFetchesAgainAtOnce) {
+  ASSERT_NO_FATAL_FAILURE(lose_a_fetch_then_a_pre_vote());
+  EXPECT_EQ(take<FetchRequest>().size(), 1u);
+}
+
 // The other side: a leader that stays silent still loses the follower, a fetch timeout after
 // the lost pre-vote.
 TEST_F(QuorumRaftTest, FollowerBackFromALostPreVoteStandsAfterAFetchTimeoutOfSilence) {
