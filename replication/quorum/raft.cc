@@ -160,6 +160,11 @@ void RaftNode::become_prospective(std::int64_t now_ms) {
   SAMSA_ASSERT(voter_);
   prospective_from_ = role_ == Role::prospective ? prospective_from_ : role_;
   role_ = Role::prospective;
+  // The fetch it timed out on is given up (KRaft resets its connections here): its answer is
+  // ignored, and a follower again after a lost pre-vote fetches at once instead of waiting out
+  // the old request's timeout, which is longer than the fetch timeout.
+  fetch_in_flight_.reset();
+  if (snapshot_fetch_) snapshot_fetch_->in_flight.reset();
   granted_ = {opts_.node_id};
   rejected_.clear();
   election_deadline_ = now_ms + random_ms(opts_.election_timeout_ms, 2 * opts_.election_timeout_ms);
@@ -334,7 +339,7 @@ void RaftNode::count_vote(NodeId from, bool granted, std::int64_t now_ms) {
 }
 
 // A lost election (or one that timed out): back off, randomly and longer each time, then ask
-// for pre-votes again.
+// for pre-votes again (a follower again: once its leader has been silent a fetch timeout).
 void RaftNode::lose_election(std::int64_t now_ms) {
   ++lost_elections_;
   const std::int64_t cap =
@@ -342,9 +347,13 @@ void RaftNode::lose_election(std::int64_t now_ms) {
                              std::int64_t{50} << std::min<std::uint32_t>(lost_elections_, 10));
   const std::int64_t wait = random_ms(0, cap) + 1;
   if (role_ == Role::prospective && prospective_from_ == Role::follower && state_.leader >= 0) {
-    // The leader may still be there: keep fetching from it meanwhile.
+    // The leader may still be there (the others would not stand): follow it again with a whole
+    // fetch timeout, as KRaft's new FollowerState does. A deadline of only the back-off ran out
+    // before a fetch could come back (one the leader long-polls, or one lost and re-sent after its
+    // request timeout), and a prospective node drops that answer: the follower flapped between the
+    // two roles while its fetches, and so the leader's commits, stalled.
     role_ = Role::follower;
-    fetch_deadline_ = now_ms + wait;
+    fetch_deadline_ = now_ms + opts_.fetch_timeout_ms;
     election_deadline_ = leader_unreachable_ ? now_ms + wait : INT64_MAX;
     return;
   }
