@@ -94,6 +94,9 @@ struct TopicSpec {
   std::int32_t partitions = -1;          // -1: num.partitions
   std::int16_t replication_factor = -1;  // -1: default.replication.factor
   std::map<std::string, std::string> configs;
+  // Replicas of each partition, chosen by the client (kafka-topics --replica-assignment);
+  // empty: the controller places them. partitions and replication_factor then match them.
+  std::vector<std::vector<std::int32_t>> assignments;
 };
 
 struct TopicOutcome {

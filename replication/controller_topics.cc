@@ -49,7 +49,7 @@ Uuid ControllerState::new_topic_id() {
 
 Uuid ControllerState::emit_topic(std::vector<MetadataRecord>& out, std::vector<std::size_t>& groups,
                                  const TopicSpec& s, std::int32_t partitions, std::int16_t rf) {
-  auto placed = place(partitions, rf);
+  auto placed = s.assignments.empty() ? place(partitions, rf) : s.assignments;
   const Uuid id = new_topic_id();
   const std::size_t before = out.size();
   emit(out, TopicRecord{s.name, id});
@@ -120,6 +120,9 @@ Proposal<std::vector<TopicOutcome>> ControllerState::create_topics(std::vector<T
       fail(ErrorCode::invalid_partitions, "Number of partitions must be larger than 0.");
     } else if (rf <= 0) {
       fail(ErrorCode::invalid_replication_factor, "Replication factor must be larger than 0.");
+    } else if (!s.assignments.empty()) {
+      if (auto why = check_assignments(s.assignments, static_cast<std::size_t>(rf)))
+        fail(ErrorCode::invalid_replica_assignment, *why);
     } else if (rf > live) {
       fail(ErrorCode::invalid_replication_factor,
            "Unable to replicate the partition " + std::to_string(rf) +
@@ -158,6 +161,10 @@ std::optional<std::string> ControllerState::check_assignments(
     if (bad != a.end())
       return "The manual partition assignment includes broker " + std::to_string(*bad) +
              ", but no such broker is registered.";
+    for (auto b = a.begin(); b != a.end(); ++b)
+      if (std::find(a.begin(), b, *b) != b)
+        return "The manual partition assignment includes broker " + std::to_string(*b) +
+               " more than once.";
     if (a.size() != rf)
       return "The manual partition assignment includes a partition with " +
              std::to_string(a.size()) +

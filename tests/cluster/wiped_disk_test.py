@@ -138,7 +138,7 @@ def main() -> int:
         from confluent_kafka.admin import AdminClient, NewTopic
         admin = AdminClient({"bootstrap.servers": bootstrap})
         wait(lambda: len(admin.list_topics(timeout=5).brokers) == 3, 30, "3 brokers registered")
-        admin.create_topics([NewTopic(TOPIC, replica_assignment=[[1, 2, 3], [1, 2, 3]],
+        admin.create_topics([NewTopic(TOPIC, 2, -1, replica_assignment=[[1, 2, 3], [1, 2, 3]],
                                       config={"min.insync.replicas": "2"})])[TOPIC].result(30)
         wait(lambda: (leaders(b1, kp) or {}).get(1, (0, []))[1] == [1, 2, 3], 20,
              "both partitions led by 1 with the full ISR")
@@ -156,8 +156,13 @@ def main() -> int:
         data = b1.props["log.dirs"]
         shutil.rmtree(data)
         os.makedirs(data)
+        before = len(b1.log_text())
         b1.start("restart on a new disk")
         b1.wait_listening()
+        # Until its new registration is in the metadata, its image is the one from before (it
+        # names the killed incarnation leader; the replicas do not act on it).
+        wait(lambda: "unfenced by the controller" in b1.log_text()[before:], 30,
+             "broker 1 registered again and unfenced")
         seen = wait(lambda: leaders(b1, kp), 30, "broker 1 answers Metadata")
         end = time.time() + 5
         while time.time() < end:  # it stays leaderless while nobody eligible is back

@@ -24,7 +24,6 @@ using kafka::ErrorCode;
 void create_topics(RequestPtr r) {
   auto req = std::make_shared<kafka::CreateTopicsRequest>();
   if (!r->decode(*req)) return;
-  const auto& s = *r->rc.settings;
   std::vector<replication::TopicSpec> specs;
   // Requests the controller must not see (bad manual assignments) are answered here.
   std::vector<std::optional<replication::TopicOutcome>> early(req->topics.size());
@@ -35,29 +34,26 @@ void create_topics(RequestPtr r) {
       if (c.value) spec.configs[c.name] = *c.value;
     }
     if (!t.assignments.empty()) {
-      // Manual assignment: every replica must be a live broker (only this one, for now).
+      // Manual assignment: its shape is checked here; which brokers it names, by the
+      // controller (ControllerState::check_assignments: registered, each once, one RF).
       bool ok = t.num_partitions == -1 && t.replication_factor == -1;
-      std::int16_t rf = -1;
       for (std::size_t p = 0; ok && p < t.assignments.size(); ++p) {
         const auto& a = t.assignments[p];
         if (a.partition_index != static_cast<std::int32_t>(p) || a.broker_ids.empty()) ok = false;
-        for (auto id : a.broker_ids)
-          if (id != s.node_id) ok = false;
-        if (rf == -1) rf = static_cast<std::int16_t>(a.broker_ids.size());
-        if (rf != static_cast<std::int16_t>(a.broker_ids.size())) ok = false;
+        spec.assignments.push_back(a.broker_ids);
       }
       if (!ok) {
         replication::TopicOutcome o;
         o.name = t.name;
         o.error = ErrorCode::invalid_replica_assignment;
         o.message =
-            "Replica assignments must name live brokers, for partitions 0..n-1 in order, "
-            "with numPartitions and replicationFactor set to -1.";
+            "Replica assignments must be given for partitions 0..n-1 in order, each naming "
+            "brokers, with numPartitions and replicationFactor set to -1.";
         early[i] = std::move(o);
         continue;
       }
-      spec.partitions = static_cast<std::int32_t>(t.assignments.size());
-      spec.replication_factor = rf;
+      spec.partitions = static_cast<std::int32_t>(spec.assignments.size());
+      spec.replication_factor = static_cast<std::int16_t>(spec.assignments.front().size());
     }
     specs.push_back(std::move(spec));
   }

@@ -365,5 +365,28 @@ TEST(ControllerState, SnapshotAndRecordsReplayToTheSameState) {
   EXPECT_EQ(pa.partition_epoch, pb.partition_epoch);
 }
 
+TEST(ControllerState, ATopicTakesTheClientsReplicaAssignment) {
+  Cluster c;
+  auto ok = c.cs.create_topics({{"manual", 2, 3, {}, {{3, 1, 2}, {2, 3, 1}}}}, false);
+  ASSERT_EQ(ok.answer.at(0).error, ErrorCode::none);
+  const auto* t = c.cs.image().topic("manual");
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->partitions[0].replicas, (std::vector<std::int32_t>{3, 1, 2}));
+  EXPECT_EQ(t->partitions[0].leader, 3);
+  EXPECT_EQ(t->partitions[1].replicas, (std::vector<std::int32_t>{2, 3, 1}));
+  for (const auto& bad : std::vector<std::vector<std::vector<std::int32_t>>>{
+           {{1, 1, 2}},          // a broker twice
+           {{1, 2, 4}},          // not registered
+           {{1, 2, 3}, {1, 2}},  // replication factors differ
+       }) {
+    auto p = c.cs.create_topics(
+        {{"bad", static_cast<std::int32_t>(bad.size()),
+          static_cast<std::int16_t>(bad.front().size()), {}, bad}},
+        false);
+    EXPECT_EQ(p.answer.at(0).error, ErrorCode::invalid_replica_assignment);
+    EXPECT_TRUE(p.records.empty());
+  }
+}
+
 }  // namespace
 }  // namespace samsa::replication
