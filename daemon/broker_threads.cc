@@ -17,6 +17,9 @@
 namespace samsa::daemon {
 namespace {
 
+// How long a forwarded answer waits for this node's image to show the change it made.
+constexpr std::int64_t kForwardApplyWaitMs = 5000;
+
 // A 1 s timer on a loop that counts its firings: the watchdog's proof that the loop turns.
 // Created and stopped on the loop's own thread.
 struct LoopBeat : io::Timer {
@@ -281,8 +284,11 @@ void Broker::forward_to_controller(
           done(std::nullopt);
           return;
         }
+        // The change is committed: the answer waits for this node's image to show it, but
+        // not forever. A broker cut off from the quorum answers after the wait; the client
+        // may then read a Metadata without the change for a while (and asks again).
         on_controller([done, resp = std::move(resp), target](replication::Controller& c) {
-          c.when_applied(target, [done, resp] { done(resp); });
+          c.when_applied(target, [done, resp] { done(resp); }, kForwardApplyWaitMs);
         });
       });
 }

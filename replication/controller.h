@@ -148,8 +148,9 @@ class Controller {
 
   // A reactor finished applying the image of this version.
   void applied(std::size_t reactor, std::int64_t version);
-  // fn runs once every reactor has applied an image of at least this version.
-  void when_applied(std::int64_t version, std::function<void()> fn);
+  // fn runs once every reactor has applied an image of at least this version, or after
+  // max_wait_ms (>= 0) if that comes first: a node cut off from the quorum still answers.
+  void when_applied(std::int64_t version, std::function<void()> fn, std::int64_t max_wait_ms = -1);
 
   // Flushes and closes the metadata log (shutdown).
   io::Result<void> close();
@@ -283,7 +284,10 @@ class Controller {
   struct Waiter {
     std::int64_t version;
     std::function<void()> fn;
+    std::int64_t expire_ms = INT64_MAX;  // monotonic
   };
+  // Runs the waiters whose max wait has passed; returns the next expiry (INT64_MAX: none).
+  std::int64_t expire_waiters(std::int64_t now_ms);
   std::vector<Waiter> waiters_;
   // The state machine: replays what is committed on every node; decides on the active one.
   std::unique_ptr<ControllerState> state_;

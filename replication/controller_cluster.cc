@@ -187,9 +187,29 @@ void Controller::on_tick() {
   reactor_.arm(&tick_, mono_ns() + kTickMs * 1'000'000);
 }
 
-void Controller::when_applied(std::int64_t version, std::function<void()> fn) {
-  waiters_.push_back(Waiter{version, std::move(fn)});
+void Controller::when_applied(std::int64_t version, std::function<void()> fn,
+                              std::int64_t max_wait_ms) {
+  const std::int64_t expire = max_wait_ms < 0 ? INT64_MAX : mono_ms() + max_wait_ms;
+  waiters_.push_back(Waiter{version, std::move(fn), expire});
   run_waiters();
+  if (expire != INT64_MAX) arm_raft_timer(expire);  // drive() expires it
+}
+
+std::int64_t Controller::expire_waiters(std::int64_t now_ms) {
+  std::vector<Waiter> due;
+  std::int64_t next = INT64_MAX;
+  for (auto it = waiters_.begin(); it != waiters_.end();) {
+    if (it->expire_ms <= now_ms) {
+      due.push_back(std::move(*it));
+      it = waiters_.erase(it);
+    } else {
+      next = std::min(next, it->expire_ms);
+      ++it;
+    }
+  }
+  for (auto& w : due)
+    w.fn();
+  return next;
 }
 
 }  // namespace samsa::replication

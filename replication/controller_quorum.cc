@@ -176,6 +176,7 @@ void Controller::drive() {
     next = raft_->tick(mono_ms());
     if (!raft_->has_effects()) break;
   }
+  next = std::min(next, expire_waiters(mono_ms()));
   if (raft_->leader() != last_leader_ || raft_->epoch() != last_leader_epoch_) {
     last_leader_ = raft_->leader();
     last_leader_epoch_ = raft_->epoch();

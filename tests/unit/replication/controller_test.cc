@@ -372,6 +372,19 @@ TEST_F(ControllerTest, IncrementalOperationsOnTopicConfigs) {
       ErrorCode::unknown_topic_or_partition);
 }
 
+TEST_F(ControllerTest, AWaitForAnImageEndsAtItsMaxWait) {
+  // An image this node may never reach (cut off from the quorum): the wait ends anyway.
+  bool bounded = false;
+  auto unbounded = std::make_shared<bool>(false);  // still waiting when the test ends
+  controller->when_applied(metadata_end() + 1000, [&] { bounded = true; }, 50);
+  controller->when_applied(metadata_end() + 1000, [unbounded] { *unbounded = true; });
+  EXPECT_TRUE(reactor->run_until([&] { return bounded; }, 2'000'000'000));
+  EXPECT_FALSE(*unbounded);
+  bool reached = false;  // one already reached runs at once
+  controller->when_applied(metadata_end(), [&] { reached = true; }, 10'000);
+  EXPECT_TRUE(reached);
+}
+
 TEST_F(ControllerTest, ConcurrentAppendsBothLand) {
   ASSERT_EQ(create({{"t", 1, 1, {}}})[0].error, ErrorCode::none);
   std::optional<std::vector<ConfigOutcome>> x, y;
