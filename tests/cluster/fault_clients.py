@@ -53,13 +53,14 @@ def produce(a) -> int:
             fatal[0] = err
 
     def make():
-        return Producer({"bootstrap.servers": a.bootstrap, "enable.idempotence": True,
-                         "acks": "all", "linger.ms": 5, "reconnect.backoff.max.ms": 1000,
-                         "message.timeout.ms": a.delivery_timeout_ms,
-                         # An isolated leader's connection is not reset: only the request timeout
-                         # sends the producer elsewhere (it bounds isolation failovers).
-                         "request.timeout.ms": min(5000, a.delivery_timeout_ms // 2),
-                         "error_cb": on_error})
+        conf = {"bootstrap.servers": a.bootstrap, "enable.idempotence": True, "acks": "all",
+                "linger.ms": 5, "message.timeout.ms": a.delivery_timeout_ms, "error_cb": on_error}
+        if not a.client_defaults:
+            # An isolated leader's connection is not reset: only the request timeout sends the
+            # producer elsewhere (it bounds isolation failovers; librdkafka's default is 30 s).
+            conf.update({"reconnect.backoff.max.ms": 1000,
+                         "request.timeout.ms": min(5000, a.delivery_timeout_ms // 2)})
+        return Producer(conf)
 
     if a.start_at:
         time.sleep(max(0.0, a.start_at - time.time()))
@@ -160,6 +161,8 @@ def main() -> int:
     ap.add_argument("--tag", default="rdk")
     ap.add_argument("--delivery-timeout-ms", type=int, default=60000)
     ap.add_argument("--start-at", type=float, default=0)
+    ap.add_argument("--client-defaults", action="store_true",
+                    help="librdkafka's own request.timeout.ms and reconnect.backoff.max.ms")
     ap.add_argument("--mode", choices=["group", "assign"], default="group")
     ap.add_argument("--group", default="fault-test")
     a = ap.parse_args()

@@ -94,7 +94,10 @@ class Clients:
         for name, b in PRODUCERS.items():
             producing = topic + ["--bootstrap", f"{fault_net.ip_of(b)}:{fault_net.BROKER_PORT}",
                                  "--stop-file", self.stop_file, "--out", self.outs[name],
-                                 "--rate", str(a.rate), "--tag", name]
+                                 "--rate", str(a.rate), "--tag", name,
+                                 "--delivery-timeout-ms", str(a.delivery_timeout_ms)]
+            if a.client_defaults and name != "java":
+                producing.append("--client-defaults")
             if name == "java":
                 self.cmds[name] = ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-cp",
                                    a.java_classpath, f"-Dlog4j2.configurationFile={JAVA_LOG}",

@@ -582,6 +582,10 @@ def main() -> int:
     ap.add_argument("--steady", type=float, default=1.0, help="seconds of load between cycles")
     ap.add_argument("--delivery-timeout-ms", type=int, default=60000)
     ap.add_argument("--override", action="append", default=[], help="broker key=value")
+    ap.add_argument("--client-defaults", action="store_true",
+                    help="the librdkafka producers keep librdkafka's request.timeout.ms (30 s) "
+                         "and reconnect.backoff.max.ms (10 s): the failover a default client "
+                         "sees (raise --failover-timeout: an isolation then waits out 30 s)")
     ap.add_argument("--keep", action="store_true")
     a = ap.parse_args()
     set_log_prefix("[faults]")
