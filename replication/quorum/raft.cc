@@ -307,22 +307,27 @@ void RaftNode::on_vote_response(std::int64_t id, NodeId from, const VoteResponse
                                 std::int64_t now_ms) {
   auto it = in_flight_.find(id);
   if (it == in_flight_.end()) return;
-  const auto* sent = std::get_if<VoteRequest>(&it->second.request);
+  const auto* request = std::get_if<VoteRequest>(&it->second.request);
+  if (!request) {
+    in_flight_.erase(it);
+    return;
+  }
+  // Copied out: erasing the entry frees the request it points into.
+  const VoteRequest sent = *request;
   in_flight_.erase(it);
-  if (!sent) return;
   if (r.error != ErrorCode::none) {
     observe_epoch(r.epoch, r.leader, now_ms);
     return;
   }
-  if (sent->pre_vote) {
-    if (role_ != Role::prospective || sent->epoch != state_.epoch + 1) return;
+  if (sent.pre_vote) {
+    if (role_ != Role::prospective || sent.epoch != state_.epoch + 1) return;
     // A newer epoch, or a leader of this one it did not know: follow instead of standing.
     if (observe_epoch(r.epoch, r.leader, now_ms)) return;
     count_vote(from, r.granted, now_ms);
     return;
   }
   if (observe_epoch(r.epoch, r.leader, now_ms)) return;
-  if (role_ != Role::candidate || sent->epoch != state_.epoch || r.epoch != state_.epoch) return;
+  if (role_ != Role::candidate || sent.epoch != state_.epoch || r.epoch != state_.epoch) return;
   count_vote(from, r.granted, now_ms);
 }
 
