@@ -46,6 +46,7 @@ void ClusterLink::start() {
 
 void ClusterLink::stop() {
   stop_.store(true);
+  interrupt_.store(true);
   if (thread_.joinable()) thread_.join();
   std::deque<Forward> left;
   {
@@ -85,6 +86,7 @@ void ClusterLink::set_controller(const std::string& host, std::uint16_t port) {
     next_host_ = host;
     next_port_ = port;
     moved_ = true;
+    if (host != opts_.host || port != opts_.port) interrupt_.store(true);
   }
   wake_.notify_one();
 }
@@ -94,6 +96,7 @@ void ClusterLink::follow_controller() {
   std::lock_guard lk(mu_);
   if (!moved_) return;
   moved_ = false;
+  if (!stop_.load()) interrupt_.store(false);
   if (next_host_ == opts_.host && next_port_ == opts_.port) return;
   LOG_INFO("the active controller is now at %s:%u", next_host_.c_str(), next_port_);
   opts_.host = next_host_;
@@ -115,7 +118,7 @@ void ClusterLink::disconnect() {
 
 std::optional<std::vector<std::byte>> ClusterLink::exchange(std::span<const std::byte> frame,
                                                             std::int64_t timeout_ms) {
-  return channel_->exchange(frame, timeout_ms, stop_);
+  return channel_->exchange(frame, timeout_ms, interrupt_);
 }
 
 bool ClusterLink::do_register() {

@@ -83,6 +83,9 @@ class ClusterLink {
   Options opts_;
   std::thread thread_;
   std::atomic<bool> stop_{false};
+  // Ends the exchange in flight: set on stop and when the active controller moves (one that
+  // was isolated may hold a request until its time-out; it could not commit it anyway).
+  std::atomic<bool> interrupt_{false};
   std::atomic<std::int64_t> applied_{-1};
   std::atomic<bool> want_shut_down_{false};
   std::atomic<bool> may_shut_down_{false};
