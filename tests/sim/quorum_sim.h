@@ -120,7 +120,8 @@ class QuorumSim {
   void schedule_sync(Node& n);
   bool link_ok(NodeId a, NodeId b) const;
   void deliver(NodeId from, NodeId to, std::function<void(Node&)> fn, bool is_request,
-               std::function<void()> on_unreachable);
+               std::function<void()> on_reset);
+  std::function<void()> request_failed(NodeId from, std::uint64_t inc, std::int64_t id, NodeId to);
   void send_request(Node& n, const quorum::Outgoing& o);
   void serve_request(Node& n, NodeId from, std::uint64_t from_inc, std::int64_t id,
                      const quorum::Request& r);
@@ -128,7 +129,7 @@ class QuorumSim {
                     const quorum::FetchRequest& req, bool parked_already);
   void wake_parked(Node& n, bool expired_only = false);
   template <class Resp, class Fn>
-  void respond(Node& n, NodeId to, std::uint64_t to_inc, Resp resp, Fn apply);
+  void respond(Node& n, NodeId to, std::uint64_t to_inc, std::int64_t id, Resp resp, Fn apply);
   void apply_committed(Node& n);
   void maybe_snapshot(Node& n);
   void client_propose();

@@ -169,6 +169,9 @@ void QuorumSim::check_node(Node& n) {
       if (all_up) {
         recovered_at_ = now_;
         first_value_after_recovery_ = next_value_;
+        trace("recovered: node %d commits %" PRId64 " in epoch %d; client values from %" PRId64
+              " on must commit",
+              n.id, hw, n.raft->epoch(), next_value_);
       }
     }
   }

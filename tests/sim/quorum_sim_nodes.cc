@@ -249,25 +249,44 @@ bool QuorumSim::link_ok(NodeId a, NodeId b) const {
   return !cut_.contains({a, b});
 }
 
-// A message from `from` to `to`: lost at the loss rate (more in a lossy spell), dropped on a
-// cut link (silence: the sender's timeout notices), delayed 1..8 ms (so reordered). A request to
-// a node that is down gets a reset back (its host is up, the process is not).
+// A message from `from` to `to` over a TCP connection: delayed 1..8 ms (so reordered across
+// connections). At the loss rate (more in a lossy spell) the connection is reset instead: the
+// message never arrives and the request it carries or answers fails at its sender a little later
+// (`on_reset`), as a real client sees a reset; TCP itself never drops a message silently. On a
+// cut link it is silence (the sender's timeout notices). A request to a node that is down gets a
+// reset back (its host is up, the process is not).
 void QuorumSim::deliver(NodeId from, NodeId to, std::function<void(Node&)> fn, bool is_request,
-                        std::function<void()> on_unreachable) {
-  const double loss = lossy_spell_ ? 0.3 : loss_;
-  if (static_cast<double>(rnd(10000)) < loss * 10000 || !link_ok(from, to)) {
+                        std::function<void()> on_reset) {
+  if (!link_ok(from, to)) {
     ++lost_;
     return;
   }
+  const double loss = lossy_spell_ ? 0.3 : loss_;
+  if (static_cast<double>(rnd(10000)) < loss * 10000) {
+    ++lost_;
+    if (on_reset) at(1 + static_cast<std::int64_t>(rnd(20)), on_reset);
+    return;
+  }
   at(1 + static_cast<std::int64_t>(rnd(8)),
-     [this, from, to, fn = std::move(fn), is_request, on_unreachable = std::move(on_unreachable)] {
+     [this, from, to, fn = std::move(fn), is_request, on_reset = std::move(on_reset)] {
        Node& d = nodes_[to - 1];
        if (d.up) {
          fn(d);
-       } else if (is_request && on_unreachable && link_ok(to, from)) {
-         at(1, on_unreachable);
+       } else if (is_request && on_reset && link_ok(to, from)) {
+         at(1, on_reset);
        }
      });
+}
+
+// The sender's side of a reset or refused connection: its request `id` to `to` failed.
+std::function<void()> QuorumSim::request_failed(NodeId from, std::uint64_t inc, std::int64_t id,
+                                                NodeId to) {
+  return [this, from, inc, id, to] {
+    Node& s = nodes_[from - 1];
+    if (!s.up || s.incarnation != inc || !s.raft) return;
+    s.raft->on_request_failed(id, to, true, now_);
+    after_call(s);
+  };
 }
 
 void QuorumSim::send_request(Node& n, const Outgoing& o) {
@@ -276,17 +295,12 @@ void QuorumSim::send_request(Node& n, const Outgoing& o) {
   deliver(
       from, o.to,
       [this, from, inc, id = o.id, r = o.request](Node& d) { serve_request(d, from, inc, id, r); },
-      true,
-      [this, from, inc, id = o.id, to = o.to] {
-        Node& s = nodes_[from - 1];
-        if (!s.up || s.incarnation != inc) return;
-        s.raft->on_request_failed(id, to, true, now_);
-        after_call(s);
-      });
+      true, request_failed(from, inc, o.id, o.to));
 }
 
 template <class Resp, class Fn>
-void QuorumSim::respond(Node& n, NodeId to, std::uint64_t to_inc, Resp resp, Fn apply) {
+void QuorumSim::respond(Node& n, NodeId to, std::uint64_t to_inc, std::int64_t id, Resp resp,
+                        Fn apply) {
   // What the answer depends on (a vote) is persisted before it leaves.
   after_call(n);
   deliver(n.id, to,
@@ -295,24 +309,24 @@ void QuorumSim::respond(Node& n, NodeId to, std::uint64_t to_inc, Resp resp, Fn 
             apply(s, resp);
             after_call(s);
           },
-          false, {});
+          false, request_failed(to, to_inc, id, n.id));
 }
 
 void QuorumSim::serve_request(Node& d, NodeId from, std::uint64_t from_inc, std::int64_t id,
                               const Request& r) {
   const NodeId me = d.id;
   if (const auto* v = std::get_if<VoteRequest>(&r)) {
-    respond(d, from, from_inc, d.raft->on_vote(*v, now_),
+    respond(d, from, from_inc, id, d.raft->on_vote(*v, now_),
             [this, id, me](Node& s, const VoteResponse& a) {
               s.raft->on_vote_response(id, me, a, now_);
             });
   } else if (const auto* b = std::get_if<BeginEpochRequest>(&r)) {
-    respond(d, from, from_inc, d.raft->on_begin_epoch(*b, now_),
+    respond(d, from, from_inc, id, d.raft->on_begin_epoch(*b, now_),
             [this, id, me](Node& s, const EpochResponse& a) {
               s.raft->on_epoch_response(id, me, a, now_);
             });
   } else if (const auto* e = std::get_if<EndEpochRequest>(&r)) {
-    respond(d, from, from_inc, d.raft->on_end_epoch(*e, now_),
+    respond(d, from, from_inc, id, d.raft->on_end_epoch(*e, now_),
             [this, id, me](Node& s, const EpochResponse& a) {
               s.raft->on_epoch_response(id, me, a, now_);
             });
@@ -320,7 +334,7 @@ void QuorumSim::serve_request(Node& d, NodeId from, std::uint64_t from_inc, std:
     answer_fetch(d, from, from_inc, id, *f, false);
   } else if (const auto* fs = std::get_if<FetchSnapshotRequest>(&r)) {
     const auto max = 64 + static_cast<std::int64_t>(rnd(512));
-    respond(d, from, from_inc, d.raft->on_fetch_snapshot(*fs, max, now_),
+    respond(d, from, from_inc, id, d.raft->on_fetch_snapshot(*fs, max, now_),
             [this, id, me](Node& s, const FetchSnapshotResponse& a) {
               s.raft->on_fetch_snapshot_response(id, me, a, now_);
             });
@@ -353,7 +367,7 @@ void QuorumSim::answer_fetch(Node& d, NodeId from, std::uint64_t from_inc, std::
     resp.records_end = end;
   }
   const NodeId me = d.id;
-  respond(d, from, from_inc, std::make_pair(resp, std::move(recs)),
+  respond(d, from, from_inc, id, std::make_pair(resp, std::move(recs)),
           [this, id, me](Node& s, const std::pair<FetchResponse, std::vector<QRec>>& p) {
             const auto step = s.raft->on_fetch_response(id, me, p.first, now_);
             trace("node %d <- fetch from %d: error %d, epoch %d, hw %" PRId64 ", records %" PRId64
