@@ -303,13 +303,14 @@ void QuorumSim::respond(Node& n, NodeId to, std::uint64_t to_inc, std::int64_t i
                         Fn apply) {
   // What the answer depends on (a vote) is persisted before it leaves.
   after_call(n);
-  deliver(n.id, to,
-          [this, to_inc, resp = std::move(resp), apply = std::move(apply)](Node& s) {
-            if (s.incarnation != to_inc || !s.raft) return;
-            apply(s, resp);
-            after_call(s);
-          },
-          false, request_failed(to, to_inc, id, n.id));
+  deliver(
+      n.id, to,
+      [this, to_inc, resp = std::move(resp), apply = std::move(apply)](Node& s) {
+        if (s.incarnation != to_inc || !s.raft) return;
+        apply(s, resp);
+        after_call(s);
+      },
+      false, request_failed(to, to_inc, id, n.id));
 }
 
 void QuorumSim::serve_request(Node& d, NodeId from, std::uint64_t from_inc, std::int64_t id,
