@@ -173,6 +173,16 @@ Checked read_quorum(const Config& c, BrokerSettings& settings) {
                    [&](const QuorumNode& n) { return n.id == settings.node_id; }))
     return std::unexpected("controller.quorum.voters: this controller (node.id " +
                            std::to_string(settings.node_id) + ") is not one of them");
+  // Combined mode on several nodes (each a broker and a voter) is not built: say so rather
+  // than run a one-node quorum that ignores the others. Kafka's single-node configs name only
+  // this node, which stays the single node it always was.
+  if (cl.role == ProcessRole::combined &&
+      std::any_of(cl.voters.begin(), cl.voters.end(),
+                  [&](const QuorumNode& n) { return n.id != settings.node_id; }))
+    return std::unexpected(
+        "controller.quorum.voters: process.roles=broker,controller with other voters "
+        "(combined mode on several nodes) is not supported yet; run the voters with "
+        "process.roles=controller and the brokers with process.roles=broker");
   if (cl.role == ProcessRole::broker && cl.voters.empty() && cl.bootstrap.empty())
     return std::unexpected(
         "controller.quorum.bootstrap.servers or controller.quorum.voters: must name the "

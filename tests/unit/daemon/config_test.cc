@@ -254,6 +254,19 @@ TEST(Settings, ClusterRolesAndTheirInconsistencies) {
   EXPECT_NE(with(controller, {"listeners=CONTROLLER://:9093,PLAINTEXT://:9092"})
                 .find("only controller listeners"),
             std::string::npos);
+  EXPECT_NE(
+      with(controller, {"controller.quorum.voters=1@a:9093,2@b:9093"}).find("not one of them"),
+      std::string::npos);
+
+  // Combined mode: Kafka's single-node voters (this node alone) stay the single node; other
+  // voters are refused by name rather than ignored (a multi-node combined quorum is not built).
+  const std::vector<std::string> combined = {"process.roles=broker,controller", "node.id=1",
+                                             "controller.listener.names=CONTROLLER",
+                                             "listeners=PLAINTEXT://:9092,CONTROLLER://:9093"};
+  EXPECT_EQ(with(combined, {"controller.quorum.voters=1@localhost:9093"}), "");
+  EXPECT_NE(with(combined, {"controller.quorum.voters=1@a:9093,2@b:9093,3@c:9093"})
+                .find("combined mode on several nodes"),
+            std::string::npos);
 }
 
 }  // namespace
