@@ -74,23 +74,38 @@ Result<void> LeaderEpochCache::assign(std::int32_t epoch, std::int64_t start_off
   return flush();
 }
 
-Result<void> LeaderEpochCache::truncate_from_end(std::int64_t end_offset) {
-  if (entries_.empty() || entries_.back().start_offset < end_offset) return {};
+bool LeaderEpochCache::drop_from_end(std::int64_t end_offset) {
+  if (entries_.empty() || entries_.back().start_offset < end_offset) return false;
   std::erase_if(entries_, [&](const EpochEntry& e) { return e.start_offset >= end_offset; });
-  return flush();
+  return true;
 }
 
-Result<void> LeaderEpochCache::truncate_from_start(std::int64_t start_offset) {
+bool LeaderEpochCache::drop_below(std::int64_t start_offset) {
   // The last entry starting at or below start_offset covers it; everything before goes.
   auto it =
       std::upper_bound(entries_.begin(), entries_.end(), start_offset,
                        [](std::int64_t off, const EpochEntry& e) { return off < e.start_offset; });
-  if (it == entries_.begin()) return {};
+  if (it == entries_.begin()) return false;
   auto floor = it - 1;
-  if (floor == entries_.begin() && floor->start_offset == start_offset) return {};
+  if (floor == entries_.begin() && floor->start_offset == start_offset) return false;
   floor->start_offset = start_offset;
   entries_.erase(entries_.begin(), floor);
+  return true;
+}
+
+Result<void> LeaderEpochCache::truncate_from_end(std::int64_t end_offset) {
+  if (!drop_from_end(end_offset)) return {};
   return flush();
+}
+
+Result<void> LeaderEpochCache::truncate_from_start(std::int64_t start_offset) {
+  if (!drop_below(start_offset)) return {};
+  return flush();
+}
+
+void LeaderEpochCache::trim_loaded(std::int64_t start_offset, std::int64_t end_offset) {
+  drop_from_end(end_offset);
+  drop_below(start_offset);
 }
 
 Result<void> LeaderEpochCache::clear() {

@@ -40,6 +40,12 @@ class LeaderEpochCache {
   // The log start moved to start_offset: epochs wholly below it are dropped and the one
   // covering it now starts there.
   Result<void> truncate_from_start(std::int64_t start_offset);
+  // Both, on the entries just loaded, in memory only: a log being opened trims what it no
+  // longer holds (an epoch begun at its end with no record yet, say) and every later load trims
+  // the same again, so the file keeps them until the next change writes it (Kafka flushes these
+  // asynchronously too). A write here cost a file sync, a rename and a directory sync for each
+  // partition opened: seconds for a broker with thousands of partitions.
+  void trim_loaded(std::int64_t start_offset, std::int64_t end_offset);
   // Forgets everything (the log was emptied and restarted).
   Result<void> clear();
 
@@ -66,6 +72,9 @@ class LeaderEpochCache {
 
  private:
   Result<void> flush();
+  // In memory: true when an entry changed.
+  bool drop_from_end(std::int64_t end_offset);
+  bool drop_below(std::int64_t start_offset);
   std::filesystem::path file_;
   std::vector<EpochEntry> entries_;
   Writer writer_;

@@ -365,8 +365,7 @@ Result<void> Log::Impl::load(const OpenOptions& opts) {
     if (::fsync(dir_fd_) != 0) return std::unexpected(sys_error("fsync", dir_, errno));
     dir_sync_needed_ = false;
   }
-  if (auto r = epochs_.truncate_from_end(leo_); !r) return r;
-  if (auto r = epochs_.truncate_from_start(log_start_); !r) return r;
+  epochs_.trim_loaded(log_start_, leo_);
   // From now on the log serves: its epoch checkpoint is written off the reactor, in order.
   epochs_.set_writer(
       [this](const std::filesystem::path& f, std::vector<std::vector<std::string>> lines) {

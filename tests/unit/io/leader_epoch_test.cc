@@ -56,6 +56,36 @@ TEST(LeaderEpochCache, AssignsTruncatesAndPersists) {
   EXPECT_EQ(again->entries()[0], (EpochEntry{3, 120}));
 }
 
+// Opening a log trims the loaded entries in memory only (a write per partition made a broker
+// with thousands of them start in seconds); the next load trims the same again and the next
+// change writes the trimmed list.
+TEST(LeaderEpochCache, TrimOnLoadLeavesTheFileUntilTheNextChange) {
+  testing::TempDir d;
+  auto file = d / "leader-epoch-checkpoint";
+  {
+    auto c = LeaderEpochCache::load(file);
+    ASSERT_TRUE(c.has_value());
+    ASSERT_TRUE(c->assign(2, 0).has_value());
+    ASSERT_TRUE(c->assign(4, 50).has_value());
+    ASSERT_TRUE(c->assign(7, 90).has_value());  // a leader's epoch begun at its log end
+  }
+  const std::string written = "0\n3\n2 0\n4 50\n7 90\n";
+  for (int load = 0; load < 2; ++load) {
+    auto c = LeaderEpochCache::load(file);
+    ASSERT_TRUE(c.has_value());
+    c->trim_loaded(10, 90);  // log 10..90: epoch 7 holds nothing, epoch 2 now starts at 10
+    EXPECT_EQ(c->latest_epoch(), 4);
+    EXPECT_EQ(c->epoch_for_offset(10), 2);
+    EXPECT_EQ(c->end_offset_for(4, 90).end_offset, 90);
+    EXPECT_EQ(slurp(file), written) << "load " << load;
+  }
+  auto c = LeaderEpochCache::load(file);
+  ASSERT_TRUE(c.has_value());
+  c->trim_loaded(10, 90);
+  ASSERT_TRUE(c->assign(8, 90).has_value());
+  EXPECT_EQ(slurp(file), "0\n3\n2 10\n4 50\n8 90\n");
+}
+
 TEST(LeaderEpochCache, MalformedFileIsAnErrorNamingIt) {
   testing::TempDir d;
   auto file = d / "leader-epoch-checkpoint";
