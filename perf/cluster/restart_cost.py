@@ -13,7 +13,7 @@ on the same cluster before the topics exist: the same restarts with only the int
 topics. Prints medians, every value, the ratio to the baseline and the load average.
 
   perf/cluster/restart_cost.py --samsad build/daemon/samsad [--partitions 10000]
-      [--topics 10] [--rf 1] [--restarts 5]
+      [--topics 10] [--rf 1] [--restarts 5] [--keep]
 
 Never run by the test suite (measure alone: nothing else running).
 """
@@ -116,6 +116,7 @@ def main() -> int:
     ap.add_argument("--topics", type=int, default=10)
     ap.add_argument("--rf", type=int, default=1)
     ap.add_argument("--restarts", type=int, default=5)
+    ap.add_argument("--keep", action="store_true", help="keep the nodes' directories and logs")
     a = ap.parse_args()
     ch.set_log_prefix("[restart-cost]")
     from confluent_kafka.admin import AdminClient, NewTopic
@@ -157,7 +158,10 @@ def main() -> int:
         for n in everyone:
             if n.alive():
                 n.stop()
-        shutil.rmtree(root, ignore_errors=True)
+        if a.keep:
+            ch.log(f"kept {root}")
+        else:
+            shutil.rmtree(root, ignore_errors=True)
     return 0
 
 

@@ -339,7 +339,8 @@ class RaftNode {
 
   // Replication
   std::int64_t high_watermark_ = -1;
-  std::int64_t leader_hw_ = -1;  // follower: the leader's, as last heard
+  std::int64_t leader_hw_ = -1;   // follower: the leader's, as last heard
+  bool leader_answered_ = false;  // follower: a leader answered a fetch since the start
   // Follower: the end of the log prefix the leader confirmed matches its own (its fetch
   // offset, plus what it sent); the HW never passes it.
   std::int64_t matched_end_ = 0;

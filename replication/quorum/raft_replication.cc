@@ -146,8 +146,12 @@ void RaftNode::maybe_fetch(std::int64_t now_ms) {
   }
   // The fetch offset is what survives a power cut: wait for the sync.
   if (log_.durable_end_offset() < log_.log_end_offset()) return;
+  // The first fetch since this process started does not wait: with nothing new for it (a
+  // broker restarted on an up-to-date local log) the leader would hold it a whole long poll,
+  // and until an answer it cannot know it has caught up. (KIP-1166 sends the fetcher's HW in
+  // Fetch v18 for this; Kafka 4.1 does not advertise v18 yet.)
   FetchRequest f{opts_.node_id, state_.epoch, log_.durable_end_offset(), last_epoch(),
-                 opts_.fetch_max_wait_ms};
+                 leader_answered_ ? opts_.fetch_max_wait_ms : 0};
   fetch_in_flight_ = send(fetch_target(), f, now_ms);
 }
 
@@ -202,6 +206,7 @@ FollowerStep RaftNode::on_fetch_response(std::int64_t id, NodeId from, const Fet
   fetch_deadline_ = now_ms + opts_.fetch_timeout_ms;
   if (!leader_unreachable_) election_deadline_ = INT64_MAX;
   leader_hw_ = std::max(leader_hw_, a.high_watermark);
+  leader_answered_ = true;
   if (a.snapshot) {
     snapshot_fetch_ = SnapshotFetch{*a.snapshot, 0, std::nullopt};
     snapshots_.begin(*a.snapshot);
