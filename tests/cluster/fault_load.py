@@ -52,10 +52,12 @@ class AckTail:
                 if len(w) == 6 and w[0] == "A":
                     self.acks[path].setdefault(int(w[2]), []).append(int(w[5]))
 
-    def first_after(self, partition: int, ms: int) -> int | None:
-        """The first acknowledgement on the partition after ms, by either producer."""
+    def first_after(self, partition: int, ms: int, path: str | None = None) -> int | None:
+        """The first acknowledgement on the partition after ms, by any producer (or the one
+        writing `path`)."""
         self.poll()
-        later = [t for per in self.acks.values() for t in per.get(partition, []) if t > ms]
+        later = [t for p, per in self.acks.items() if path in (None, p)
+                 for t in per.get(partition, []) if t > ms]
         return min(later) if later else None
 
     def missing_after(self, partitions: int, ms: int) -> list[str]:

@@ -117,6 +117,8 @@ class Loop:
         self.counts = {f: 0 for f in FAULTS}
         # fault -> the first acknowledged produce on the fault's partition (its new leader's)
         self.failover_ms: dict[str, list[int]] = {}
+        # (fault kind, partition, fault time): each producer's own resume, computed at the end
+        self.resume_points: list[tuple[str, int, int]] = []
         self.moved_ms: dict[str, list[int]] = {"powercut": []}  # -> new leader in Metadata
         self.controller_ms: dict[str, list[int]] = {}  # -> a new active controller
         self.created: list[str] = []  # topics created through the run, each acknowledged
@@ -161,6 +163,7 @@ class Loop:
                          f" (new leader {new_leader})")
             return
         self.failover_ms.setdefault(kind, []).append(first - t0)
+        self.resume_points.append((kind, q, t0))
         log(f"  partition {q}: leader {victim} -> {new_leader} in Metadata after "
             f"{self.moved_ms[kind][-1]} ms, first acknowledged produce after {first - t0} ms")
 
@@ -289,6 +292,20 @@ class Loop:
                          f"{bound:.0f} s of the fault")
             return
         self.failover_ms.setdefault(kind, []).append(first - t0)
+        self.resume_points.append((kind, q, t0))
+
+    def per_client_resume(self) -> dict[str, dict[str, list[int]]]:
+        """Producer -> fault kind -> each fault's time to that producer's own first
+        acknowledgement on the fault's partition (the first one overall is often another
+        client's: they differ in request time-outs)."""
+        out: dict[str, dict[str, list[int]]] = {}
+        for path in self.acks.paths:
+            name = os.path.basename(path).removesuffix(".acks")
+            for kind, q, t0 in self.resume_points:
+                first = self.acks.first_after(q, t0 + ACK_EPSILON_MS, path)
+                if first is not None:
+                    out.setdefault(name, {}).setdefault(kind, []).append(first - t0)
+        return out
 
     def create_during(self, name: str) -> threading.Thread:
         """Creates topic `name` while the fault lasts (a thread); it must exist afterwards."""
@@ -523,6 +540,10 @@ def report(a, loop: Loop, work: str, drained, loop_s: float, total_s: float) -> 
                                            f"{fig(loop.failover_ms.get(kind, []))}"))
     log("client-visible failover (fault -> first acknowledged produce on the fault's "
         "partition): " + "; ".join(f"{k} {fig(v)}" for k, v in sorted(loop.failover_ms.items())))
+    for name, per in sorted(loop.per_client_resume().items()):
+        log(f"  producer {name}" + (" (librdkafka defaults)" if a.client_defaults and
+                                    name != "java" else "") + ": "
+            + "; ".join(f"{k} {fig(v)}" for k, v in sorted(per.items())))
     log(f"power cut (followers' restart -> one leads the partition): "
         f"{fig(loop.moved_ms['powercut'])}; cuts {loop.cut_totals}")
     log(f"slow follower: out of the ISR after {fig(loop.slow_out_ms)}; back in every ISR after "
