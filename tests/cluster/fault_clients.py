@@ -55,6 +55,9 @@ def produce(a) -> int:
     def make():
         conf = {"bootstrap.servers": a.bootstrap, "enable.idempotence": True, "acks": "all",
                 "linger.ms": 5, "message.timeout.ms": a.delivery_timeout_ms, "error_cb": on_error}
+        if os.environ.get("SAMSA_RDKAFKA_DEBUG"):
+            # librdkafka's own trace into the client's log (e.g. "msg,eos,metadata,protocol").
+            conf["debug"] = os.environ["SAMSA_RDKAFKA_DEBUG"]
         if not a.client_defaults:
             # An isolated leader's connection is not reset: only the request timeout sends the
             # producer elsewhere (it bounds isolation failovers; librdkafka's default is 30 s).
