@@ -243,6 +243,11 @@ class Cluster:
         end, last, tries = time.time() + timeout, "not asked", 0
         while time.time() < end:
             tries += 1
+            if tries > 1:
+                # A new client, as an operator's next kafka-topics would be: librdkafka keeps
+                # sending admin requests to the broker its last Metadata named as controller,
+                # which may be the one the fault killed (seen: 5 attempts timed out on it).
+                self._admin = None
             try:
                 fs = self.admin().create_topics([NewTopic(name, 1, 3)], request_timeout=10,
                                                 operation_timeout=10)
