@@ -189,6 +189,10 @@ void ReplicaState::on_log_advanced() {
 
 void ReplicaState::maybe_advance_hw() {
   if (role_ != ReplicaRole::leader) return;
+  // KIP-966: below min.insync.replicas the HW stands still. The members that left the ISR
+  // then stay eligible to lead (ELR), which is safe only if each holds everything committed;
+  // acks=1 records appended meanwhile become visible once the ISR is back to the minimum.
+  if (under_min_isr()) return;
   std::int64_t hw = log_.durable_end_offset();
   if (!opts_.testing_hw_leader_only) {
     for (std::int32_t id : maximal_isr_) {
@@ -199,6 +203,13 @@ void ReplicaState::maybe_advance_hw() {
     }
   }
   if (hw > high_watermark_) high_watermark_ = hw;
+}
+
+bool ReplicaState::under_min_isr() const {
+  // Kafka's effective minimum: never more than the partition's replicas.
+  const auto replicas = static_cast<std::int32_t>(std::max<std::size_t>(replicas_.size(), 1));
+  const std::int32_t min_isr = std::min(opts_.min_insync_replicas, replicas);
+  return static_cast<std::int32_t>(isr_.size()) < min_isr;
 }
 
 std::optional<std::int64_t> ReplicaState::visible_high_watermark() const {

@@ -135,6 +135,8 @@ class ReplicaState {
   const std::vector<std::int32_t>& isr() const { return isr_; }
   const std::vector<std::int32_t>& replicas() const { return replicas_; }
   std::int32_t min_insync_replicas() const { return opts_.min_insync_replicas; }
+  // The committed ISR is smaller than min.insync.replicas (capped at the replica count).
+  bool under_min_isr() const;
   // The committed ISR plus a member whose addition is in flight (what the HW waits for).
   const std::vector<std::int32_t>& maximal_isr() const { return maximal_isr_; }
   // Where this leadership began (the log end when it became leader).

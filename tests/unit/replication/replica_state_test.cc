@@ -259,15 +259,48 @@ TEST(ReplicaState, AcksAllNeedsMinInsyncReplicas) {
   rs.apply_metadata(part(1, 0, {1}), 0);
   EXPECT_EQ(rs.check_produce(false), ErrorCode::none);
   EXPECT_EQ(rs.check_produce(true), ErrorCode::not_enough_replicas);
-  log.add(0, 3);
+  log.add(0, 3);  // acks=1 records
   rs.on_log_advanced();
-  EXPECT_EQ(rs.acks_all_outcome(2), ErrorCode::not_enough_replicas_after_append);
+  EXPECT_EQ(rs.high_watermark(), 0) << "KIP-966: the HW stands still below min.insync.replicas";
+  EXPECT_EQ(rs.acks_all_outcome(2), std::nullopt);
   rs.apply_metadata(part(2, 1, {2, 3}), 1);
   EXPECT_EQ(rs.role(), ReplicaRole::follower);
   EXPECT_EQ(rs.acks_all_outcome(2), ErrorCode::not_leader_or_follower);
   EXPECT_EQ(rs.check_leader_epoch(1), ErrorCode::not_leader_or_follower);
   rs.apply_metadata(part(1, 0, {1, 2, 3}), 2);  // stale metadata is ignored
   EXPECT_EQ(rs.role(), ReplicaRole::follower);
+}
+
+// KIP-966: the members that leave an ISR below min.insync.replicas stay eligible to lead, so
+// nothing may become committed without them; the HW moves again once the ISR is back to the
+// minimum (capped at the replica count: a topic with fewer replicas is not frozen for good).
+TEST(ReplicaState, TheHwStandsStillBelowMinInsyncReplicas) {
+  MemLog log;
+  ReplicaState rs(opts(1, 2), log);
+  rs.set_broker_epoch(11);
+  rs.apply_metadata(part(1, 0, {1, 2}, 1), 0);
+  log.add(0, 5);
+  rs.on_replica_fetch(fetch(2, 0, 5, 0), 1);
+  EXPECT_EQ(rs.high_watermark(), 5);
+  EXPECT_EQ(rs.acks_all_outcome(4), ErrorCode::none);
+  log.add(0, 3);
+  rs.apply_metadata(part(1, 0, {1}, 2), 2);  // 2 left the ISR (the controller keeps it in ELR)
+  rs.on_log_advanced();
+  EXPECT_EQ(rs.high_watermark(), 5);
+  EXPECT_EQ(rs.acks_all_outcome(7), std::nullopt) << "waits for the ISR, as Kafka's does";
+  rs.on_replica_fetch(fetch(2, 0, 8, 0), 3);
+  EXPECT_EQ(rs.high_watermark(), 5);
+  rs.apply_metadata(part(1, 0, {1, 2}, 3), 4);
+  EXPECT_EQ(rs.high_watermark(), 8);
+  EXPECT_EQ(rs.acks_all_outcome(7), ErrorCode::none);
+
+  // min.insync.replicas 3 on a partition of 2 replicas: the minimum is the replica count.
+  MemLog small;
+  ReplicaState two(opts(1, 3), small);
+  two.apply_metadata(PartitionState{0, {1, 2}, {1, 2}, 1, 0, 0}, 0);
+  small.add(0, 2);
+  two.on_replica_fetch(fetch(2, 0, 2, 0), 1);
+  EXPECT_EQ(two.high_watermark(), 2);
 }
 
 TEST(ReplicaState, ANewLeaderHidesItsHwUntilItReachesTheEpochStart) {

@@ -232,23 +232,26 @@ TEST_F(ClusterShardTest, AcksAllWaitsForTheIsrInOffsetOrder) {
   EXPECT_EQ(second.outcome, kafka::ErrorCode::not_leader_or_follower);
 }
 
-TEST_F(ClusterShardTest, AnIsrBelowMinInsyncRefusesOrFailsAcksAll) {
+TEST_F(ClusterShardTest, AnIsrBelowMinInsyncRefusesAcksAllAndHoldsTheHw) {
   Partition* p = lead({1, 2}, 0);
   ASSERT_NE(p, nullptr);
   Produce c(2);
   p->produce(&c);
   ASSERT_TRUE(reactor->run_until([&] { return p->log().durable_end_offset() == 2; }));
   EXPECT_FALSE(c.outcome);  // waits for broker 2
-  // Broker 2 leaves the ISR (min.insync.replicas=2): the HW reaches the batch with the ISR
-  // below the minimum, and the append is answered NOT_ENOUGH_REPLICAS_AFTER_APPEND.
+  // Broker 2 leaves the ISR (min.insync.replicas=2). KIP-966 keeps the HW where it is (2 stays
+  // eligible to lead and must hold everything committed), so the append keeps waiting: for the
+  // ISR to grow back, or its time-out, as Kafka's does with eligible leader replicas.
   recs.push_back(PartitionChangeRecord{Uuid{3}, 0, std::vector<std::int32_t>{1}});
   shard->apply(cluster_image(recs));
-  EXPECT_EQ(c.outcome, kafka::ErrorCode::not_enough_replicas_after_append);
+  EXPECT_FALSE(c.outcome);
   // Nothing more is appended with acks=all until the ISR grows again.
   Produce refused(1);
   p->produce(&refused);
   EXPECT_EQ(refused.outcome, kafka::ErrorCode::not_enough_replicas);
   EXPECT_EQ(p->log().log_end_offset(), 2);
+  p->release_commit_waiters();
+  EXPECT_EQ(c.outcome, kafka::ErrorCode::not_leader_or_follower);
 }
 
 TEST_F(ClusterShardTest, AcksAllTimesOutAndClosingAnswersTheRest) {
