@@ -176,7 +176,7 @@ class Sim {
   std::set<std::pair<int, int>> cut_links_;
   Controller ctl_;
   Broker b_[kBrokers];
-  Uuid topic_id_{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+  Uuid topic_id_{};  // topic t's, once the controller created it
   bool topic_created_ = false;
   // Client
   std::int64_t client_meta_offset_ = -1;

@@ -149,7 +149,10 @@ void Sim::controller_committed() {
     ctl_.committed.set_offset(ctl_.applied);
   }
   ctl_.cs->commit(committed);
-  if (ctl_.committed.topic("t")) topic_created_ = true;
+  if (const TopicState* t = ctl_.committed.topic("t")) {
+    topic_created_ = true;
+    topic_id_ = t->id;  // the id the controller gave it: brokers' AlterPartition names it
+  }
   std::vector<Controller::Answer> keep;
   for (auto& a : ctl_.answers) {
     if (a.offset <= committed)
@@ -263,6 +266,9 @@ void Sim::broker_receive(Broker& b, int from, Msg m) {
       });
     }
   } else if (auto* ar = std::get_if<AlterResp>(&m)) {
+    if (ar->a.error != ErrorCode::none)
+      trace("broker %d: AlterPartition refused: %s", b.id,
+            std::string(kafka::error_name(ar->a.error)).c_str());
     rs.on_alter_partition_answer(ar->a, now_);
   } else if (auto* fr = std::get_if<FetchReq>(&m)) {
     auto a = rs.on_replica_fetch(fr->f.fetch, now_);
