@@ -37,7 +37,7 @@ class ClusterLink {
     replication::Uuid incarnation_id{};  // this process's (the shards check it too)
     std::string cluster_id;
     std::vector<replication::Uuid> log_dirs;  // directory ids, registered (KIP-858)
-    std::string host;  // the controller
+    std::string host;                         // the controller
     std::uint16_t port = 0;
     std::int64_t heartbeat_interval_ms = 250;
     std::vector<replication::BrokerEndpoint> endpoints;  // advertised listeners
