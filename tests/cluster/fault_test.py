@@ -153,17 +153,9 @@ class Loop:
             return
         self.moved_ms.setdefault(kind, []).append(ms_now() - t0)
         new_leader = moved[1][q][0]
-        end = time.time() + bound
-        first = None
-        while time.time() < end and first is None:
-            first = self.acks.first_after(q, t0 + ACK_EPSILON_MS)
-            time.sleep(0.02)
+        first = self.client_resume(kind, q, t0, bound, f" (new leader {new_leader})")
         if first is None:
-            self.problem(f"{kind}: no produce acknowledged on partition {q} within {bound:.0f} s"
-                         f" (new leader {new_leader})")
             return
-        self.failover_ms.setdefault(kind, []).append(first - t0)
-        self.resume_points.append((kind, q, t0))
         log(f"  partition {q}: leader {victim} -> {new_leader} in Metadata after "
             f"{self.moved_ms[kind][-1]} ms, first acknowledged produce after {first - t0} ms")
 
@@ -278,9 +270,10 @@ class Loop:
         log(f"  controller {new[1]} active in epoch {new[2]} after "
             f"{self.controller_ms[kind][-1]} ms")
 
-    def client_resume(self, kind: str, q: int, t0: int, bound: float | None = None):
+    def client_resume(self, kind: str, q: int, t0: int, bound: float | None = None,
+                      detail: str = "") -> int | None:
         """The first acknowledged produce on partition q after the fault at t0 (the failover
-        a client sees)."""
+        a client sees), recorded; None (a problem) if none came within the bound."""
         bound = bound or self.a.failover_timeout
         end = time.time() + bound
         first = None
@@ -289,10 +282,11 @@ class Loop:
             time.sleep(0.02)
         if first is None:
             self.problem(f"{kind}: no produce acknowledged on partition {q} within "
-                         f"{bound:.0f} s of the fault")
-            return
+                         f"{bound:.0f} s of the fault{detail}")
+            return None
         self.failover_ms.setdefault(kind, []).append(first - t0)
         self.resume_points.append((kind, q, t0))
+        return first
 
     def per_client_resume(self) -> dict[str, dict[str, list[int]]]:
         """Producer -> fault kind -> each fault's time to that producer's own first
