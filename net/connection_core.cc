@@ -217,6 +217,34 @@ void ConnectionCore::skip(std::uint64_t seq) {
   answer(seq, Slot::skipped, nullptr);
 }
 
+void ConnectionCore::after_earlier_answers(std::uint64_t seq, std::move_only_function<void()> fn) {
+  SAMSA_ASSERT(io::Reactor::current() == &t_->r_);
+  if (earlier_answered(seq)) {
+    fn();
+    return;
+  }
+  after_earlier_.push_back({seq, std::move(fn)});
+}
+
+bool ConnectionCore::earlier_answered(std::uint64_t seq) const {
+  for (std::uint64_t s = head_seq_; s < seq && s < next_seq_; ++s)
+    if (window_[s - head_seq_].kind == Slot::waiting) return false;
+  return true;
+}
+
+// From answer(): the callbacks whose earlier frames are now all settled run later in this turn
+// (a handler answering from inside answer() would re-enter it).
+void ConnectionCore::release_after_earlier() {
+  for (auto it = after_earlier_.begin(); it != after_earlier_.end();) {
+    if (!earlier_answered(it->seq)) {
+      ++it;
+      continue;
+    }
+    t_->r_.defer_fn([fn = std::move(it->fn)]() mutable { fn(); });
+    it = after_earlier_.erase(it);
+  }
+}
+
 void ConnectionCore::answer(std::uint64_t seq, Slot::Kind kind, Response* r) {
   // A connection belongs to its transport's reactor: answers are posted there, never given
   // from another thread.
@@ -234,6 +262,7 @@ void ConnectionCore::answer(std::uint64_t seq, Slot::Kind kind, Response* r) {
   if (state_ == State::closed) {
     // Late answer: nobody will read it. The slot only records that the seq is settled.
     s.kind = Slot::skipped;
+    if (!after_earlier_.empty()) release_after_earlier();
     if (unanswered_ == 0) wake();
     return;
   }
@@ -248,6 +277,7 @@ void ConnectionCore::answer(std::uint64_t seq, Slot::Kind kind, Response* r) {
     }
     s.answer_bytes = s.resp.size();
   }
+  if (!after_earlier_.empty()) release_after_earlier();
   wake();
 }
 

@@ -80,6 +80,7 @@ class ConnectionCore : public Connection, protected io::TurnHook, protected Memo
 
   void respond(std::uint64_t seq, Response r) override;
   void skip(std::uint64_t seq) override;
+  void after_earlier_answers(std::uint64_t seq, std::move_only_function<void()> fn) override;
   void close(bool graceful) override;
   bool closed() const override { return state_ == State::closed; }
   std::uint64_t id() const override { return id_; }
@@ -216,6 +217,15 @@ class ConnectionCore : public Connection, protected io::TurnHook, protected Memo
   std::uint64_t next_seq_ = 0;
   std::uint64_t inflight_bytes_ = 0;
   std::uint64_t unanswered_ = 0;
+  // after_earlier_answers' callbacks still waiting for an earlier answer (rare: a Metadata
+  // request pipelined behind an acks=all produce).
+  struct AfterEarlier {
+    std::uint64_t seq;
+    std::move_only_function<void()> fn;
+  };
+  std::vector<AfterEarlier> after_earlier_;
+  bool earlier_answered(std::uint64_t seq) const;
+  void release_after_earlier();
 
   // File ranges are read into the piece's own buffer (allocated when its read starts).
   ReadOp reads_[kMaxReads];

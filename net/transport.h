@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -71,6 +72,12 @@ class Connection {
   virtual void respond(std::uint64_t seq, Response r) = 0;
   // Frame seq gets no answer (acks=0 produce); later answers are not held back by it.
   virtual void skip(std::uint64_t seq) = 0;
+  // Runs fn once every frame before seq has been answered or skipped: at once if they are,
+  // else later in the turn that settles the last of them (never inside respond or skip). For
+  // an answer that must describe the state when it is sent, not when it was asked: Kafka
+  // reads a connection's next request only once the previous one is answered. seq must be
+  // unanswered until fn has run (so the connection outlives it).
+  virtual void after_earlier_answers(std::uint64_t seq, std::move_only_function<void()> fn) = 0;
   // At once (graceful=false), or gracefully: deliver no more frames, send the answers to every
   // frame already delivered as they arrive, in order, then shut down. on_close follows when
   // the socket is done; the idle timeout still bounds a peer that stops reading.

@@ -244,5 +244,42 @@ TEST(TransportOrdering, HalfClosedPeerGetsItsAnswers) {
   ASSERT_TRUE(srv.wait_for([&] { return h.closes.load() == 1; }));
 }
 
+// A frame that must describe the state when it is answered (Metadata) waits for every earlier
+// frame's answer, not for later ones; with nothing earlier pending it runs at once.
+TEST(TransportOrdering, AfterEarlierAnswersWaitsForEarlierFramesOnly) {
+  TestHandler h;
+  std::vector<std::string> ran;  // reactor thread only
+  h.on_frame_fn = [&](Connection& c, std::uint64_t seq, Buffer& f) {
+    const std::string body = to_string(f);
+    if (body.starts_with("slow")) {
+      h.held.push_back({&c, seq, body});
+      return;
+    }
+    if (body.starts_with("late")) {
+      c.after_earlier_answers(seq, [&ran, &c, seq, body] {
+        ran.push_back(body);
+        c.respond(seq, answer_of("built after the earlier answers: " + body));
+      });
+      return;
+    }
+    c.respond(seq, answer_of(body));
+  };
+  Server srv(h);
+  ASSERT_EQ(srv.error(), "");
+  Client c(srv.port());
+  ASSERT_TRUE(
+      c.send_all(frame("late first") + frame("slow 1") + frame("late second") + frame("quick 3")));
+  EXPECT_EQ(c.read_frame(), "built after the earlier answers: late first");
+  ASSERT_TRUE(srv.wait_for([&] { return h.held.size() == 1; }));
+  srv.call([] {});
+  std::vector<std::string> seen;
+  srv.call([&] { seen = ran; });
+  EXPECT_EQ(seen, std::vector<std::string>{"late first"}) << "held back by slow 1";
+  srv.call([&] { h.held[0].conn->respond(h.held[0].seq, answer_of("answer slow 1")); });
+  EXPECT_EQ(c.read_frame(), "answer slow 1");
+  EXPECT_EQ(c.read_frame(), "built after the earlier answers: late second");
+  EXPECT_EQ(c.read_frame(), "quick 3");
+}
+
 }  // namespace
 }  // namespace samsa::net::test
