@@ -6,9 +6,9 @@
 // none is acknowledged while the ISR is that small: ReplicaState::acks_all_outcome), so it may
 // lead cleanly when no ISR member can. (Kafka also stops the high watermark below
 // min.insync.replicas; samsa does not yet, so writes no acks=all producer was told of may be
-// missing from an ELR leader.) A broker whose log dir was replaced (a new directory id: the disk that held
-// its replicas is gone) leaves every ISR and ELR at once, even the last member's place, so
-// that an empty log is never elected while an eligible replica may still return.
+// missing from an ELR leader.) A broker whose log dir was replaced (a new directory id: the disk
+// that held its replicas is gone) leaves every ISR and ELR at once, even the last member's place,
+// so that an empty log is never elected while an eligible replica may still return.
 #include <algorithm>
 #include <cstdlib>
 #include <utility>
@@ -144,11 +144,11 @@ void ControllerState::elect_leaderless(std::vector<MetadataRecord>& out) {
 }
 
 std::vector<MetadataRecord> ControllerState::rebalance_leaders() {
-  return elect_leaders(false, nullptr).records;
+  return elect_leaders(false, nullptr, true).records;
 }
 
 Proposal<std::vector<ElectionResult>> ControllerState::elect_leaders(
-    bool unclean, const std::vector<std::pair<std::string, std::int32_t>>* which) {
+    bool unclean, const std::vector<std::pair<std::string, std::int32_t>>* which, bool heard_only) {
   Proposal<std::vector<ElectionResult>> out;
   // The outcome for one partition, and the change it needs (leader, new ISR) if any.
   auto decide = [&](const TopicState& t, const PartitionState& p, ElectionResult& r) {
@@ -158,7 +158,8 @@ Proposal<std::vector<ElectionResult>> ControllerState::elect_leaders(
         r.error = ErrorCode::election_not_needed;
         return;
       }
-      if (!contains(p.isr, preferred) || !usable(preferred)) {
+      if (!contains(p.isr, preferred) || !usable(preferred) ||
+          (heard_only && !heard_since_active_.contains(preferred))) {
         r.error = ErrorCode::preferred_leader_not_available;
         r.message = "the preferred replica " + std::to_string(preferred) +
                     (usable(preferred) ? " is not in the ISR" : " is not a live broker");

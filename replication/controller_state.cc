@@ -107,8 +107,8 @@ std::vector<MetadataRecord> ControllerState::snapshot() const {
   std::vector<MetadataRecord> out;
   const MetadataImage& image = *committed_;
   for (const auto& [id, b] : image.brokers()) {
-    out.push_back(RegisterBrokerRecord{id, b.incarnation_id, b.epoch, b.endpoints, b.rack,
-                                       b.fenced, b.log_dirs});
+    out.push_back(RegisterBrokerRecord{id, b.incarnation_id, b.epoch, b.endpoints, b.rack, b.fenced,
+                                       b.log_dirs});
     if (b.in_controlled_shutdown) out.push_back(BrokerRegistrationChangeRecord{id, b.epoch, 0, 1});
   }
   for (const auto& [name, t] : image.topics()) {
@@ -130,6 +130,7 @@ void ControllerState::on_become_active(std::int64_t now_ms, std::int64_t next_of
   active_ = true;
   next_offset_ = std::max(next_offset_, next_offset);
   last_heartbeat_ms_.clear();
+  heard_since_active_.clear();
   for (const auto& [id, b] : working().brokers())
     last_heartbeat_ms_[id] = now_ms;
 }
@@ -183,6 +184,7 @@ Proposal<HeartbeatAnswer> ControllerState::heartbeat(const Heartbeat& hb, std::i
     return p;
   }
   last_heartbeat_ms_[hb.broker_id] = now_ms;
+  heard_since_active_.insert(hb.broker_id);
   const BrokerState b = it->second;
   p.answer.is_caught_up = hb.current_metadata_offset >= b.epoch;
   if (hb.want_shut_down) {

@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -286,9 +287,15 @@ class ControllerState {
   // ISR becomes that replica alone: records only the old ISR held may be lost), or
   // ELIGIBLE_LEADERS_NOT_AVAILABLE. `which` null: every partition, with results only for
   // those an election was needed for (as Kafka answers a null list).
+  // `heard_only`: a preferred replica must also have been heard from by this controller since
+  // it became active (auto rebalance).
   Proposal<std::vector<ElectionResult>> elect_leaders(
-      bool unclean, const std::vector<std::pair<std::string, std::int32_t>>* which);
-  // auto.leader.rebalance.enable: preferred elections wherever they would succeed.
+      bool unclean, const std::vector<std::pair<std::string, std::int32_t>>* which,
+      bool heard_only = false);
+  // auto.leader.rebalance.enable: preferred elections wherever they would succeed, to brokers
+  // that heartbeat to this controller. A new controller gives every registered broker a full
+  // session before it fences any: an unreachable one (the old controller's own broker, in
+  // combined mode) would otherwise be handed leaderships it cannot serve until then.
   std::vector<MetadataRecord> rebalance_leaders();
 
  private:
@@ -354,6 +361,7 @@ class ControllerState {
   std::uint64_t refused_proposals_ = 0;
   bool active_ = false;
   std::map<std::int32_t, std::int64_t> last_heartbeat_ms_;
+  std::set<std::int32_t> heard_since_active_;  // heartbeats or registrations since activation
   std::int32_t placement_start_ = 0;
 };
 
