@@ -87,8 +87,7 @@ std::expected<std::string, std::string> Broker::load_or_create_meta() {
                            cluster);
   if (cluster.empty()) cluster = configured;
   auto pre = cluster.empty() ? make_settings(config_, "") : nullptr;
-  if (pre && *pre && (*pre)->cluster.role == ProcessRole::controller &&
-      (*pre)->cluster.voters.size() > 1)
+  if (pre && *pre && (*pre)->cluster_controller() && (*pre)->cluster.voters.size() > 1)
     return std::unexpected(
         "samsa.cluster.id: must be set on the voters of a controller quorum (the same id on "
         "every node, as kafka-storage format -t gives it); e.g. " +
@@ -112,9 +111,9 @@ std::expected<std::string, std::string> Broker::load_or_create_meta() {
     // that comes back with a new one lost its replicas' data (ControllerState::forget_replicas).
     const replication::Uuid dir_id = replication::random_uuid();
     dir_ids_.push_back(dir_id);
-    const std::string text = "#\n#written by samsad\ncluster.id=" + cluster + "\ndirectory.id=" +
-                             replication::uuid_to_string(dir_id) + "\nnode.id=" +
-                             std::to_string(node) + "\nversion=1\n";
+    const std::string text = "#\n#written by samsad\ncluster.id=" + cluster +
+                             "\ndirectory.id=" + replication::uuid_to_string(dir_id) +
+                             "\nnode.id=" + std::to_string(node) + "\nversion=1\n";
     if (auto r = io::write_file_atomically(path, text); !r)
       return std::unexpected("cannot write " + path.string() + ": " + r.error().detail);
   }
@@ -124,31 +123,23 @@ std::expected<std::string, std::string> Broker::load_or_create_meta() {
 // Before touching any data: the network backend (a device and address must be ours), and no
 // other broker on the listeners' ports.
 std::expected<void, std::string> Broker::open_network() {
-  {
-    auto s = make_settings(config_, "");
-    if (!s) return std::unexpected(s.error());
-    auto b = net::Backend::create((*s)->backend);
-    if (!b) return std::unexpected(b.error());
-    backend_ = std::move(*b);
-  }
-  // Another broker may hold the port (or the log dirs: open_log_dirs).
-  if (auto listeners = parse_listeners(config_.get_list("listeners")); listeners) {
-    const auto controller_names = config_.get_list("controller.listener.names");
-    const bool controller_only = cluster_role(config_) == ProcessRole::controller;
-    for (const auto& e : *listeners) {
-      if (!controller_only && std::find(controller_names.begin(), controller_names.end(), e.name) !=
-                                  controller_names.end())
-        continue;  // not opened by this broker (see settings.cc)
-      // A process killed a moment ago keeps its listening socket until the kernel has torn
-      // down its io_uring (10-20 ms here): wait that out briefly before calling the port taken.
-      std::string why;
-      bool free = false;
-      for (int attempt = 0; attempt < 40 && !free; ++attempt) {
-        if (attempt) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        free = backend_->address_free(e.host, e.port, &why);
-      }
-      if (!free) return std::unexpected("listener " + e.name + ": " + why);
+  auto s = make_settings(config_, "");
+  if (!s) return std::unexpected(s.error());
+  auto b = net::Backend::create((*s)->backend);
+  if (!b) return std::unexpected(b.error());
+  backend_ = std::move(*b);
+  // Another broker may hold the port (or the log dirs: open_log_dirs). The settings name the
+  // listeners this node opens (a single node does not open its CONTROLLER listener).
+  for (const auto& e : (*s)->listeners) {
+    // A process killed a moment ago keeps its listening socket until the kernel has torn
+    // down its io_uring (10-20 ms here): wait that out briefly before calling the port taken.
+    std::string why;
+    bool free = false;
+    for (int attempt = 0; attempt < 40 && !free; ++attempt) {
+      if (attempt) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      free = backend_->address_free(e.host, e.port, &why);
     }
+    if (!free) return std::unexpected("listener " + e.name + ": " + why);
   }
   return {};
 }

@@ -225,6 +225,8 @@ class Broker {
   void create_offsets_topic();
   void follow_offsets_leaders(ReactorContext& ctx);
   void publish(replication::ImagePtr image);
+  std::string open_listeners(ReactorContext& ctx, bool controller_only);
+  void open_controller_listeners();
   // Installs new settings (listeners stay as started) everywhere; config_mu_ held.
   void apply_settings(std::shared_ptr<const BrokerSettings> next);
   // What the controller asks about dynamic broker settings (validation, current values).
@@ -285,8 +287,8 @@ class Broker {
   std::vector<io::LogDir::RecoverySummary> recovery_;
   bool testing_hooks_ = false;
   std::unique_ptr<AdminServer> admin_;
-  // process.roles=broker: the "cluster-link" thread (started by the controller thread once the
-  // broker's controller object is open, stopped by shutdown()).
+  // A cluster node with the broker role: the "cluster-link" thread (started by the controller
+  // thread once the broker's controller object is open, stopped by shutdown()).
   std::unique_ptr<cluster::ClusterLink> link_;
   // This node's connections to the other members of the controller quorum (not on a single
   // node): made before the controller opens, stopped before it stops.
@@ -295,6 +297,7 @@ class Broker {
   replication::Uuid incarnation_ = replication::random_uuid();
   void start_link();
   void set_quorum_options(replication::Controller::Options& co);
+  std::optional<QuorumNode> controller_endpoint(std::int32_t id) const;
   // A cluster broker asks for __consumer_offsets again every second until its image has it
   // (create_offsets_topic; controller thread only, as are the two flags).
   struct OffsetsRetry : io::Timer {

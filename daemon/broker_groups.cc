@@ -40,9 +40,9 @@ replication::TopicSpec offsets_topic_spec(const Config& cfg, bool cluster) {
 }
 
 void Broker::start_group_coordinator() {
-  const auto role = settings()->cluster.role;
-  if (role == ProcessRole::controller) return;  // a controller node serves no clients' groups
-  if (role == ProcessRole::broker) {
+  const auto s = settings();
+  if (s->controller_only()) return;  // a controller node serves no clients' groups
+  if (s->cluster_broker()) {
     // The reactors start the coordinator once their image has the topic (follow_offsets_leaders).
     offsets_retry_.self = this;
     offsets_retry_.fn = [](io::Timer* t) {

@@ -7,6 +7,7 @@
 #include "base/log.h"
 #include "base/thread.h"
 #include "daemon/api/dispatch.h"
+#include "daemon/api/quorum_describe.h"
 #include "daemon/broker.h"
 #include "daemon/broker_internal.h"
 #include "daemon/cluster/cluster_link.h"
@@ -56,9 +57,9 @@ void Broker::make_shard(ReactorContext& ctx) {
   so.replica.testing_fetch_from_memory = settings_->cluster.testing_ack_from_memory;
   // A cluster broker's partitions publish the ISR's high watermark: consumers read and
   // acks=all answers only what every ISR member holds on disk.
-  so.replica_hw = settings_->cluster.role == ProcessRole::broker;
+  so.replica_hw = settings_->cluster_broker();
   ctx.shard = std::make_unique<replication::Shard>(*ctx.reactor, std::move(so));
-  if (settings_->cluster.role != ProcessRole::broker) return;
+  if (!settings_->cluster_broker()) return;
   cluster::ReplicaFetcher::Options fo;
   fo.node_id = settings_->node_id;
   fo.listener = settings_->cluster.inter_broker_listener;
@@ -161,9 +162,10 @@ void Broker::run_controller() {
   }
   replication::Controller::Options co;
   using Mode = replication::Controller::Mode;
-  co.mode = settings_->cluster.role == ProcessRole::broker       ? Mode::broker
+  co.mode = !settings_->clustered()                              ? Mode::single
+            : settings_->cluster.role == ProcessRole::broker     ? Mode::broker
             : settings_->cluster.role == ProcessRole::controller ? Mode::controller
-                                                                 : Mode::single;
+                                                                 : Mode::combined;
   co.session_timeout_ms = settings_->cluster.session_timeout_ms;
   co.auto_leader_rebalance = settings_->cluster.auto_leader_rebalance;
   co.leader_imbalance_check_ms = settings_->cluster.leader_imbalance_check_ms;
@@ -193,8 +195,9 @@ void Broker::run_controller() {
     return;
   }
   // A broker node's image comes from the controller: the link fetches it (the reactors start
-  // listening once it has caught up the first time).
-  if (co_mode == Mode::broker) start_link();
+  // listening once it has caught up the first time). A combined node's voter listens at once.
+  if (co_mode == Mode::combined) open_controller_listeners();
+  if (co_mode == Mode::broker || co_mode == Mode::combined) start_link();
   {
     std::lock_guard lk(mu_);
     controller_ready_ = true;
@@ -220,7 +223,7 @@ void Broker::set_quorum_options(replication::Controller::Options& co) {
   q.election_backoff_max_ms = cl.election_backoff_max_ms;
   q.snapshot_bytes = cl.snapshot_bytes;
   q.snapshot_interval_ms = cl.snapshot_interval_ms;
-  if (cl.role == ProcessRole::combined) return;  // a quorum of itself, no peers
+  if (!settings_->clustered()) return;  // a quorum of itself, no peers
   cluster::QuorumPeers::Options po;
   po.node_id = settings_->node_id;
   po.cluster_id = cluster_id_;
@@ -244,7 +247,7 @@ void Broker::set_quorum_options(replication::Controller::Options& co) {
   // A broker's link talks to whichever controller leads.
   q.on_leader = [this](replication::quorum::NodeId leader, std::int32_t) {
     if (!link_ || leader < 0) return;
-    if (auto ep = quorum_peers_->endpoint(leader)) link_->set_controller(ep->host, ep->port);
+    if (auto ep = controller_endpoint(leader)) link_->set_controller(ep->host, ep->port);
   };
 }
 
@@ -259,16 +262,25 @@ void Broker::start_link() {
   lo.port = s->cluster.controller_port;
   lo.heartbeat_interval_ms = s->cluster.heartbeat_interval_ms;
   for (const auto& e : s->advertised)
-    lo.endpoints.push_back({e.name, e.host, e.port, 0});
+    if (!e.controller) lo.endpoints.push_back({e.name, e.host, e.port, 0});
   // The controller is reached over the network backend from reactor 0 (which drives its
   // device). The link stops before the reactors do (Broker::shutdown).
   lo.channel =
       cluster::reactor_controller_channel(*contexts_.front()->reactor, backend_->client_factory());
   link_ = std::make_unique<cluster::ClusterLink>(std::move(lo));
   // The leader the observer already knows (quorum-state), on this (the controller's) thread.
-  if (const auto leader = controller_->quorum_view().leader; leader >= 0 && quorum_peers_)
-    if (auto ep = quorum_peers_->endpoint(leader)) link_->set_controller(ep->host, ep->port);
+  if (const auto leader = controller_->quorum_view().leader; leader >= 0)
+    if (auto ep = controller_endpoint(leader)) link_->set_controller(ep->host, ep->port);
   link_->start();
+}
+
+// Where controller `id` listens: a voter's configured address (this node's own too, on a
+// combined node), else what the quorum's answers told QuorumPeers.
+std::optional<QuorumNode> Broker::controller_endpoint(std::int32_t id) const {
+  if (auto ep = quorum_endpoint(*settings(), id)) return ep;
+  if (quorum_peers_)
+    if (auto ep = quorum_peers_->endpoint(id)) return QuorumNode{id, ep->host, ep->port};
+  return std::nullopt;
 }
 
 void Broker::forward_to_controller(
@@ -288,7 +300,8 @@ void Broker::forward_to_controller(
         // not forever. A broker cut off from the quorum answers after the wait; the client
         // may then read a Metadata without the change for a while (and asks again).
         on_controller([done, resp = std::move(resp), target](replication::Controller& c) {
-          c.when_applied(target, [done, resp] { done(resp); }, kForwardApplyWaitMs);
+          c.when_applied(
+              target, [done, resp] { done(resp); }, kForwardApplyWaitMs);
         });
       });
 }
@@ -330,7 +343,7 @@ void Broker::run_coordinator() {
     coordinator_reactor_owned_ = std::move(*r);
     coordinator_reactor_ = reactor;
     // Producer id blocks are reserved durably by the controller.
-    const bool broker_node = settings_->cluster.role == ProcessRole::broker;
+    const bool broker_node = settings_->cluster_broker();
     const std::int32_t node_id = settings_->node_id;
     auto allocate_ids = [this, broker_node, node_id](
                             std::int32_t block, std::move_only_function<void(std::int64_t)> done) {
@@ -380,6 +393,55 @@ void Broker::run_coordinator() {
   coordinator_.reset();
 }
 
+// On reactor `ctx`: listens on the listeners not yet open (all of them at the first image), or
+// only on the controller listeners (a combined node's voter answers the quorum before its
+// shards have an image). The first error, naming the listener, or "".
+std::string Broker::open_listeners(ReactorContext& ctx, bool controller_only) {
+  const auto& listeners = ctx.settings->listeners;
+  std::string error;
+  for (std::size_t l = 0; l < listeners.size() && error.empty(); ++l) {
+    const Endpoint& e = listeners[l];
+    if (controller_only && !e.controller) continue;
+    if (std::any_of(ctx.dispatchers.begin(), ctx.dispatchers.end(),
+                    [l](const auto& d) { return d->listener() == l; }))
+      continue;  // opened already
+    ctx.dispatchers.push_back(std::make_unique<KafkaDispatcher>(ctx, l));
+    std::unique_ptr<net::Transport> tr =
+        backend_->make_transport(*ctx.reactor, *ctx.dispatchers.back());
+    net::ListenerConfig lc;
+    lc.host = e.host;
+    lc.port = e.port;
+    lc.limits.max_frame_bytes = ctx.settings->socket_request_max_bytes;
+    lc.limits.max_inflight_requests = ctx.settings->queued_max_requests;
+    lc.limits.max_inflight_bytes = ctx.settings->queued_max_request_bytes;
+    lc.limits.idle_timeout_ms = ctx.settings->connections_max_idle_ms;
+    lc.budget = &ctx.budget;
+    if (!tr->listen(lc, &error))
+      error = "listener " + e.name + "://" + e.host + ":" + std::to_string(e.port) + ": " + error;
+    ctx.transports.push_back(std::move(tr));
+  }
+  return error;
+}
+
+// A combined node's controller listeners, from the controller thread once its log is open:
+// its peers' votes and fetches cannot wait for the first image, which needs a quorum. Handlers
+// see an empty image until then (no topic, no broker), and the shard none at all.
+void Broker::open_controller_listeners() {
+  for (auto& t : reactors_) {
+    ReactorThread* rt = t.get();
+    rt->ctx->reactor->post_fn([this, rt] {
+      ReactorContext& ctx = *rt->ctx;
+      if (rt->ready || ctx.shutting_down) return;
+      if (!ctx.image) ctx.image = std::make_shared<replication::MetadataImage>();
+      std::string error = open_listeners(ctx, true);
+      if (error.empty()) return;
+      std::lock_guard lk(mu_);
+      rt->error = error;
+      cv_.notify_all();
+    });
+  }
+}
+
 // Controller thread: hand the image to every reactor; each applies it to its shard, starts
 // listening the first time, and reports back.
 void Broker::publish(replication::ImagePtr image) {
@@ -400,28 +462,9 @@ void Broker::publish(replication::ImagePtr image) {
       ctx.image = image;
       ctx.shard->apply(image);
       if (ctx.fetcher) ctx.fetcher->reconcile();
-      if (ctx.settings->cluster.role == ProcessRole::broker) follow_offsets_leaders(ctx);
+      if (ctx.settings->cluster_broker()) follow_offsets_leaders(ctx);
       if (!t->ready && !ctx.shutting_down) {
-        std::string error;
-        for (std::size_t l = 0; l < ctx.settings->listeners.size() && error.empty(); ++l) {
-          const Endpoint& e = ctx.settings->listeners[l];
-          ctx.dispatchers.push_back(std::make_unique<KafkaDispatcher>(ctx, l));
-          std::unique_ptr<net::Transport> tr =
-              backend_->make_transport(*ctx.reactor, *ctx.dispatchers.back());
-          net::ListenerConfig lc;
-          lc.host = e.host;
-          lc.port = e.port;
-          lc.limits.max_frame_bytes = ctx.settings->socket_request_max_bytes;
-          lc.limits.max_inflight_requests = ctx.settings->queued_max_requests;
-          lc.limits.max_inflight_bytes = ctx.settings->queued_max_request_bytes;
-          lc.limits.idle_timeout_ms = ctx.settings->connections_max_idle_ms;
-          lc.budget = &ctx.budget;
-          if (!tr->listen(lc, &error)) {
-            error =
-                "listener " + e.name + "://" + e.host + ":" + std::to_string(e.port) + ": " + error;
-          }
-          ctx.transports.push_back(std::move(tr));
-        }
+        std::string error = open_listeners(ctx, false);
         std::lock_guard lk(mu_);
         if (!error.empty()) t->error = error;
         t->ready = true;

@@ -24,9 +24,11 @@ const std::vector<ConfigKey> kKeys = {
      {},
      false,
      "Roles of this node: broker,controller (the default) is the single node samsad has "
-     "always been; broker or controller alone make it one node of a cluster (a controller "
-     "node serves BrokerRegistration, BrokerHeartbeat and the __cluster_metadata log on its "
-     "controller listener; a broker registers with it and follows that log)."},
+     "always been, unless controller.quorum.voters names other nodes: then it is a combined "
+     "node of a cluster, a voter and a broker at once. broker or controller alone make it one "
+     "node of a cluster (a controller node serves BrokerRegistration, BrokerHeartbeat and the "
+     "__cluster_metadata log on its controller listener; a broker registers with it and "
+     "follows that log)."},
     {"listeners",
      T::list,
      "PLAINTEXT://:9092",

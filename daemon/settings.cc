@@ -62,87 +62,9 @@ namespace {
 
 using Checked = std::expected<void, std::string>;
 
-// broker.*, replica.* and the node's role: which listeners it opens, where its controller is.
-Checked read_cluster(const Config& c, BrokerSettings& settings) {
-  BrokerSettings* s = &settings;
-  auto controller_names = c.get_list("controller.listener.names");
-  auto is_controller_listener = [&](const Endpoint& e) {
-    return std::find(controller_names.begin(), controller_names.end(), e.name) !=
-           controller_names.end();
-  };
-  auto roles = cluster_role(c);
-  if (!roles) return std::unexpected(roles.error());
-  s->cluster.role = *roles;
-  ClusterSettings& cl = s->cluster;
-  cl.session_timeout_ms = c.get_int("broker.session.timeout.ms");
-  cl.heartbeat_interval_ms = c.get_int("broker.heartbeat.interval.ms");
-  cl.auto_leader_rebalance = c.get_bool("auto.leader.rebalance.enable");
-  cl.leader_imbalance_check_ms = c.get_int("leader.imbalance.check.interval.seconds") * 1000;
-  cl.replica_lag_time_max_ms = c.get_int("replica.lag.time.max.ms");
-  cl.replica_fetch_wait_max_ms = static_cast<std::int32_t>(c.get_int("replica.fetch.wait.max.ms"));
-  cl.replica_fetch_max_bytes = static_cast<std::int32_t>(c.get_int("replica.fetch.max.bytes"));
-  cl.replica_fetch_response_max_bytes =
-      static_cast<std::int32_t>(c.get_int("replica.fetch.response.max.bytes"));
-  cl.replica_fetch_backoff_ms = static_cast<std::int32_t>(c.get_int("replica.fetch.backoff.ms"));
-  cl.testing_ack_from_memory =
-      c.get_bool("samsa.testing.hooks") && c.get_bool("samsa.testing.replica.ack.from.memory");
-  if (cl.role == ProcessRole::combined) {
-    // Only the client listeners serve Kafka clients; a CONTROLLER listener (Kafka's single-node
-    // configs have one) is the quorum's and is not opened by a single node.
-    std::erase_if(s->listeners, is_controller_listener);
-    if (s->listeners.empty()) return std::unexpected("listeners: no client listener left");
-  } else {
-    const char* role = cl.role == ProcessRole::broker ? "broker" : "controller";
-    if (!c.is_set("node.id") && !c.is_set("broker.id"))
-      return std::unexpected(std::string("node.id: must be set when process.roles=") + role);
-    if (controller_names.empty())
-      return std::unexpected(std::string("controller.listener.names: must be set when "
-                                         "process.roles=") +
-                             role);
-    cl.controller_listener = controller_names.front();
-    if (cl.heartbeat_interval_ms >= cl.session_timeout_ms)
-      return std::unexpected("broker.heartbeat.interval.ms (" +
-                             std::to_string(cl.heartbeat_interval_ms) +
-                             ") must be below broker.session.timeout.ms (" +
-                             std::to_string(cl.session_timeout_ms) + ")");
-    if (cl.role == ProcessRole::controller) {
-      for (const auto& e : s->listeners)
-        if (!is_controller_listener(e))
-          return std::unexpected("listeners: " + e.name +
-                                 " is not in controller.listener.names; a node with "
-                                 "process.roles=controller serves only controller listeners");
-    } else {
-      for (const auto& e : s->listeners)
-        if (is_controller_listener(e))
-          return std::unexpected(
-              "listeners: " + e.name +
-              " is a controller listener (controller.listener.names); a node with "
-              "process.roles=broker must not listen on it");
-      auto servers = c.get_list("controller.quorum.bootstrap.servers");
-      if (servers.empty())
-        return std::unexpected(
-            "controller.quorum.bootstrap.servers: must name the controller (host:port) when "
-            "process.roles=broker");
-      auto ep = parse_listeners({"C://" + servers.front()});
-      if (!ep || ep->front().host.empty())
-        return std::unexpected("controller.quorum.bootstrap.servers: " + servers.front() +
-                               ": expected host:port");
-      cl.controller_host = ep->front().host;
-      cl.controller_port = ep->front().port;
-      const std::string ibl = c.get_string("inter.broker.listener.name");
-      cl.inter_broker_listener = ibl.empty() ? s->listeners.front().name : ibl;
-      if (std::none_of(s->listeners.begin(), s->listeners.end(),
-                       [&](const Endpoint& e) { return e.name == cl.inter_broker_listener; }))
-        return std::unexpected("inter.broker.listener.name: " + cl.inter_broker_listener +
-                               " is not one of the listeners");
-    }
-  }
-  return {};
-}
-
-// controller.quorum.*: the voters (id@host:port), the bootstrap servers (host:port), Kafka's
-// timeouts and the snapshot settings.
-Checked read_quorum(const Config& c, BrokerSettings& settings) {
+// controller.quorum.voters (id@host:port), sorted by id: read first, since whether a combined
+// node is alone depends on them.
+Checked read_voters(const Config& c, BrokerSettings& settings) {
   ClusterSettings& cl = settings.cluster;
   for (const auto& v : c.get_list("controller.quorum.voters")) {
     const std::string bad = "controller.quorum.voters: " + v + ": expected id@host:port";
@@ -161,6 +83,136 @@ Checked read_quorum(const Config& c, BrokerSettings& settings) {
   }
   std::sort(cl.voters.begin(), cl.voters.end(),
             [](const QuorumNode& a, const QuorumNode& b) { return a.id < b.id; });
+  return {};
+}
+
+// Where a broker node first looks for the controller: the first bootstrap server, else the
+// first voter.
+Checked read_controller_address(const Config& c, ClusterSettings& cl) {
+  auto servers = c.get_list("controller.quorum.bootstrap.servers");
+  if (servers.empty()) {
+    if (cl.voters.empty())
+      return std::unexpected(
+          "controller.quorum.bootstrap.servers: must name the controller (host:port) when "
+          "process.roles=broker");
+    cl.controller_host = cl.voters.front().host;
+    cl.controller_port = cl.voters.front().port;
+    return {};
+  }
+  auto ep = parse_listeners({"C://" + servers.front()});
+  if (!ep || ep->front().host.empty())
+    return std::unexpected("controller.quorum.bootstrap.servers: " + servers.front() +
+                           ": expected host:port");
+  cl.controller_host = ep->front().host;
+  cl.controller_port = ep->front().port;
+  return {};
+}
+
+// A cluster node's listeners: a controller serves only controller listeners, a broker none, a
+// combined node both (its brokers' traffic on the others).
+Checked check_cluster_listeners(const Config& c, BrokerSettings& s) {
+  ClusterSettings& cl = s.cluster;
+  const char* role = cl.role == ProcessRole::broker       ? "broker"
+                     : cl.role == ProcessRole::controller ? "controller"
+                                                          : "broker,controller";
+  for (const auto& e : s.listeners) {
+    if (cl.role == ProcessRole::controller && !e.controller)
+      return std::unexpected("listeners: " + e.name +
+                             " is not in controller.listener.names; a node with "
+                             "process.roles=controller serves only controller listeners");
+    if (cl.role == ProcessRole::broker && e.controller)
+      return std::unexpected("listeners: " + e.name +
+                             " is a controller listener (controller.listener.names); a node with "
+                             "process.roles=broker must not listen on it");
+  }
+  if (cl.role == ProcessRole::controller) return {};
+  const auto is = [&](bool controller) {
+    return std::any_of(s.listeners.begin(), s.listeners.end(),
+                       [&](const Endpoint& e) { return e.controller == controller; });
+  };
+  if (cl.role == ProcessRole::combined && !is(true))
+    return std::unexpected(std::string("listeners: a node with process.roles=") + role +
+                           " and other voters needs a controller listener (" +
+                           cl.controller_listener + ")");
+  if (!is(false)) return std::unexpected("listeners: no client listener left");
+  const std::string ibl = c.get_string("inter.broker.listener.name");
+  if (ibl.empty()) {
+    cl.inter_broker_listener =
+        std::find_if(s.listeners.begin(), s.listeners.end(), [](const Endpoint& e) {
+          return !e.controller;
+        })->name;
+    return {};
+  }
+  cl.inter_broker_listener = ibl;
+  auto it = std::find_if(s.listeners.begin(), s.listeners.end(),
+                         [&](const Endpoint& e) { return e.name == ibl; });
+  if (it == s.listeners.end())
+    return std::unexpected("inter.broker.listener.name: " + ibl + " is not one of the listeners");
+  if (it->controller)
+    return std::unexpected("inter.broker.listener.name: " + ibl +
+                           " is a controller listener; brokers replicate over a client listener");
+  return {};
+}
+
+// broker.*, replica.* and the node's role: which listeners it opens, where its controller is.
+Checked read_cluster(const Config& c, BrokerSettings& settings) {
+  BrokerSettings* s = &settings;
+  auto controller_names = c.get_list("controller.listener.names");
+  for (auto& e : s->listeners)
+    e.controller = std::find(controller_names.begin(), controller_names.end(), e.name) !=
+                   controller_names.end();
+  auto roles = cluster_role(c);
+  if (!roles) return std::unexpected(roles.error());
+  s->cluster.role = *roles;
+  ClusterSettings& cl = s->cluster;
+  cl.session_timeout_ms = c.get_int("broker.session.timeout.ms");
+  cl.heartbeat_interval_ms = c.get_int("broker.heartbeat.interval.ms");
+  cl.auto_leader_rebalance = c.get_bool("auto.leader.rebalance.enable");
+  cl.leader_imbalance_check_ms = c.get_int("leader.imbalance.check.interval.seconds") * 1000;
+  cl.replica_lag_time_max_ms = c.get_int("replica.lag.time.max.ms");
+  cl.replica_fetch_wait_max_ms = static_cast<std::int32_t>(c.get_int("replica.fetch.wait.max.ms"));
+  cl.replica_fetch_max_bytes = static_cast<std::int32_t>(c.get_int("replica.fetch.max.bytes"));
+  cl.replica_fetch_response_max_bytes =
+      static_cast<std::int32_t>(c.get_int("replica.fetch.response.max.bytes"));
+  cl.replica_fetch_backoff_ms = static_cast<std::int32_t>(c.get_int("replica.fetch.backoff.ms"));
+  cl.testing_ack_from_memory =
+      c.get_bool("samsa.testing.hooks") && c.get_bool("samsa.testing.replica.ack.from.memory");
+  // Kafka's single-node configs name only this node as voter: it stays the single node.
+  cl.multi_node = cl.role != ProcessRole::combined ||
+                  std::any_of(cl.voters.begin(), cl.voters.end(),
+                              [&](const QuorumNode& n) { return n.id != s->node_id; });
+  if (!cl.multi_node) {
+    // Only the client listeners serve Kafka clients; a CONTROLLER listener (Kafka's single-node
+    // configs have one) is the quorum's and is not opened by a single node.
+    std::erase_if(s->listeners, [](const Endpoint& e) { return e.controller; });
+    if (s->listeners.empty()) return std::unexpected("listeners: no client listener left");
+    return {};
+  }
+  const char* role = cl.role == ProcessRole::broker       ? "broker"
+                     : cl.role == ProcessRole::controller ? "controller"
+                                                          : "broker,controller";
+  if (!c.is_set("node.id") && !c.is_set("broker.id"))
+    return std::unexpected(std::string("node.id: must be set when process.roles=") + role);
+  if (controller_names.empty())
+    return std::unexpected(std::string("controller.listener.names: must be set when "
+                                       "process.roles=") +
+                           role);
+  cl.controller_listener = controller_names.front();
+  if (cl.heartbeat_interval_ms >= cl.session_timeout_ms)
+    return std::unexpected("broker.heartbeat.interval.ms (" +
+                           std::to_string(cl.heartbeat_interval_ms) +
+                           ") must be below broker.session.timeout.ms (" +
+                           std::to_string(cl.session_timeout_ms) + ")");
+  if (auto r = check_cluster_listeners(c, *s); !r) return r;
+  if (cl.role != ProcessRole::controller)
+    if (auto r = read_controller_address(c, cl); !r) return r;
+  return {};
+}
+
+// controller.quorum.*: the bootstrap servers (host:port), Kafka's timeouts and the snapshot
+// settings (the voters: read_voters).
+Checked read_quorum(const Config& c, BrokerSettings& settings) {
+  ClusterSettings& cl = settings.cluster;
   for (const auto& b : c.get_list("controller.quorum.bootstrap.servers")) {
     auto ep = parse_listeners({"C://" + b});
     if (!ep || ep->front().host.empty())
@@ -168,21 +220,11 @@ Checked read_quorum(const Config& c, BrokerSettings& settings) {
     cl.bootstrap.push_back(
         {-1 - static_cast<std::int32_t>(cl.bootstrap.size()), ep->front().host, ep->front().port});
   }
-  if (cl.role == ProcessRole::controller && !cl.voters.empty() &&
+  if (settings.cluster_controller() && !cl.voters.empty() &&
       std::none_of(cl.voters.begin(), cl.voters.end(),
                    [&](const QuorumNode& n) { return n.id == settings.node_id; }))
     return std::unexpected("controller.quorum.voters: this controller (node.id " +
                            std::to_string(settings.node_id) + ") is not one of them");
-  // Combined mode on several nodes (each a broker and a voter) is not built: say so rather
-  // than run a one-node quorum that ignores the others. Kafka's single-node configs name only
-  // this node, which stays the single node it always was.
-  if (cl.role == ProcessRole::combined &&
-      std::any_of(cl.voters.begin(), cl.voters.end(),
-                  [&](const QuorumNode& n) { return n.id != settings.node_id; }))
-    return std::unexpected(
-        "controller.quorum.voters: process.roles=broker,controller with other voters "
-        "(combined mode on several nodes) is not supported yet; run the voters with "
-        "process.roles=controller and the brokers with process.roles=broker");
   if (cl.role == ProcessRole::broker && cl.voters.empty() && cl.bootstrap.empty())
     return std::unexpected(
         "controller.quorum.bootstrap.servers or controller.quorum.voters: must name the "
@@ -234,15 +276,25 @@ Checked read_backend(const Config& c, BrokerSettings& settings) {
   return {};
 }
 
-// What Metadata tells clients: advertised.listeners, or the listeners with a host filled in.
+// What Metadata tells clients: for each listener, its entry of advertised.listeners (matched by
+// name, as Kafka does) or the listener itself, the host filled in.
 Checked read_advertised(const Config& c, BrokerSettings& settings) {
   BrokerSettings* s = &settings;
+  s->advertised = s->listeners;
   if (c.is_set("advertised.listeners")) {
     auto a = parse_listeners(c.get_list("advertised.listeners"));
     if (!a) return std::unexpected("advertised.listeners: " + a.error());
-    s->advertised = std::move(*a);
-  } else {
-    s->advertised = s->listeners;
+    for (const auto& e : *a) {
+      auto it = std::find_if(s->advertised.begin(), s->advertised.end(),
+                             [&](const Endpoint& l) { return l.name == e.name; });
+      if (it == s->advertised.end()) {
+        // A CONTROLLER listener that a single node does not open (read_cluster).
+        if (std::ranges::count(c.get_list("controller.listener.names"), e.name)) continue;
+        return std::unexpected("advertised.listeners: " + e.name + " is not one of the listeners");
+      }
+      it->host = e.host;
+      it->port = e.port;
+    }
   }
   for (auto& e : s->advertised) {
     if ((e.host.empty() || e.host == "0.0.0.0") && s->backend.name == "dpdk") {
@@ -292,7 +344,7 @@ std::expected<std::shared_ptr<const BrokerSettings>, std::string> make_settings(
   if (!l) return std::unexpected("listeners: " + l.error());
   if (l->empty()) return std::unexpected("listeners: at least one listener is needed");
   s->listeners = std::move(*l);
-  for (auto step : {&read_cluster, &read_quorum, &read_backend, &read_advertised})
+  for (auto step : {&read_voters, &read_cluster, &read_quorum, &read_backend, &read_advertised})
     if (auto r = step(c, *s); !r) return std::unexpected(r.error());
   s->auto_create_topics = c.get_bool("auto.create.topics.enable");
   s->delete_topic_enable = c.get_bool("delete.topic.enable");

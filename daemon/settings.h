@@ -20,6 +20,7 @@ struct Endpoint {
   std::string name;  // listener name, e.g. PLAINTEXT
   std::string host;  // "" = every interface
   std::uint16_t port = 0;
+  bool controller = false;  // one of controller.listener.names (the quorum's, not clients')
 };
 
 // Parses "NAME://host:port,..." (host may be empty or a bracketed IPv6 address).
@@ -27,8 +28,9 @@ std::expected<std::vector<Endpoint>, std::string> parse_listeners(
     const std::vector<std::string>& items);
 
 // process.roles: absent or "broker,controller" is the single node samsad has always been (its
-// CONTROLLER listener, if any, is not opened); "broker" or "controller" alone make this process
-// one node of a cluster (replication/README.md).
+// CONTROLLER listener, if any, is not opened) unless controller.quorum.voters names other
+// nodes: then it is a combined node of a cluster, a voter and a broker at once. "broker" or
+// "controller" alone make this process one node of a cluster (replication/README.md).
 enum class ProcessRole : std::uint8_t { combined, broker, controller };
 
 // A node of the controller quorum as configuration names it.
@@ -40,7 +42,10 @@ struct QuorumNode {
 
 struct ClusterSettings {
   ProcessRole role = ProcessRole::combined;
-  // broker: where the controller listens (the first of controller.quorum.bootstrap.servers).
+  // One node of a cluster: role broker or controller, or combined with other voters.
+  bool multi_node = false;
+  // broker: where the controller listens (the first of controller.quorum.bootstrap.servers, or
+  // of the voters).
   std::string controller_host;
   std::uint16_t controller_port = 0;
   std::string controller_listener;           // controller.listener.names' first name
@@ -70,11 +75,25 @@ struct ClusterSettings {
 struct BrokerSettings {
   std::int32_t node_id = 1;
   ClusterSettings cluster;
-  bool clustered() const { return cluster.role != ProcessRole::combined; }
+  // One node of a cluster rather than the single node.
+  bool clustered() const { return cluster.multi_node; }
+  // A cluster node with the broker role (process.roles has broker): it holds replicas, links
+  // to the active controller, forwards changes to it and follows its partitions' leaders.
+  bool cluster_broker() const {
+    return cluster.multi_node && cluster.role != ProcessRole::controller;
+  }
+  // A cluster node with the controller role: a voter that serves the controller listeners.
+  bool cluster_controller() const {
+    return cluster.multi_node && cluster.role != ProcessRole::broker;
+  }
+  // Serves no clients (process.roles=controller).
+  bool controller_only() const { return cluster.role == ProcessRole::controller; }
   std::string cluster_id;
   std::vector<Endpoint> listeners;
-  std::vector<Endpoint> advertised;  // what Metadata tells clients
-  net::BackendOptions backend;       // samsa.net.backend and samsa.dpdk.*
+  // What Metadata tells clients: one per listener, in the same order (a dispatcher's listener
+  // index names both).
+  std::vector<Endpoint> advertised;
+  net::BackendOptions backend;  // samsa.net.backend and samsa.dpdk.*
   bool auto_create_topics = true;
   bool delete_topic_enable = true;
   std::int32_t num_partitions = 1;

@@ -48,12 +48,14 @@ class Controller {
   // How often the active controller looks for brokers whose session expired.
   static constexpr std::int64_t kTickMs = 50;
   // single: the one-node samsad (a quorum of itself; places every replica here). controller:
-  // a voter of a cluster's quorum (process.roles=controller, or broker,controller with
-  // controller.quorum.voters); while it leads, ControllerState drives registrations,
+  // a voter of a cluster's quorum (process.roles=controller, with controller.quorum.voters);
+  // while it leads, ControllerState drives registrations,
   // heartbeats, fencing, elections and placement over the registered brokers. broker: an
   // observer (a broker's local copy of the log); changes are forwarded to the active
-  // controller by the daemon.
-  enum class Mode : std::uint8_t { single, controller, broker };
+  // controller by the daemon. combined: a voter, as controller, on a node that is a broker too
+  // (process.roles=broker,controller with other voters): its first image waits for the
+  // catch-up, as a broker's does, since its shards hold partitions.
+  enum class Mode : std::uint8_t { single, controller, broker, combined };
 
   struct QuorumOptions {
     // controller.quorum.voters' ids; empty: this node alone (single, or a controller without

@@ -88,8 +88,8 @@ std::span<const ApiHandler> api_handlers() {
   return kHandlers;
 }
 
-bool serves(const ApiHandler& h, const ReactorContext& rc) {
-  return !h.controller_only || rc.settings->cluster.role == ProcessRole::controller;
+bool serves(const ApiHandler& h, const ReactorContext& rc, std::size_t listener) {
+  return !h.controller_only || rc.settings->listeners[listener].controller;
 }
 
 Request::Request(ReactorContext& rc_, KafkaDispatcher& d, net::Connection* c, std::uint64_t s,
@@ -226,7 +226,7 @@ void KafkaDispatcher::on_frame(net::Connection& c, std::uint64_t seq, net::Buffe
   const std::int16_t k = h.header.request_api_key;
   const std::int16_t v = h.header.request_api_version;
   const ApiHandler* handler = find_handler(k);
-  if (handler && !serves(*handler, rc_)) handler = nullptr;
+  if (handler && !serves(*handler, rc_, listener_)) handler = nullptr;
   if (!handler) {
     LOGF_WARN((log::Fields{.client = c.peer()}),
               "closing connection from %s: api %s (key %d) is not served", c.peer().c_str(),
@@ -252,12 +252,24 @@ void KafkaDispatcher::on_frame(net::Connection& c, std::uint64_t seq, net::Buffe
     req->fail("unsupported version");
     return;
   }
-  const ProcessRole role = rc_.settings->cluster.role;
-  if (role == ProcessRole::broker && forwarded(k)) {
+  // A controller listener's requests are the quorum's and the brokers' (a combined node has
+  // both kinds of listener); a cluster broker's clients' changes go to the active controller.
+  const bool controller_listener = rc_.settings->listeners[listener_].controller;
+  if (!controller_listener && rc_.settings->cluster_broker() && forwarded(k)) {
     handlers::forward(std::move(req));
     return;
   }
-  if (role == ProcessRole::controller && k == kafka::key(ApiKey::fetch)) {
+  // Metadata describes the cluster when it is answered: behind an earlier request still in
+  // flight (an acks=all produce waiting for its ISR) it is built once that one is answered, as
+  // Kafka, which reads a connection's requests one at a time, would. Built at once and held
+  // for the produce it would name leaders from before a failover that happened meanwhile, and
+  // librdkafka then moves a partition back to its dead leader and stays stuck there.
+  if (k == kafka::key(ApiKey::metadata)) {
+    c.after_earlier_answers(
+        seq, [handler, r = std::move(req)]() mutable { handler->handle(std::move(r)); });
+    return;
+  }
+  if (controller_listener && k == kafka::key(ApiKey::fetch)) {
     handlers::metadata_log_fetch(std::move(req));
     return;
   }

@@ -85,12 +85,12 @@ struct ApiHandler {
   void (*handle)(RequestPtr);
   // Lowest version actually served (Produce is advertised from 0 but served from 3).
   std::int16_t min_served = -1;
-  // Served (and advertised) only by a cluster's controller node (process.roles=controller).
+  // Served (and advertised) only on a cluster's controller listeners.
   bool controller_only = false;
 };
 
-// Whether this node serves (and advertises) the api.
-bool serves(const ApiHandler& h, const ReactorContext& rc);
+// Whether this node serves (and advertises) the api on `listener` (its index in the settings).
+bool serves(const ApiHandler& h, const ReactorContext& rc, std::size_t listener);
 
 // The table of served apis (ApiVersions answers from it).
 std::span<const ApiHandler> api_handlers();

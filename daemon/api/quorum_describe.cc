@@ -11,10 +11,9 @@ std::optional<QuorumNode> quorum_endpoint(const BrokerSettings& s, q::NodeId id)
   if (id < 0) return std::nullopt;
   for (const auto& v : s.cluster.voters)
     if (v.id == id) return v;
-  if (id == s.node_id && s.cluster.role == ProcessRole::controller)
+  if (id == s.node_id && s.cluster_controller())
     for (const auto& e : s.advertised.empty() ? s.listeners : s.advertised)
-      if (!e.host.empty() && e.name == s.cluster.controller_listener)
-        return QuorumNode{id, e.host, e.port};
+      if (!e.host.empty() && e.controller) return QuorumNode{id, e.host, e.port};
   return std::nullopt;
 }
 

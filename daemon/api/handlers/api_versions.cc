@@ -43,7 +43,8 @@ void api_versions(RequestPtr r) {
     return;
   }
   for (const auto& h : api_handlers())
-    if (serves(h, r->rc)) resp.api_keys.push_back({h.key, h.min_version, h.max_version});
+    if (serves(h, r->rc, r->dispatcher.listener()))
+      resp.api_keys.push_back({h.key, h.min_version, h.max_version});
   r->reply(resp);
 }
 

@@ -194,7 +194,7 @@ void metadata(RequestPtr r) {
   const auto& s = *r->rc.settings;
   // A broker node's auto-creation goes to the controller (forward_create); a controller node
   // creates none on its own.
-  const bool allow_create = s.auto_create_topics && s.cluster.role != ProcessRole::controller &&
+  const bool allow_create = s.auto_create_topics && !s.controller_only() &&
                             (r->version() < 4 || req.allow_auto_topic_creation);
   std::vector<replication::TopicSpec> create;
   std::size_t unsent_from = SIZE_MAX;
@@ -229,7 +229,7 @@ void metadata(RequestPtr r) {
     answer(std::move(r), req, {}, unsent_from);
     return;
   }
-  if (s.cluster.role == ProcessRole::broker) {
+  if (s.cluster_broker()) {
     forward_create(std::move(r), std::move(req), create, unsent_from);
     return;
   }

@@ -258,15 +258,42 @@ TEST(Settings, ClusterRolesAndTheirInconsistencies) {
       with(controller, {"controller.quorum.voters=1@a:9093,2@b:9093"}).find("not one of them"),
       std::string::npos);
 
-  // Combined mode: Kafka's single-node voters (this node alone) stay the single node; other
-  // voters are refused by name rather than ignored (a multi-node combined quorum is not built).
+  // Combined mode: Kafka's single-node voters (this node alone) stay the single node; with
+  // other voters the node is a voter and a broker of a cluster, and opens both listeners.
   const std::vector<std::string> combined = {"process.roles=broker,controller", "node.id=1",
                                              "controller.listener.names=CONTROLLER",
                                              "listeners=PLAINTEXT://:9092,CONTROLLER://:9093"};
   EXPECT_EQ(with(combined, {"controller.quorum.voters=1@localhost:9093"}), "");
-  EXPECT_NE(with(combined, {"controller.quorum.voters=1@a:9093,2@b:9093,3@c:9093"})
-                .find("combined mode on several nodes"),
+  auto single = make_settings(*Config::load(
+                                  "",
+                                  [&] {
+                                    auto v = combined;
+                                    v.push_back("controller.quorum.voters=1@localhost:9093");
+                                    return v;
+                                  }(),
+                                  nullptr),
+                              "cid");
+  ASSERT_TRUE(single.has_value()) << single.error();
+  EXPECT_FALSE((*single)->clustered());
+  EXPECT_EQ((*single)->listeners.size(), 1u) << "a single node does not open CONTROLLER";
+  auto three = combined;
+  three.push_back("controller.quorum.voters=1@a:9093,2@b:9093,3@c:9093");
+  auto ms = make_settings(*Config::load("", three, nullptr), "cid");
+  ASSERT_TRUE(ms.has_value()) << ms.error();
+  EXPECT_TRUE((*ms)->clustered());
+  EXPECT_TRUE((*ms)->cluster_broker());
+  EXPECT_TRUE((*ms)->cluster_controller());
+  ASSERT_EQ((*ms)->listeners.size(), 2u);
+  EXPECT_FALSE((*ms)->listeners[0].controller);
+  EXPECT_TRUE((*ms)->listeners[1].controller);
+  EXPECT_EQ((*ms)->cluster.inter_broker_listener, "PLAINTEXT");
+  EXPECT_EQ((*ms)->cluster.controller_host, "a") << "the link starts at the first voter";
+  ASSERT_EQ((*ms)->advertised.size(), 2u) << "one advertised endpoint per listener";
+  EXPECT_NE(with(three, {"listeners=PLAINTEXT://:9092"}).find("needs a controller listener"),
             std::string::npos);
+  EXPECT_NE(with(three, {"inter.broker.listener.name=CONTROLLER"}).find("is a controller listener"),
+            std::string::npos);
+  EXPECT_NE(with(three, {"node.id=4"}).find("not one of them"), std::string::npos);
 }
 
 }  // namespace
