@@ -1,4 +1,5 @@
 """The fault test's cluster: 3 controllers (a KRaft quorum; --controllers 1: one) and 3 brokers,
+or (--combined) 3 nodes that are voters and brokers at once (process.roles=broker,controller),
 each samsad in its network namespace
 (fault_net.py) with its data directory on its own powerfs mount (tests/durability/powerfs), and
 what the fault loop asks of it: Metadata snapshots, the active controller (from the controllers'
@@ -29,8 +30,14 @@ ENTRIES = "dirsync"
 CLUSTER_ID = "fLtQ3xk9TnKc0Wm7aZr2Bw"  # every node formats with it (samsa.cluster.id)
 
 
-def controller_ids(n: int) -> tuple[int, ...]:
-    return tuple(range(100, 100 + n))
+def controller_ids(n: int, combined: bool = False) -> tuple[int, ...]:
+    """The voters' node ids: separate controllers from 100, or the brokers themselves."""
+    return BROKERS if combined else tuple(range(100, 100 + n))
+
+
+def node_ids(a) -> tuple[int, ...]:
+    """Every samsad of the cluster, each in its own namespace."""
+    return tuple(sorted(set(controller_ids(a.controllers, a.combined)) | set(BROKERS)))
 
 
 class Member:
@@ -87,7 +94,7 @@ class Cluster:
         self.a = a
         self.net = net
         self.topic = a.topic
-        self.controllers = controller_ids(a.controllers)
+        self.controllers = controller_ids(a.controllers, a.combined)
         quorum = {"controller.listener.names": "CONTROLLER", "samsa.cluster.id": CLUSTER_ID,
                   "controller.quorum.bootstrap.servers": ",".join(
                       f"{ip_of(c)}:{CONTROLLER_PORT}" for c in self.controllers)}
@@ -108,11 +115,15 @@ class Cluster:
         self.members: dict[int, Member] = {}
         nodes = [(c, dict(common, **{
             "process.roles": "controller",
-            "listeners": f"CONTROLLER://{ip_of(c)}:{CONTROLLER_PORT}"})) for c in self.controllers]
+            "listeners": f"CONTROLLER://{ip_of(c)}:{CONTROLLER_PORT}"}))
+            for c in self.controllers if c not in BROKERS]
         for b in BROKERS:
+            # A combined node's first listener is its clients' (Node connects to it).
+            listeners = f"PLAINTEXT://{ip_of(b)}:{BROKER_PORT}" + (
+                f",CONTROLLER://{ip_of(b)}:{CONTROLLER_PORT}" if b in self.controllers else "")
             nodes.append((b, dict(common, **broker_extra, **{
-                "process.roles": "broker",
-                "listeners": f"PLAINTEXT://{ip_of(b)}:{BROKER_PORT}"})))
+                "process.roles": "broker,controller" if b in self.controllers else "broker",
+                "listeners": listeners})))
         for i, props in nodes:
             node = Node(a.samsad, work, i, props, wrap=net.wrap(i))
             self.members[i] = Member(a, work, node)
@@ -122,6 +133,10 @@ class Cluster:
     @property
     def brokers(self) -> dict[int, Node]:
         return {b: self.members[b].node for b in BROKERS}
+
+    def only_controllers(self) -> list[int]:
+        """The controllers that are not brokers too (none in combined mode)."""
+        return [c for c in self.controllers if c not in BROKERS]
 
     def node(self, i: int) -> Node:
         return self.members[i].node
@@ -135,7 +150,9 @@ class Cluster:
     def boot(self):
         for m in self.members.values():
             m.mount()
-        self.start(list(self.controllers), "first start")
+        self.start(self.only_controllers(), "first start")
+        # Combined nodes listen to clients only once a quorum of them has a leader: all start
+        # before any is waited for.
         self.start(list(BROKERS), "first start")
 
     def create_topic(self, partitions: int, configs: dict[str, str]):
@@ -235,8 +252,9 @@ class Cluster:
         return self._admin
 
     def create_named_topic(self, name: str, timeout: float) -> str | None:
-        """Creates `name` (1 partition, replication factor 3), asking again while controllers
-        fail over. None once it exists: TOPIC_ALREADY_EXISTS after an attempt that failed means
+        """Creates `name` (1 partition, replication factor 3; 2 in combined mode, where a
+        controller fault also takes a broker and placement uses live brokers only), asking
+        again while controllers fail over. None once it exists: TOPIC_ALREADY_EXISTS after an attempt that failed means
         that attempt committed. Otherwise the last error."""
         from confluent_kafka import KafkaException
         from confluent_kafka.admin import NewTopic
@@ -249,7 +267,8 @@ class Cluster:
                 # which may be the one the fault killed (seen: 5 attempts timed out on it).
                 self._admin = None
             try:
-                fs = self.admin().create_topics([NewTopic(name, 1, 3)], request_timeout=10,
+                rf = 2 if self.a.combined else 3
+                fs = self.admin().create_topics([NewTopic(name, 1, rf)], request_timeout=10,
                                                 operation_timeout=10)
                 fs[name].result(timeout=15)
                 return None

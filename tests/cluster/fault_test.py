@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""The real-cluster fault test of issues 9 and 19: 3 controllers (a KRaft quorum) and 3 brokers,
-each samsad in its own
+"""The real-cluster fault test of issues 9 and 19: 3 controllers (a KRaft quorum) and 3 brokers
+(or, with --combined, 3 nodes that are both: process.roles=broker,controller), each samsad in its own
 network namespace joined by a veth pair to a bridge in another namespace (fault_net.py), each
 data directory on its own powerfs mount (fault_cluster.py); three idempotent acks=all producers
 (two librdkafka, one Java client), each bootstrapping through a different broker (so their
@@ -9,6 +9,7 @@ loop, then a history checker (fault_check.py) reads every partition back.
 
   fault_test.py --samsad PATH --powerfs PATH [--cycles N | --full] [--seed S]
                 [--only kill,isolate,slow,powercut,ckill,cisolate,bckill] [--controllers 3|1]
+                [--combined]
                 [--consumer group|assign] [--memory-acks]
                 [--sync-delay-ms MS [--slow-disks 2,3]] [--cut-modes drop,torn,reorder]
                 [--expect-loss] [--keep] [--override key=value]...
@@ -32,6 +33,7 @@ replica.lag.time.max.ms=--lag-ms (2000). Each cycle picks one fault (seeded; the
   cisolate  the active controller's link goes down; as ckill, then the link heals.
   bckill    kill -9 of a partition's leader and of the active controller at once: the new
             controller must fence the broker and move its leaderships; as kill and ckill.
+            (--combined: the active controller's node, with a partition it leads.)
 After each cycle the cluster must heal within --heal-timeout: 3 brokers in Metadata, every
 partition led with a full ISR, every producer acknowledged on every partition again, and an
 active controller.
@@ -240,7 +242,7 @@ class Loop:
         rcs = self.cluster.remount_all()
         if any(rc not in (0, 3, -1) for rc in rcs.values()):
             raise Fail(f"powerfs exited badly after the cut: {rcs}")
-        self.cluster.start(list(self.cluster.controllers), "restart after the power cut")
+        self.cluster.start(self.cluster.only_controllers(), "restart after the power cut")
         self.cluster.start(others, "restart after the power cut (followers first)")
         t1 = ms_now()
         moved = self.cluster.wait_for(
@@ -338,6 +340,8 @@ class Loop:
         self.net.heal(victim)
 
     def do_bckill(self):
+        if self.a.combined:
+            return self.do_bckill_combined()
         q, (leader, _) = self.pick_partition()
         victim, epoch = self.cluster.active_controller()
         log(f"  kill -9 of broker {leader} (leader of partition {q}) and of the active "
@@ -351,6 +355,27 @@ class Loop:
         creating.join()
         self.cluster.start([victim], "restart after kill -9 with a broker")
         self.cluster.start([leader], "restart after kill -9 with the active controller")
+
+    def do_bckill_combined(self):
+        """Combined mode: the active controller's node is a broker too; killing another node
+        with it would leave no majority. The one kill takes a partition's leader (one it leads,
+        if any) and the active controller at once."""
+        victim, epoch = self.cluster.active_controller()
+        snap = self.cluster.snapshot()
+        led = sorted(q for q, (leader, _) in (snap[1] if snap else {}).items() if leader == victim)
+        q = self.rng.choice(led) if led else self.rng.randrange(self.a.partitions)
+        log(f"  kill -9 of node {victim}, the active controller (epoch {epoch}) and leader of "
+            f"partition {q}" + ("" if led else " (it led none: a partition at random)"))
+        t0 = ms_now()
+        self.cluster.kill(victim)
+        creating = self.create_during(f"ft-{len(self.created)}-{t0}")
+        self.controller_failover("bckill", victim, epoch, t0)
+        if led:
+            self.failover("bckill", q, victim, t0)
+        else:
+            self.client_resume("bckill", q, t0)
+        creating.join()
+        self.cluster.start([victim], "restart after kill -9 of the active controller's node")
 
     def heal(self) -> bool:
         t0 = time.time()
@@ -426,8 +451,8 @@ def fig(values: list[int]) -> str:
 
 def run(a, work: str) -> int:
     from fault_cluster import Cluster
-    from fault_cluster import controller_ids
-    net = fault_net.Net([*controller_ids(a.controllers), *BROKERS])
+    from fault_cluster import node_ids
+    net = fault_net.Net(list(node_ids(a)))
     cluster = clients = None
     t_start = time.time()
     try:
@@ -586,6 +611,8 @@ def main() -> int:
                          "drop 50%%, torn 30%%, reorder 20%%)")
     ap.add_argument("--controllers", type=int, choices=[1, 3], default=3,
                     help="a quorum of 3 controllers (default) or one")
+    ap.add_argument("--combined", action="store_true",
+                    help="3 nodes, each a voter and a broker (process.roles=broker,controller)")
     ap.add_argument("--topic", default="faults")
     ap.add_argument("--partitions", type=int, default=6)
     ap.add_argument("--rate", type=float, default=150, help="records/s per producer")

@@ -1,0 +1,336 @@
+#!/usr/bin/env python3
+"""Combined mode on three nodes (issue 19): each samsad is a voter of the controller quorum and
+a broker at once (process.roles=broker,controller, controller.quorum.voters naming all three),
+on loopback. Checks, with real clients:
+
+- the three elect a leader, register as brokers and serve Metadata;
+- kafka-metadata-quorum describe --status/--replication name that leader and the three voters
+  (each a voter, none an observer), and samsactl quorum agrees;
+- an idempotent acks=all producer (librdkafka) writes to a 6-partition RF=3 topic through:
+  kill -9 of the active controller's node (a broker too: its partitions fail over), a
+  controlled shutdown (SIGTERM) of the active controller's node, and kill -9 of all three at
+  once, then every node restarted (power cuts that drop unsynced writes: the fault test's
+  `--combined` run, cluster.faults.combined);
+- after each controller fault a new controller commits (time printed) and a topic created
+  then exists afterwards exactly once;
+- every acknowledged record is read back at its offset, once, in order; the three metadata
+  logs are byte-identical.
+
+CI size: 3 kills; --full: 10.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cluster_harness as ch  # noqa: E402
+from admin_harness import kafka_tools_available, tool  # noqa: E402
+
+NODES = (1, 2, 3)
+CLUSTER_ID = "c0mb1nedR4uUoVw0ZyLm2A"
+TOPIC = "c-data"
+PARTITIONS = 6
+
+
+def wait_for(fn, timeout: float, what: str):
+    end = time.time() + timeout
+    while time.time() < end:
+        try:
+            v = fn()
+        except Exception:  # a client timing out while nodes restart: ask again
+            v = None
+        if v:
+            return v
+        time.sleep(0.05)
+    raise AssertionError(f"{what}: not within {timeout}s")
+
+
+class Producer(threading.Thread):
+    """Idempotent acks=all, keyed values; every acknowledgement kept as (partition, offset)."""
+
+    def __init__(self, bootstrap: str):
+        super().__init__(daemon=True)
+        from confluent_kafka import Producer as P
+        self.p = P({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
+                    "enable.idempotence": True, "message.timeout.ms": 120000})
+        self.stop, self.sent, self.errors = False, 0, []
+        self.acked: dict[tuple[int, int], bytes] = {}
+        self.ack_times: list[float] = []
+        self.lock = threading.Lock()
+
+    def on_ack(self, err, msg):
+        with self.lock:
+            if err:
+                self.errors.append(str(err))
+                return
+            self.acked[(msg.partition(), msg.offset())] = msg.value()
+            self.ack_times.append(time.time())
+
+    def first_ack_after(self, t: float) -> float | None:
+        with self.lock:
+            later = [a for a in self.ack_times if a > t]
+        return min(later) - t if later else None
+
+    def run(self):
+        while not self.stop:
+            try:
+                self.p.produce(TOPIC, f"v{self.sent}".encode(), key=f"k{self.sent}".encode(),
+                               on_delivery=self.on_ack)
+                self.sent += 1
+            except BufferError:
+                pass
+            self.p.poll(0.003)
+        self.p.flush(150)
+
+
+def read_back(bootstrap: str, ends: dict[int, int]) -> dict[int, list[tuple[int, bytes]]]:
+    """Every partition from offset 0 up to `ends` (its high watermark)."""
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "combined-check",
+                  "enable.auto.commit": False, "enable.partition.eof": True})
+    c.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
+    out: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(PARTITIONS)}
+    done = {p for p in range(PARTITIONS) if ends[p] == 0}
+    end = time.time() + 120
+    while len(done) < PARTITIONS and time.time() < end:
+        m = c.poll(1.0)
+        if m is None:
+            continue
+        if m.error():
+            if m.error().code() == -191:  # _PARTITION_EOF
+                if m.offset() >= ends[m.partition()]:
+                    done.add(m.partition())
+            continue
+        out[m.partition()].append((m.offset(), m.value()))
+    c.close()
+    ch.check(len(done) == PARTITIONS, "every partition read back to its high watermark")
+    return out
+
+
+def create_topic(admin, name: str, rf: int, created: list[str]):
+    """Creates `name` (1 partition), asking again while a controller fails over; an attempt
+    that timed out but committed shows as TOPIC_ALREADY_EXISTS on the next."""
+    from confluent_kafka.admin import NewTopic
+
+    def attempt():
+        try:
+            admin.create_topics([NewTopic(name, 1, rf)])[name].result(30)
+        except Exception as e:  # noqa: BLE001  (KafkaException: asked again below)
+            if "TOPIC_ALREADY_EXISTS" not in str(e):
+                raise
+        return True
+    wait_for(attempt, 60, f"topic {name} created")
+    created.append(name)
+
+
+def isr_full(admin) -> bool:
+    t = admin.list_topics(TOPIC, timeout=5).topics[TOPIC]
+    return len(t.partitions) == PARTITIONS and all(
+        len(p.isrs) == len(NODES) and p.leader >= 0 for p in t.partitions.values())
+
+
+def check_quorum_tools(nodes, samsactl: str | None, leader: int):
+    via = nodes[NODES[0]]
+    rc, out = tool("kafka-metadata-quorum", "--bootstrap-server", f"{via.host}:{via.port}",
+                   "describe", "--status")
+    ch.log("describe --status:\n" + out)
+    ch.check(rc == 0 and re.search(rf"LeaderId:\s+{leader}\b", out) is not None,
+             f"describe --status names leader {leader}")
+    voters_line = out.split("CurrentVoters:")[1].split("\n")[0]
+    ch.check(all(f'"id": {n}' in voters_line for n in NODES),
+             "describe --status lists the three nodes as voters")
+    rc, out = tool("kafka-metadata-quorum", "--bootstrap-server", f"{via.host}:{via.port}",
+                   "describe", "--replication")
+    ch.log("describe --replication:\n" + out)
+    rows = {int(l.split()[0]): l.split()[-1] for l in out.splitlines()[1:] if l.strip()}
+    ch.check(rc == 0 and rows.get(leader) == "Leader", "--replication: the leader's row")
+    ch.check(sorted(rows) == list(NODES) and
+             all(rows[n] in ("Leader", "Follower") for n in NODES),
+             "--replication: three voters, no observer")
+    if not samsactl:
+        return
+    for n in NODES:
+        r = subprocess.run([samsactl, "--socket", nodes[n].props["samsa.admin.socket"], "--json",
+                            "quorum"], capture_output=True, text=True, timeout=30)
+        j = json.loads(r.stdout) if r.returncode == 0 else {}
+        node = j.get("node", {})
+        ch.check(node.get("leader_id") == leader and node.get("voter") is True and
+                 j.get("process_roles") == "broker,controller",
+                 f"samsactl quorum on node {n}: a voter following leader {leader}")
+
+
+def controller_fault(nodes, admin, producer, kind: str, k: int, created: list[str]) -> dict:
+    """kill -9 or SIGTERM of the active controller's node: the times to a new controller, to
+    the producer's next ack, then a topic created and the node restarted."""
+    leader, epoch = ch.current_leader(nodes)
+    victim = nodes[leader]
+    t0 = time.time()
+    if kind == "kill":
+        victim.kill9()
+    else:
+        rc = victim.stop()
+        ch.check(rc == 0, f"node {leader} stopped cleanly on SIGTERM")
+    new = wait_for(lambda: [x for x in ch.activations(nodes.values())
+                            if x[2] > epoch and x[0] >= t0 - 0.5], 30,
+                   f"a new active controller after the {kind} of node {leader}")
+    failover = new[0][0] - t0
+    resume = wait_for(lambda: producer.first_ack_after(t0), 60,
+                      f"the producer's first ack after the {kind} of node {leader}")
+    ch.log(f"{kind} {k + 1}: node {leader} (epoch {epoch}); node {new[0][1]} active in epoch "
+           f"{new[0][2]} after {failover * 1000:.0f} ms; producer's next ack after "
+           f"{resume * 1000:.0f} ms")
+    # Two live brokers meanwhile: replication factor 2.
+    create_topic(admin, f"c-after-{kind}-{k}", 2, created)
+    victim.start(f"restart after {kind} {k + 1}")
+    victim.wait_listening(60)
+    wait_for(lambda: isr_full(admin), 60, "every partition's ISR whole again")
+    return {"kind": kind, "failover": failover, "resume": resume}
+
+
+def kill_all(nodes, admin, producer, created: list[str]) -> float:
+    t0 = time.time()
+    for n in nodes.values():
+        n.proc.kill()
+    for n in nodes.values():
+        n.proc.wait()
+    ch.log("kill -9 of every node at once")
+    for n in nodes.values():
+        n.start("restart after kill -9 of every node")
+    for n in nodes.values():
+        n.wait_listening(60)
+    resume = wait_for(lambda: producer.first_ack_after(t0), 90,
+                      "the producer's first ack after kill -9 of every node")
+    ch.log(f"every node listening again, producer's next ack after {resume * 1000:.0f} ms")
+    create_topic(admin, "c-after-killall", 3, created)
+    wait_for(lambda: isr_full(admin), 60, "every partition's ISR whole again")
+    return resume
+
+
+def verify(producer, bootstrap: str, admin):
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "combined-ends"})
+    ends = {p: c.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=10)[1]
+            for p in range(PARTITIONS)}
+    c.close()
+    got = read_back(bootstrap, ends)
+    lost = [k for k, v in producer.acked.items() if (k[1], v) not in set(got[k[0]])]
+    ch.check(not lost, f"every acknowledged record read back at its offset "
+             f"({len(producer.acked)} acknowledged; lost: {lost[:5]})")
+    values = [v for recs in got.values() for _, v in recs]
+    ch.check(len(values) == len(set(values)), f"no record twice ({len(values)} read)")
+    for p, recs in got.items():
+        seq = [int(v[1:]) for _, v in recs]
+        ch.check(seq == sorted(seq), f"partition {p}: records in the order they were sent")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--samsad", required=True)
+    ap.add_argument("--samsactl")
+    ap.add_argument("--full", action="store_true", help="10 kills instead of 3")
+    a = ap.parse_args()
+    ch.set_log_prefix("[combined]")
+    why = kafka_tools_available()
+    if why:
+        return ch.skip_or_fail(ch.log, why, "the test")
+    kills = 10 if a.full else 3
+    root = tempfile.mkdtemp(prefix="samsa-combined-")
+    cports = {n: ch.free_port() for n in NODES}
+    voters = ",".join(f"{n}@127.0.0.1:{cports[n]}" for n in NODES)
+    nodes = {n: ch.Node(a.samsad, root, n, {
+        "process.roles": "broker,controller", "controller.listener.names": "CONTROLLER",
+        "controller.quorum.voters": voters, "samsa.cluster.id": CLUSTER_ID,
+        "listeners": f"PLAINTEXT://127.0.0.1:{ch.free_port()},"
+                     f"CONTROLLER://127.0.0.1:{cports[n]}",
+        "samsa.reactors": "1", "min.insync.replicas": "2",
+        "offsets.topic.replication.factor": "3"}) for n in NODES}
+    producer = None
+    ok = False
+    try:
+        for n in nodes.values():
+            n.start()
+        for n in nodes.values():
+            n.wait_listening(60)
+        leader, epoch = wait_for(lambda: ch.current_leader(nodes)[0] >= 0 and
+                                 ch.current_leader(nodes), 30, "a first leader")
+        ch.log(f"node {leader} leads epoch {epoch}")
+        bootstrap = ",".join(f"{n.host}:{n.port}" for n in nodes.values())
+        from confluent_kafka.admin import AdminClient, NewTopic
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        wait_for(lambda: len(admin.list_topics(timeout=5).brokers) == len(NODES), 30,
+                 "every node registered as a broker")
+        ch.check(True, "the three combined nodes are brokers in Metadata")
+        check_quorum_tools(nodes, a.samsactl, leader)
+        admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3)])[TOPIC].result(30)
+        wait_for(lambda: isr_full(admin), 30, f"{TOPIC}: every replica in the ISR")
+        leaders = {p.leader for p in admin.list_topics(TOPIC, timeout=5).topics[
+            TOPIC].partitions.values()}
+        ch.check(leaders == set(NODES), "the topic's leaders spread over the three nodes")
+
+        producer = Producer(bootstrap)
+        producer.start()
+        wait_for(lambda: len(producer.acked) > 200, 30, "the producer's first acknowledgements")
+        created: list[str] = []
+        faults = []
+        for k in range(kills):
+            faults.append(controller_fault(nodes, admin, producer, "kill", k, created))
+            time.sleep(0.5)
+        faults.append(controller_fault(nodes, admin, producer, "sigterm", 0, created))
+        cut_resume = kill_all(nodes, admin, producer, created)
+        time.sleep(1)
+        producer.stop = True
+        producer.join(180)
+        for kind in ("kill", "sigterm"):
+            f = [x for x in faults if x["kind"] == kind]
+            ch.log(f"{kind} of the active controller's node ({len(f)}): new controller median "
+                   f"{statistics.median(x['failover'] for x in f) * 1000:.0f} ms, max "
+                   f"{max(x['failover'] for x in f) * 1000:.0f} ms; producer's next ack median "
+                   f"{statistics.median(x['resume'] for x in f) * 1000:.0f} ms, max "
+                   f"{max(x['resume'] for x in f) * 1000:.0f} ms")
+        ch.log(f"kill -9 of all three: producer's next ack after {cut_resume * 1000:.0f} ms")
+        ch.log(f"producer: {producer.sent} sent, {len(producer.acked)} acknowledged, "
+               f"{len(producer.errors)} failed")
+        ch.check(not producer.errors, f"no produce failed ({producer.errors[:3]})")
+        verify(producer, bootstrap, admin)
+        names = [t for t in admin.list_topics(timeout=10).topics if t.startswith("c-after-")]
+        ch.check(sorted(names) == sorted(created),
+                 "every topic created after a controller fault exists, once")
+
+        def same_logs():
+            logs = [ch.metadata_log_bytes(n) for n in nodes.values()]
+            return all(x == logs[0] for x in logs) and logs[0]
+        wait_for(same_logs, 30, "the three metadata logs byte-identical")
+        ch.log(f"the three nodes' metadata logs are identical "
+               f"({len(ch.metadata_log_bytes(nodes[NODES[0]]))} bytes)")
+        ok = True
+    finally:
+        if producer:
+            producer.stop = True
+        for n in nodes.values():
+            if n.alive():
+                n.stop()
+        if ok:
+            import shutil
+            shutil.rmtree(root, ignore_errors=True)
+        else:
+            ch.log(f"work directory kept: {root}")
+    ch.log("PASS")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except AssertionError as e:
+        ch.log(f"FAIL: {e}")
+        sys.exit(1)
