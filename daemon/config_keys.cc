@@ -44,7 +44,9 @@ const std::vector<ConfigKey> kKeys = {
      {},
      {},
      false,
-     "Addresses clients are told to use; defaults to listeners."},
+     "Addresses clients are told to use, per listener name; defaults to listeners. A "
+     "listener without a host advertises the machine's host name if it resolves here, else "
+     "localhost (with a warning at start)."},
     {"log.dirs", T::list, "", {}, {}, {}, false, "Data directories (defaults to log.dir)."},
     {"log.dir", T::string, "/var/lib/samsa", {}, {}, {}, false, "Data directory."},
     {"num.partitions", T::int32, "1", 1, kMax32, {}, true, "Partitions of auto-created topics."},

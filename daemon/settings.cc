@@ -1,10 +1,14 @@
 #include "daemon/settings.h"
 
 #include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <charconv>
+
+#include "base/log.h"
 
 namespace samsa::daemon {
 
@@ -276,6 +280,30 @@ Checked read_backend(const Config& c, BrokerSettings& settings) {
   return {};
 }
 
+// A listener on every interface advertises the host name, as Kafka does, if it resolves here;
+// else localhost, which local clients can use (Kafka's shipped config advertises localhost for
+// the same reason: containers and fresh VMs often have a name nothing resolves). Looked up once
+// per process: a slow resolver must not slow every settings rebuild.
+const std::string& default_advertised_host() {
+  static const std::string host = [] {
+    char name[256] = {};
+    if (gethostname(name, sizeof name - 1) != 0 || name[0] == '\0') return std::string("localhost");
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* res = nullptr;
+    const int rc = getaddrinfo(name, nullptr, &hints, &res);
+    if (res) freeaddrinfo(res);
+    if (rc == 0) return std::string(name);
+    LOG_WARN(
+        "this machine's host name %s does not resolve here (%s): listeners without a host "
+        "advertise localhost, which only local clients can reach; set advertised.listeners "
+        "(e.g. PLAINTEXT://<an address clients reach>:9092) for the others",
+        name, gai_strerror(rc));
+    return std::string("localhost");
+  }();
+  return host;
+}
+
 // What Metadata tells clients: for each listener, its entry of advertised.listeners (matched by
 // name, as Kafka does) or the listener itself, the host filled in.
 Checked read_advertised(const Config& c, BrokerSettings& settings) {
@@ -300,9 +328,7 @@ Checked read_advertised(const Config& c, BrokerSettings& settings) {
     if ((e.host.empty() || e.host == "0.0.0.0") && s->backend.name == "dpdk") {
       e.host = s->backend.dpdk.ip;  // the kernel's host name would point clients past the stack
     } else if (e.host.empty() || e.host == "0.0.0.0" || e.host == "::") {
-      char host[256] = "localhost";
-      gethostname(host, sizeof host - 1);
-      e.host = host;
+      e.host = default_advertised_host();
     }
   }
   return {};
