@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import pwd
+import shutil
 import socket
 import subprocess
 import sys
@@ -116,7 +117,14 @@ class Producer(threading.Thread):
 
 
 def samsactl(a, sock: str, *args, user: str | None = None) -> subprocess.CompletedProcess:
-    cmd = [a.samsactl, "--socket", sock, *args]
+    binary = a.samsactl
+    if user:
+        # Another user may not enter the build tree (a checkout under a 0700 folder): it runs a
+        # copy in the work dir, which is 0755.
+        binary = os.path.join(os.path.dirname(sock), "samsactl")
+        if not os.path.exists(binary):
+            shutil.copy2(a.samsactl, binary)
+    cmd = [binary, "--socket", sock, *args]
     if user:
         cmd = ["runuser", "-u", user, "--", *cmd]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=60)
