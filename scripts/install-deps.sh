@@ -1,9 +1,21 @@
 #!/usr/bin/env bash
 # Installs every Debian package (and the npm/PyPI client libraries the tests drive) that the
 # build and the test suite need. Idempotent and quiet; run as root on a fresh Debian 12.
+#   install-deps.sh         everything: building, running and the whole test suite
+#   install-deps.sh --run   only what building and running samsad need (scripts/run-broker.sh):
+#                           no clients, JDK, Kafka jars, fuzzing or packaging tools
 set -euo pipefail
 cd "$(dirname "$0")/.."
+run_only=false
+[ "${1:-}" = "--run" ] && run_only=true
 
+# Configuring the tree needs GoogleTest, Google Benchmark and librdkafka's headers (tests/ and
+# perf/ are part of it); the DPDK backend needs lwIP's sources, unpacked by dpkg-dev.
+RUN_DEBS=(
+  build-essential cmake ninja-build pkg-config python3
+  liburing-dev libsystemd-dev libgtest-dev libgmock-dev libbenchmark-dev libdpdk-dev
+  libzstd-dev liblz4-dev libsnappy-dev zlib1g-dev librdkafka-dev dpkg-dev
+)
 DEBS=(
   build-essential cmake ninja-build pkg-config python3
   liburing-dev libsystemd-dev libgtest-dev libgmock-dev libbenchmark-dev libdpdk-dev
@@ -32,6 +44,7 @@ command -v npm >/dev/null || DEBS+=(npm)
 command -v javac >/dev/null || DEBS+=(openjdk-17-jdk-headless)
 command -v mvn >/dev/null || DEBS+=(maven)
 
+$run_only && DEBS=("${RUN_DEBS[@]}")
 missing=()
 for p in "${DEBS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -51,6 +64,8 @@ fi
 # lwIP's sources from Debian's source package, for the DPDK backend (net/dpdk/fetch-lwip.sh;
 # cached in ~/.cache/samsa/lwip).
 bash net/dpdk/fetch-lwip.sh >/dev/null
+
+$run_only && exit 0
 
 # Client libraries from npm, PyPI, the Go proxy and Maven Central for the integration tests
 # (kept inside the tree and ignored by git, or in ~/.cache/samsa).

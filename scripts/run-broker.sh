@@ -4,7 +4,7 @@
 # (e.g. --override log.retention.ms=60000).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/install-deps.sh
+bash scripts/install-deps.sh --run
 cmake -S . -B build -G Ninja >/dev/null
 cmake --build build -j "$(nproc)" --target samsad
 mkdir -p data
