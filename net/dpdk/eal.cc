@@ -240,16 +240,31 @@ bool is_wait_fd(int fd) {
   return n > 0 && std::string_view(target, static_cast<std::size_t>(n)) == "/dev/net/tun";
 }
 
-std::string device_iface(const std::vector<std::string>& argv, const std::string& device) {
+std::string device_arg(const std::vector<std::string>& argv, const std::string& device,
+                       const std::string& key) {
   for (const auto& w : argv) {
     auto at = w.find(device);
     if (at == std::string::npos) continue;
-    auto i = w.find("iface=", at);
+    const std::string k = "," + key + "=";
+    auto i = w.find(k, at);
     if (i == std::string::npos) continue;
-    i += 6;
+    i += k.size();
     return w.substr(i, w.find(',', i) - i);
   }
   return "";
+}
+
+std::string device_iface(const std::vector<std::string>& argv, const std::string& device) {
+  return device_arg(argv, device, "iface");
+}
+
+int rx_queue_count(const std::string& iface) {
+  std::error_code ec;
+  int n = 0;
+  for (const auto& e :
+       std::filesystem::directory_iterator("/sys/class/net/" + iface + "/queues", ec))
+    n += e.path().filename().string().starts_with("rx-");
+  return ec ? -1 : n;
 }
 
 std::string ip_text(std::uint32_t ip_be) {

@@ -26,8 +26,13 @@ std::string allowed_cpus();
 std::set<int> open_fds();
 // A PMD's receive socket or tap device: poll() reports POLLIN on it once a frame waits.
 bool is_wait_fd(int fd);
+// The value of `key` in the vdev named `device` (e.g. start_queue), or "".
+std::string device_arg(const std::vector<std::string>& argv, const std::string& device,
+                       const std::string& key);
 // The kernel interface the vdev named `device` drives (its iface=), or "".
 std::string device_iface(const std::vector<std::string>& argv, const std::string& device);
+// The receive queues a kernel interface has (its /sys/class/net/IF/queues/rx-*), or -1.
+int rx_queue_count(const std::string& iface);
 std::string ip_text(std::uint32_t ip_be);
 std::string mac_text(const std::uint8_t* m);
 // Whether this thread's effective set holds capability `cap`.

@@ -69,6 +69,8 @@ std::expected<void, std::string> Port::find_device(const std::vector<std::string
     return fail("device " + device_ + ": " + rte_strerror(-rc) + log_tail());
   driver_ = info.driver_name ? info.driver_name : "?";
   iface_ = device_iface(argv_s, device_);
+  if (const std::string q = device_arg(argv_s, device_, "start_queue"); !q.empty())
+    start_queue_ = std::atoi(q.c_str());
 
   return {};
 }
@@ -182,9 +184,14 @@ std::expected<void, std::string> Port::start_queues() {
           "CAP_NET_RAW, CAP_NET_ADMIN and CAP_BPF (libxdp looks XDP programs up by id), and "
           "CAP_IPC_LOCK or a memlock limit above the packet pool; see samsa-dpdk.conf (" +
           why + ")";
+    else if (const int have = rx_queue_count(iface_);
+             tail.find("xsk socket") != std::string::npos && have > 0 && start_queue_ >= have)
+      why = "no such queue: start_queue=" + std::to_string(start_queue_) + " but " + iface_ +
+            " has " + std::to_string(have) + " receive queue" + (have == 1 ? "" : "s") + " (0.." +
+            std::to_string(have - 1) + ") (" + why + ")";
     else if (tail.find("xsk socket") != std::string::npos)
-      why = "in use: the kernel refused an AF_XDP socket on queue 0 of " + iface_ +
-            " (another broker or AF_XDP program holds it?) (" + why + ")";
+      why = "in use: the kernel refused an AF_XDP socket on queue " + std::to_string(start_queue_) +
+            " of " + iface_ + " (another broker or AF_XDP program holds it?) (" + why + ")";
     return fail("device " + device_ + ": receive queue: " + why + tail);
   }
   if (int rc = rte_eth_tx_queue_setup(id, 0, ntx, sock, nullptr); rc != 0)

@@ -134,6 +134,7 @@ class Port {
   std::uint8_t mac_[6]{};
   std::uint32_t mtu_ = 1500;
   std::string device_, driver_, iface_;
+  int start_queue_ = 0;  // net_af_xdp's start_queue= (the queue its socket binds)
   std::vector<int> wait_fds_;
   std::vector<void*> txq_;  // frames waiting for ring room
   std::uint64_t tx_dropped_ = 0;

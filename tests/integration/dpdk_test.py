@@ -465,23 +465,38 @@ def jumbo_check(broker: Samsad, mtu: int) -> bool:
     return True
 
 
-def refused_start_check(samsad: str, work: str):
-    """A device the EAL cannot probe: samsad exits 1 with the EAL's reason, never a crash
-    (the shutdown of a half-started broker has no backend to tidy)."""
+def refused_start(samsad: str, work: str, vdev: str) -> tuple[int, str]:
     d = os.path.join(work, "refused")
     os.makedirs(d, exist_ok=True)
     cmd = [samsad, "--override", f"listeners=PLAINTEXT://{DPDK_IP}:{PORT}",
            "--override", f"log.dirs={os.path.join(d, 'data')}",
            "--override", f"samsa.admin.socket={os.path.join(d, 'admin.sock')}",
            "--override", "samsa.net.backend=dpdk",
-           "--override", "samsa.dpdk.eal.args=--no-huge -m 256 --vdev=net_af_packet0,iface=nosuch0",
+           "--override", f"samsa.dpdk.eal.args=--no-huge -m 256 --vdev={vdev}",
            "--override", f"samsa.dpdk.ip={DPDK_IP}"]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
-    out = p.stdout + p.stderr
-    if p.returncode != 1 or ("nosuch0" not in out and "net_af_packet0" not in out):
-        raise Fail(f"a device that does not exist: samsad exit {p.returncode} (want 1 and the "
+    return p.returncode, p.stdout + p.stderr
+
+
+def refused_start_check(samsad: str, work: str, pmd: str):
+    """A device the EAL cannot probe: samsad exits 1 with the EAL's reason, never a crash
+    (the shutdown of a half-started broker has no backend to tidy). On af_xdp, a queue the
+    interface does not have is refused as that, with how many it has (not as "in use")."""
+    rc, out = refused_start(samsad, work, "net_af_packet0,iface=nosuch0")
+    if rc != 1 or ("nosuch0" not in out and "net_af_packet0" not in out):
+        raise Fail(f"a device that does not exist: samsad exit {rc} (want 1 and the "
                    f"EAL's reason):\n{out[-800:]}")
     log("a device that does not exist: samsad exits 1 and says why")
+    if pmd != "af_xdp":
+        return
+    have = len([q for q in os.listdir("/sys/class/net/d0/queues") if q.startswith("rx-")])
+    rc, out = refused_start(samsad, work,
+                            f"net_af_xdp0,iface=d0,start_queue={have},queue_count=1")
+    want = f"no such queue: start_queue={have} but d0 has {have} receive queue"
+    if rc != 1 or want not in out:
+        raise Fail(f"af_xdp on a queue d0 lacks: samsad exit {rc} (want 1 and {want!r}):\n"
+                   f"{out[-800:]}")
+    log(f"af_xdp on queue {have} of d0 (which has {have}): refused as a missing queue")
 
 
 def inner(a) -> int:
@@ -496,7 +511,7 @@ def inner(a) -> int:
     if why:
         return h.skip_or_fail(log, why)
     try:
-        refused_start_check(a.samsad, work)
+        refused_start_check(a.samsad, work, a.pmd)
         broker.start()
         for name in clients:
             run_driver(name, cmds[name], broker, a.driver_timeout)
