@@ -183,6 +183,54 @@ def topic_md(via, name: str, partitions: int, timeout: float = 2.0):
         time.sleep(0.05)
 
 
+def wait_for(fn, timeout: float, what: str, step: float = 0.02):
+    """fn()'s first truthy value within timeout (an exception counts as not yet: a client
+    timing out while nodes start asks again); AssertionError naming `what` otherwise."""
+    end = time.time() + timeout
+    while time.time() < end:
+        try:
+            v = fn()
+        except Exception:  # noqa: BLE001
+            v = None
+        if v:
+            return v
+        time.sleep(step)
+    raise AssertionError(f"{what}: not within {timeout}s")
+
+
+def wait_identical_metadata_logs(voters, timeout: float) -> int:
+    """Waits until every voter's __cluster_metadata log is the same, byte for byte (all caught
+    up); its size."""
+    def same():
+        logs = [metadata_log_bytes(v) for v in voters]
+        return all(x == logs[0] for x in logs) and len(logs[0])
+    size = wait_for(same, timeout, f"the {len(voters)} metadata logs byte-identical")
+    log(f"the {len(voters)} voters' metadata logs are identical ({size} bytes)")
+    return size
+
+
+def teardown(nodes, root: str, ok: bool):
+    """Stops every live node; the work directory goes on success, stays (and is named)
+    otherwise."""
+    for n in nodes:
+        if n.alive():
+            n.stop()
+    if ok:
+        import shutil
+        shutil.rmtree(root, ignore_errors=True)
+    else:
+        log(f"work directory kept: {root}")
+
+
+def run_main(main):
+    """A cluster test's entry point: main()'s exit code; a failed check is FAIL and exit 1."""
+    try:
+        sys.exit(main())
+    except AssertionError as e:
+        log(f"FAIL: {e}")
+        sys.exit(1)
+
+
 def check(cond: bool, what: str):
     if not cond:
         raise AssertionError(what)

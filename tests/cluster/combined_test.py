@@ -42,19 +42,6 @@ TOPIC = "c-data"
 PARTITIONS = 6
 
 
-def wait_for(fn, timeout: float, what: str):
-    end = time.time() + timeout
-    while time.time() < end:
-        try:
-            v = fn()
-        except Exception:  # a client timing out while nodes restart: ask again
-            v = None
-        if v:
-            return v
-        time.sleep(0.05)
-    raise AssertionError(f"{what}: not within {timeout}s")
-
-
 class Producer(threading.Thread):
     """Idempotent acks=all, keyed values; every acknowledgement kept as (partition, offset)."""
 
@@ -129,7 +116,7 @@ def create_topic(admin, name: str, rf: int, created: list[str]):
             if "TOPIC_ALREADY_EXISTS" not in str(e):
                 raise
         return True
-    wait_for(attempt, 60, f"topic {name} created")
+    ch.wait_for(attempt, 60, f"topic {name} created")
     created.append(name)
 
 
@@ -180,11 +167,11 @@ def controller_fault(nodes, admin, producer, kind: str, k: int, created: list[st
     else:
         rc = victim.stop()
         ch.check(rc == 0, f"node {leader} stopped cleanly on SIGTERM")
-    new = wait_for(lambda: [x for x in ch.activations(nodes.values())
+    new = ch.wait_for(lambda: [x for x in ch.activations(nodes.values())
                             if x[2] > epoch and x[0] >= t0 - 0.5], 30,
                    f"a new active controller after the {kind} of node {leader}")
     failover = new[0][0] - t0
-    resume = wait_for(lambda: producer.first_ack_after(t0), 60,
+    resume = ch.wait_for(lambda: producer.first_ack_after(t0), 60,
                       f"the producer's first ack after the {kind} of node {leader}")
     ch.log(f"{kind} {k + 1}: node {leader} (epoch {epoch}); node {new[0][1]} active in epoch "
            f"{new[0][2]} after {failover * 1000:.0f} ms; producer's next ack after "
@@ -193,7 +180,7 @@ def controller_fault(nodes, admin, producer, kind: str, k: int, created: list[st
     create_topic(admin, f"c-after-{kind}-{k}", 2, created)
     victim.start(f"restart after {kind} {k + 1}")
     victim.wait_listening(60)
-    wait_for(lambda: isr_full(admin), 60, "every partition's ISR whole again")
+    ch.wait_for(lambda: isr_full(admin), 60, "every partition's ISR whole again")
     return {"kind": kind, "failover": failover, "resume": resume}
 
 
@@ -208,11 +195,11 @@ def kill_all(nodes, admin, producer, created: list[str]) -> float:
         n.start("restart after kill -9 of every node")
     for n in nodes.values():
         n.wait_listening(60)
-    resume = wait_for(lambda: producer.first_ack_after(t0), 90,
+    resume = ch.wait_for(lambda: producer.first_ack_after(t0), 90,
                       "the producer's first ack after kill -9 of every node")
     ch.log(f"every node listening again, producer's next ack after {resume * 1000:.0f} ms")
     create_topic(admin, "c-after-killall", 3, created)
-    wait_for(lambda: isr_full(admin), 60, "every partition's ISR whole again")
+    ch.wait_for(lambda: isr_full(admin), 60, "every partition's ISR whole again")
     return resume
 
 
@@ -261,25 +248,25 @@ def main() -> int:
             n.start()
         for n in nodes.values():
             n.wait_listening(60)
-        leader, epoch = wait_for(lambda: ch.current_leader(nodes)[0] >= 0 and
+        leader, epoch = ch.wait_for(lambda: ch.current_leader(nodes)[0] >= 0 and
                                  ch.current_leader(nodes), 30, "a first leader")
         ch.log(f"node {leader} leads epoch {epoch}")
         bootstrap = ",".join(f"{n.host}:{n.port}" for n in nodes.values())
         from confluent_kafka.admin import AdminClient, NewTopic
         admin = AdminClient({"bootstrap.servers": bootstrap})
-        wait_for(lambda: len(admin.list_topics(timeout=5).brokers) == len(NODES), 30,
+        ch.wait_for(lambda: len(admin.list_topics(timeout=5).brokers) == len(NODES), 30,
                  "every node registered as a broker")
         ch.check(True, "the three combined nodes are brokers in Metadata")
         check_quorum_tools(nodes, a.samsactl, leader)
         admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3)])[TOPIC].result(30)
-        wait_for(lambda: isr_full(admin), 30, f"{TOPIC}: every replica in the ISR")
+        ch.wait_for(lambda: isr_full(admin), 30, f"{TOPIC}: every replica in the ISR")
         leaders = {p.leader for p in admin.list_topics(TOPIC, timeout=5).topics[
             TOPIC].partitions.values()}
         ch.check(leaders == set(NODES), "the topic's leaders spread over the three nodes")
 
         producer = Producer(bootstrap)
         producer.start()
-        wait_for(lambda: len(producer.acked) > 200, 30, "the producer's first acknowledgements")
+        ch.wait_for(lambda: len(producer.acked) > 200, 30, "the producer's first acknowledgements")
         created: list[str] = []
         faults = []
         for k in range(kills):
@@ -305,32 +292,15 @@ def main() -> int:
         names = [t for t in admin.list_topics(timeout=10).topics if t.startswith("c-after-")]
         ch.check(sorted(names) == sorted(created),
                  "every topic created after a controller fault exists, once")
-
-        def same_logs():
-            logs = [ch.metadata_log_bytes(n) for n in nodes.values()]
-            return all(x == logs[0] for x in logs) and logs[0]
-        wait_for(same_logs, 30, "the three metadata logs byte-identical")
-        ch.log(f"the three nodes' metadata logs are identical "
-               f"({len(ch.metadata_log_bytes(nodes[NODES[0]]))} bytes)")
+        ch.wait_identical_metadata_logs(list(nodes.values()), 30)
         ok = True
     finally:
         if producer:
             producer.stop = True
-        for n in nodes.values():
-            if n.alive():
-                n.stop()
-        if ok:
-            import shutil
-            shutil.rmtree(root, ignore_errors=True)
-        else:
-            ch.log(f"work directory kept: {root}")
+        ch.teardown(nodes.values(), root, ok)
     ch.log("PASS")
     return 0
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except AssertionError as e:
-        ch.log(f"FAIL: {e}")
-        sys.exit(1)
+    ch.run_main(main)

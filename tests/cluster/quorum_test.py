@@ -38,19 +38,6 @@ BROKERS = (1, 2, 3)
 CLUSTER_ID = "q7Xb3pQ9R4uUoVw0ZyLm2A"
 
 
-def wait_for(fn, timeout: float, what: str):
-    end = time.time() + timeout
-    while time.time() < end:
-        try:
-            v = fn()
-        except Exception:  # a client timing out while nodes start: ask again
-            v = None
-        if v:
-            return v
-        time.sleep(0.02)
-    raise AssertionError(f"{what}: not within {timeout}s")
-
-
 class Producer(threading.Thread):
     """acks=all to an existing topic; the longest gap between acknowledgements."""
 
@@ -158,16 +145,16 @@ def main() -> int:
             n.start()
         for n in everyone:
             n.wait_listening()
-        leader, epoch = wait_for(lambda: ch.current_leader(controllers)[0] >= 0 and
+        leader, epoch = ch.wait_for(lambda: ch.current_leader(controllers)[0] >= 0 and
                                  ch.current_leader(controllers), 20, "a first leader")
         ch.log(f"node {leader} leads epoch {epoch}")
         bootstrap = ",".join(f"{n.host}:{n.port}" for n in brokers.values())
         from confluent_kafka.admin import AdminClient, NewTopic
         admin = AdminClient({"bootstrap.servers": bootstrap})
-        wait_for(lambda: len(admin.list_topics(timeout=5).brokers) == len(BROKERS), 20,
+        ch.wait_for(lambda: len(admin.list_topics(timeout=5).brokers) == len(BROKERS), 20,
                  "every broker registered")
         admin.create_topics([NewTopic("q-data", 3, 3)])["q-data"].result(30)
-        wait_for(lambda: ch.topic_md(admin, "q-data", 3), 20, "q-data in every broker's image")
+        ch.wait_for(lambda: ch.topic_md(admin, "q-data", 3), 20, "q-data in every broker's image")
 
         # kafka-metadata-quorum through a broker.
         first = next(iter(brokers.values()))
@@ -192,14 +179,14 @@ def main() -> int:
 
         producer = Producer(bootstrap, "q-data")
         producer.start()
-        wait_for(lambda: producer.acked > 100, 20, "the producer's first acknowledgements")
+        ch.wait_for(lambda: producer.acked > 100, 20, "the producer's first acknowledgements")
         failovers = []
         for k in range(kills):
             leader, epoch = ch.current_leader(controllers)
             victim = controllers[leader]
             t_kill = time.time()
             victim.kill9()
-            new = wait_for(lambda: [x for x in ch.activations(controllers.values())
+            new = ch.wait_for(lambda: [x for x in ch.activations(controllers.values())
                                     if x[2] > epoch and x[0] >= t_kill - 0.5], 20,
                            f"a new active controller after killing {leader}")
             failovers.append(new[0][0] - t_kill)
@@ -223,31 +210,15 @@ def main() -> int:
         ch.check(sorted(names) == sorted(f"q-after-{k}" for k in range(kills)),
                  "every topic created between the failovers exists, once")
         # Every controller holds the same log once all have caught up.
-        def same_logs():
-            logs = [ch.metadata_log_bytes(c) for c in controllers.values()]
-            return all(x == logs[0] for x in logs) and logs[0]
-        wait_for(same_logs, 20, "the three metadata logs byte-identical")
-        ch.log(f"the three controllers' metadata logs are identical "
-               f"({len(ch.metadata_log_bytes(controllers[VOTERS[0]]))} bytes)")
+        ch.wait_identical_metadata_logs(list(controllers.values()), 20)
         ok = True
     finally:
         if producer:
             producer.stop = True
-        for n in everyone:
-            if n.alive():
-                n.stop()
-        if ok:
-            import shutil
-            shutil.rmtree(root, ignore_errors=True)
-        else:
-            ch.log(f"work directory kept: {root}")
+        ch.teardown(everyone, root, ok)
     ch.log("PASS")
     return 0
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except AssertionError as e:
-        ch.log(f"FAIL: {e}")
-        sys.exit(1)
+    ch.run_main(main)

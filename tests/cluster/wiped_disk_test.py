@@ -202,13 +202,7 @@ def main() -> int:
              "brokers 1 and 3 back in partition 0's ISR")
         ok = True
     finally:
-        for n in everyone:
-            if n.alive():
-                n.stop()
-        if ok:
-            shutil.rmtree(root, ignore_errors=True)
-        else:
-            ch.log(f"work directory kept: {root}")
+        ch.teardown(everyone, root, ok)
     ch.log("PASS")
     return 0
 
@@ -216,8 +210,4 @@ def main() -> int:
 kp = ch.kproto.Kafka()
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except AssertionError as e:
-        ch.log(f"FAIL: {e}")
-        sys.exit(1)
+    ch.run_main(main)
