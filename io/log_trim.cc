@@ -11,7 +11,13 @@ Result<void> Log::Impl::truncate_to(std::int64_t offset) {
   if (!idle()) {
     return fail(Errc::busy, "truncate_to needs the log idle: appends are queued or in flight");
   }
-  if (offset >= leo_) return {};
+  if (offset >= leo_) {
+    // Nothing to cut, but the epoch cache may end with an epoch this log began and never
+    // appended to (it led, then lost the leadership before any record). A follower that kept
+    // it would name it as its last fetched epoch, be told it diverges, truncate to here, and
+    // ask again forever, never rejoining the ISR. Kafka's truncateTo drops it the same way.
+    return epochs_.truncate_from_end(leo_);
+  }
   if (offset < log_start_) {
     return fail(
         Errc::offset_out_of_range,

@@ -372,10 +372,11 @@ FollowerStep ReplicaState::on_fetch_response(const FollowerFetchResponse& r, std
     if (r.records_end > r.records_base && r.records_base == leo) return FollowerStep::append;
     return FollowerStep::ignore;
   }
-  if (*pending_truncation_ >= leo) {
-    pending_truncation_.reset();
-    return FollowerStep::truncated;
-  }
+  // Nothing to cut at or past our end, but an epoch this replica began and never appended to
+  // (it led, then lost the leadership before any record) still leaves the end of its epoch
+  // cache (truncate_to does that): kept, it is named again as the last fetched epoch and the
+  // leader answers "diverging" forever; this follower never rejoins the ISR.
+  if (*pending_truncation_ > leo) pending_truncation_ = leo;
   if (auto t = log_.truncate_to(*pending_truncation_); t) {
     high_watermark_ = std::min(high_watermark_, *pending_truncation_);
     pending_truncation_.reset();

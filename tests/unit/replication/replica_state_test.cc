@@ -174,6 +174,31 @@ TEST(ReplicaState, FollowerTruncatesToAPrefixOfTheLeaderAndFetchesOnlyDurableOff
   EXPECT_EQ(rs.on_fetch_response(ok, 7), FollowerStep::ignore);
 }
 
+// A replica that led an epoch and lost it before appending anything keeps that epoch at the
+// end of its cache (two fences in a row did this on a cluster); the new leader, which never had
+// it, answers "diverging" at our very end. The truncation cuts nothing but must drop the epoch,
+// or every fetch names it again and the follower never rejoins the ISR.
+TEST(ReplicaState, AnEpochLedWithoutRecordsIsDroppedWhenTheNewLeaderDiverges) {
+  MemLog log;
+  log.add(1, 5);
+  ASSERT_TRUE(log.assign_epoch(2, 5));  // led epoch 2 from offset 5, appended nothing
+  ReplicaState rs(opts(2), log);
+  rs.set_broker_epoch(12);
+  rs.apply_metadata(part(1, 3, {1, 2, 3}), 0);
+  ASSERT_EQ(rs.role(), ReplicaRole::follower);
+  auto f = rs.next_fetch(0);
+  ASSERT_TRUE(f.has_value());
+  EXPECT_EQ(f->fetch.last_fetched_epoch, 2);
+  FollowerFetchResponse r{f->request_id, {}, -1, -1};
+  r.answer.diverging = io::LeaderEpochCache::EpochEnd{1, 5};
+  EXPECT_EQ(rs.on_fetch_response(r, 1), FollowerStep::truncated);
+  EXPECT_EQ(log.log_end_offset(), 5);
+  f = rs.next_fetch(2);
+  ASSERT_TRUE(f.has_value());
+  EXPECT_EQ(f->fetch.fetch_offset, 5);
+  EXPECT_EQ(f->fetch.last_fetched_epoch, 1) << "the empty epoch 2 is gone";
+}
+
 TEST(ReplicaState, AnAbandonedFetchIsReplacedAtOnceAndItsLateAnswerIgnored) {
   MemLog log;
   log.add(0, 5);
