@@ -87,8 +87,15 @@ def main() -> int:
               f"Metadata lists the 3 brokers ({time.time() - t0:.2f}s after they started)")
         cluster_ids = set()
         for b, n in brokers.items():
-            md = metadata(AdminClient({"bootstrap.servers": f"127.0.0.1:{n.port}"}))
-            ports = {i: m.port for i, m in md.brokers.items()}
+            # Each broker's own image follows the metadata log within a fetch of the others.
+            via = AdminClient({"bootstrap.servers": f"127.0.0.1:{n.port}"})
+            end = time.time() + 5
+            while True:
+                md = metadata(via)
+                ports = {i: m.port for i, m in md.brokers.items()}
+                if ports == {i: brokers[i].port for i in BROKERS} or time.time() > end:
+                    break
+                time.sleep(0.05)
             cluster_ids.add(md.cluster_id)
             check(ports == {i: brokers[i].port for i in BROKERS},
                   f"broker {b} advertises every broker at its own listener")
