@@ -46,6 +46,18 @@ std::expected<std::vector<Endpoint>, std::string> parse_listeners(
   return out;
 }
 
+const char* process_roles_name(ProcessRole r) {
+  switch (r) {
+    case ProcessRole::broker:
+      return "broker";
+    case ProcessRole::controller:
+      return "controller";
+    case ProcessRole::combined:
+      return "broker,controller";
+  }
+  return "?";
+}
+
 std::expected<ProcessRole, std::string> cluster_role(const Config& c) {
   bool broker = false, controller = false;
   for (const auto& r : c.get_list("process.roles")) {
@@ -116,9 +128,7 @@ Checked read_controller_address(const Config& c, ClusterSettings& cl) {
 // combined node both (its brokers' traffic on the others).
 Checked check_cluster_listeners(const Config& c, BrokerSettings& s) {
   ClusterSettings& cl = s.cluster;
-  const char* role = cl.role == ProcessRole::broker       ? "broker"
-                     : cl.role == ProcessRole::controller ? "controller"
-                                                          : "broker,controller";
+  const char* role = process_roles_name(cl.role);
   for (const auto& e : s.listeners) {
     if (cl.role == ProcessRole::controller && !e.controller)
       return std::unexpected("listeners: " + e.name +
@@ -192,9 +202,7 @@ Checked read_cluster(const Config& c, BrokerSettings& settings) {
     if (s->listeners.empty()) return std::unexpected("listeners: no client listener left");
     return {};
   }
-  const char* role = cl.role == ProcessRole::broker       ? "broker"
-                     : cl.role == ProcessRole::controller ? "controller"
-                                                          : "broker,controller";
+  const char* role = process_roles_name(cl.role);
   if (!c.is_set("node.id") && !c.is_set("broker.id"))
     return std::unexpected(std::string("node.id: must be set when process.roles=") + role);
   if (controller_names.empty())

@@ -116,6 +116,9 @@ struct BrokerSettings {
   std::shared_ptr<const Config> config;
 };
 
+// The role as process.roles spells it ("broker", "controller", "broker,controller").
+const char* process_roles_name(ProcessRole r);
+
 // process.roles as a role; an error names an unknown role.
 std::expected<ProcessRole, std::string> cluster_role(const Config& c);
 

@@ -159,18 +159,6 @@ void forward_describe(Broker& b, std::function<void(json::Value)> deliver) {
   });
 }
 
-const char* roles_name(ProcessRole r) {
-  switch (r) {
-    case ProcessRole::broker:
-      return "broker";
-    case ProcessRole::controller:
-      return "controller";
-    case ProcessRole::combined:
-      return "broker,controller";
-  }
-  return "?";
-}
-
 void quorum(Broker& b, AdminServer& admin, Reply reply) {
   const auto s = b.state();
   if (s != Broker::State::serving && s != Broker::State::draining && s != Broker::State::drained)
@@ -180,7 +168,7 @@ void quorum(Broker& b, AdminServer& admin, Reply reply) {
   json::Value out;
   out["cluster_id"] = b.cluster_id();
   out["node_id"] = settings->node_id;
-  out["process_roles"] = roles_name(settings->cluster.role);
+  out["process_roles"] = process_roles_name(settings->cluster.role);
   out["quorum_source"] = forwarded ? "forwarded to the active controller" : "this node";
   // Part 0 from the controller thread: the node's view (and a controller's answer); part 1, a
   // broker's, from the active controller.
