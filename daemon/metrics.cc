@@ -94,6 +94,8 @@ void sample_replication(ReactorContext& ctx, ReactorSample& s) {
   }
 }
 
+}  // namespace
+
 PartitionSample sample_partition(replication::Partition& p) {
   PartitionSample ps;
   ps.topic = p.topic();
@@ -102,6 +104,7 @@ PartitionSample sample_partition(replication::Partition& p) {
   const io::Log& log = p.log();
   ps.log_start = log.log_start_offset();
   ps.log_end = log.log_end_offset();
+  ps.durable_end = log.durable_end_offset();
   ps.high_watermark = p.high_watermark();
   ps.size_bytes = log.size_bytes();
   ps.segments = log.segment_count();
@@ -111,10 +114,31 @@ PartitionSample sample_partition(replication::Partition& p) {
   ps.duplicate_mismatches = p.duplicate_mismatches();
   ps.fenced = log.fenced();
   ps.dir = log.dir().string();
+  const replication::ReplicaState* rs = p.replica();
+  if (!rs) return ps;
+  const std::int64_t now = mono_ms();
+  auto ago = [now](std::int64_t t) { return t > 0 ? now - t : std::int64_t{-1}; };
+  switch (rs->role()) {
+    case replication::ReplicaRole::leader:
+      ps.role = "leader";
+      break;
+    case replication::ReplicaRole::follower:
+      ps.role = "follower";
+      break;
+    case replication::ReplicaRole::none:
+      ps.role = "none";
+      break;
+  }
+  ps.leader = rs->leader_id();
+  ps.partition_epoch = rs->partition_epoch();
+  ps.isr = rs->isr();
+  ps.maximal_isr = rs->maximal_isr();
+  for (const auto& [id, f] : rs->followers())
+    ps.followers.push_back({id, f.fetch_offset, ago(f.last_fetch_ms), ago(f.last_caught_up_ms)});
+  if (auto sent = rs->fetch_sent_ms()) ps.fetch_in_flight_ms = now - *sent;
+  if (auto t = rs->pending_truncation()) ps.pending_truncation = *t;
   return ps;
 }
-
-}  // namespace
 
 ReactorSample sample_reactor(ReactorContext& ctx, bool with_partitions) {
   ReactorSample s;

@@ -21,6 +21,10 @@
 #include "io/reactor.h"
 #include "net/backend.h"
 
+namespace samsa::replication {
+class Partition;
+}
+
 namespace samsa::daemon {
 
 struct ReactorContext;
@@ -87,7 +91,26 @@ struct PartitionSample {
   std::uint64_t duplicate_mismatches = 0;  // Partition::duplicate_mismatches
   bool fenced = false;
   std::string dir;
+  // On a cluster node, the replica's state (ReplicaState): why an ISR or a HW does not move.
+  struct Follower {
+    std::int32_t id = -1;
+    std::int64_t fetch_offset = -1;   // -1: not fetched in this leader epoch
+    std::int64_t last_fetch_ms = -1;  // ago; -1: never
+    std::int64_t caught_up_ms = -1;   // ago; -1: never
+  };
+  std::string role;  // "leader", "follower", "none"; empty: not replicated
+  std::int32_t leader = -1;
+  std::int32_t partition_epoch = -1;
+  std::int64_t durable_end = 0;
+  std::vector<std::int32_t> isr;
+  std::vector<std::int32_t> maximal_isr;
+  std::vector<Follower> followers;       // leader only
+  std::int64_t fetch_in_flight_ms = -1;  // follower: age of its fetch in flight; -1: none
+  std::int64_t pending_truncation = -1;  // follower: a truncation waiting for idle; -1: none
 };
+
+// One partition's sample, on its reactor's thread.
+PartitionSample sample_partition(replication::Partition& p);
 
 struct ReactorSample {
   std::size_t index = 0;

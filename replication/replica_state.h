@@ -196,6 +196,12 @@ class ReplicaState {
     std::int64_t last_fetch_leader_end = -1;
   };
   const std::map<std::int32_t, FollowerInfo>& followers() const { return followers_; }
+  // Follower: when the fetch in flight was sent (nullopt: none), and a truncation waiting for
+  // the log to go idle (what an operator needs to see why a follower does not fetch).
+  std::optional<std::int64_t> fetch_sent_ms() const {
+    return in_flight_ ? std::optional<std::int64_t>(in_flight_sent_ms_) : std::nullopt;
+  }
+  std::optional<std::int64_t> pending_truncation() const { return pending_truncation_; }
 
  private:
   void become_leader(const PartitionState& p, std::int64_t now_ms);

@@ -48,6 +48,33 @@ json::Value partition_json(const PartitionSample& p) {
   v["producers"] = p.producers;
   v["fenced"] = p.fenced;
   v["dir"] = p.dir;
+  if (p.role.empty()) return v;
+  json::Value r;
+  r["role"] = p.role;
+  r["leader"] = p.leader;
+  r["partition_epoch"] = p.partition_epoch;
+  r["durable_end_offset"] = static_cast<long long>(p.durable_end);
+  auto ids = [](const std::vector<std::int32_t>& v) {
+    json::Value a = json::Value::array();
+    for (std::int32_t id : v)
+      a.push(id);
+    return a;
+  };
+  r["isr"] = ids(p.isr);
+  r["maximal_isr"] = ids(p.maximal_isr);
+  json::Value fs = json::Value::array();
+  for (const auto& f : p.followers) {
+    json::Value fv;
+    fv["id"] = f.id;
+    fv["fetch_offset"] = static_cast<long long>(f.fetch_offset);
+    fv["last_fetch_ms_ago"] = static_cast<long long>(f.last_fetch_ms);
+    fv["caught_up_ms_ago"] = static_cast<long long>(f.caught_up_ms);
+    fs.push(std::move(fv));
+  }
+  r["followers"] = std::move(fs);
+  r["fetch_in_flight_ms"] = static_cast<long long>(p.fetch_in_flight_ms);
+  r["pending_truncation"] = static_cast<long long>(p.pending_truncation);
+  v["replica"] = std::move(r);
   return v;
 }
 
@@ -65,18 +92,7 @@ void sample_partitions(Broker& b, AdminServer& admin, std::string topic, std::in
           if (ctx.shard) {
             ctx.shard->for_each([&](replication::Partition& p) {
               if (p.topic() != topic || (only >= 0 && p.index() != only)) return;
-              PartitionSample s;
-              s.topic = p.topic();
-              s.partition = p.index();
-              s.leader_epoch = p.leader_epoch();
-              s.log_start = p.log().log_start_offset();
-              s.log_end = p.log().log_end_offset();
-              s.high_watermark = p.high_watermark();
-              s.size_bytes = p.log().size_bytes();
-              s.segments = p.log().segment_count();
-              s.producers = p.producers().size();
-              s.fenced = p.log().fenced();
-              s.dir = p.log().dir().string();
+              PartitionSample s = sample_partition(p);
               out.push_back(std::move(s));
             });
             const std::string prefix = topic + "-";

@@ -305,8 +305,36 @@ std::string format_topic_delete(const Value& r) {
   return "deleted topic " + str(r, "topic") + " (id " + str(r, "id") + ")\n";
 }
 
+namespace {
+
+// This node's replica of each partition (cluster nodes): what its HW or ISR waits for.
+std::string replicas_table(const Value& r) {
+  std::vector<std::vector<std::string>> t;
+  for (const auto& p : arr(r, "partitions")) {
+    const Value* rep = p.find("replica");
+    if (!rep) continue;
+    std::string followers;
+    for (const auto& f : arr(*rep, "followers")) {
+      if (!followers.empty()) followers += ", ";
+      followers += str(f, "id") + "@" + str(f, "fetch_offset");
+      if (num(f, "last_fetch_ms_ago") >= 0)
+        followers += " (" + str(f, "last_fetch_ms_ago") + " ms ago)";
+    }
+    const auto in_flight = num(*rep, "fetch_in_flight_ms");
+    t.push_back({str(p, "partition"), str(*rep, "role"), str(*rep, "durable_end_offset"),
+                 join_ints(*rep, "maximal_isr"), followers.empty() ? "-" : followers,
+                 in_flight >= 0 ? str(*rep, "fetch_in_flight_ms") + " ms" : "-"});
+  }
+  if (t.empty()) return "";
+  return "\nthis node's replicas\n" + table({"PARTITION", "ROLE", "DURABLE END", "MAXIMAL ISR",
+                                             "FOLLOWERS (FETCH OFFSET)", "FETCH IN FLIGHT"},
+                                            t);
+}
+
+}  // namespace
+
 std::string format_partition_describe(const Value& r) {
-  return "topic " + str(r, "topic") + "\n\n" + partitions_table(r, true);
+  return "topic " + str(r, "topic") + "\n\n" + partitions_table(r, true) + replicas_table(r);
 }
 
 std::string format_group_list(const Value& r) {

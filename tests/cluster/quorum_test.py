@@ -112,6 +112,36 @@ def check_samsactl_quorum(samsactl: str, controllers, brokers, leader: int):
              n.get("log_end_offset", -1) > 0, "the broker's own view follows the leader")
 
 
+def check_samsactl_replicas(samsactl: str, brokers):
+    """samsactl partition describe on each broker shows its replica of q-data-0: one leader
+    whose followers have fetched in its epoch, two followers naming it."""
+    roles = {}
+    for b, node in brokers.items():
+        r = subprocess.run([samsactl, "--socket", node.props["samsa.admin.socket"], "--json",
+                            "partition", "describe", "q-data:0"], capture_output=True, text=True,
+                           timeout=10)
+        parts = json.loads(r.stdout)["partitions"] if r.returncode == 0 else []
+        roles[b] = parts[0].get("replica", {}) if parts else {}
+    leaders = [b for b, rep in roles.items() if rep.get("role") == "leader"]
+    ch.log(f"samsactl partition describe q-data:0 per broker: {roles}")
+    ch.check(len(leaders) == 1, "samsactl partition describe: one broker leads q-data-0")
+    lead = roles[leaders[0]]
+    ch.check(sorted(f["id"] for f in lead.get("followers", [])) ==
+             sorted(b for b in brokers if b != leaders[0]) and
+             all(f["fetch_offset"] >= 0 and 0 <= f["last_fetch_ms_ago"] < 10000
+                 for f in lead["followers"]),
+             "the leader lists both followers with their fetch offsets and last fetch")
+    ch.check(all(rep.get("role") == "follower" and rep.get("leader") == leaders[0]
+                 for b, rep in roles.items() if b != leaders[0]),
+             "the other two are followers of that leader")
+    node = brokers[leaders[0]]
+    r = subprocess.run([samsactl, "--socket", node.props["samsa.admin.socket"], "partition",
+                        "describe", "q-data:0"], capture_output=True, text=True, timeout=10)
+    ch.log(r.stdout)
+    ch.check(r.returncode == 0 and "this node's replicas" in r.stdout and "leader" in r.stdout,
+             "samsactl partition describe prints the replica's table")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--samsad", required=True)
@@ -180,6 +210,8 @@ def main() -> int:
         producer = Producer(bootstrap, "q-data")
         producer.start()
         ch.wait_for(lambda: producer.acked > 100, 20, "the producer's first acknowledgements")
+        if a.samsactl:
+            check_samsactl_replicas(a.samsactl, brokers)
         failovers = []
         for k in range(kills):
             leader, epoch = ch.current_leader(controllers)
