@@ -35,7 +35,10 @@ def set_log_prefix(prefix: str):
 
 
 def log(msg: str):
-    print(f"{_prefix[0]} {msg}", flush=True)
+    # The wall clock (UTC, as samsad's log lines) ties the test's steps to the nodes' logs.
+    now = time.time()
+    stamp = time.strftime("%H:%M:%S", time.gmtime(now)) + f".{int(now * 1000) % 1000:03d}"
+    print(f"{_prefix[0]} {stamp} {msg}", flush=True)
 
 
 def free_port() -> int:

@@ -19,6 +19,13 @@ replica.lag.time.max.ms=--lag-ms (2000). Each cycle picks one fault (seeded; the
   kill      kill -9 of a partition's leader; once the partition has a new leader and a produce
             on it is acknowledged (the failover time), the broker is restarted.
   isolate   the leader's link to the bridge goes down; failover as above, then the link heals.
+            When no running client's produce is acknowledged in time, a fresh client's (the
+            harness's own, bootstrapped from the reachable brokers) must be: the clients may
+            still be waiting on the unreachable broker (Java re-bootstraps to its one bootstrap
+            address after a power cut; librdkafka's idempotent producer waited ~27 s once),
+            which is their stall, counted and printed, not the broker's. They must still all
+            acknowledge again by the heal. At a problem, each broker's replica state
+            (samsactl partition describe) is printed and kept as problem-N-BROKER.json.
   slow      one follower's fetch answers are rate-limited (fault_net.py: no sch_netem in this
             kernel) until Metadata shows it out of the partition's ISR; then restored, and
             it must come back into every ISR.
@@ -60,6 +67,7 @@ iproute2 (ip, tc), fusermount3, python3-confluent-kafka, java and Kafka's client
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import shutil
@@ -130,6 +138,7 @@ class Loop:
         self.cut_totals = {"dropped_ops": 0, "dropped_bytes": 0, "torn_writes": 0,
                            "lost_entries": 0, "cuts_dropping": 0}
         self.problems: list[str] = []
+        self.client_stalls: list[str] = []  # failovers only a fresh client saw in time
 
     def pick_partition(self, fast_leader: bool = False):
         """A partition (seeded) and its (leader, ISR). fast_leader: one whose leader's disk is
@@ -155,8 +164,22 @@ class Loop:
             return
         self.moved_ms.setdefault(kind, []).append(ms_now() - t0)
         new_leader = moved[1][q][0]
-        first = self.client_resume(kind, q, t0, bound, f" (new leader {new_leader})")
+        first = self.client_resume(kind, q, t0, bound, f" (new leader {new_leader})", quiet=True)
         if first is None:
+            # Whether the broker failed over, or only the clients did not notice (a client
+            # waiting on the unreachable broker: e.g. Java re-bootstrapped to its one bootstrap
+            # address after a power cut, and that broker is the one cut off).
+            probe = self.leader_acknowledges(q, 10)
+            if probe is None:
+                self.problem(f"{kind}: no produce acknowledged on partition {q} within "
+                             f"{bound:.0f} s of the fault, nor the harness's own produce to "
+                             f"its new leader {new_leader}")
+                return
+            self.client_stalls.append(f"{kind} partition {q}")
+            log(f"  partition {q}: leader {victim} -> {new_leader} in Metadata after "
+                f"{self.moved_ms[kind][-1]} ms; no client's produce acknowledged within "
+                f"{bound:.0f} s, but the new leader acknowledged a fresh client's after {probe} "
+                f"ms (a client stall; the heal still needs every client acknowledging)")
             return
         log(f"  partition {q}: leader {victim} -> {new_leader} in Metadata after "
             f"{self.moved_ms[kind][-1]} ms, first acknowledged produce after {first - t0} ms")
@@ -164,6 +187,38 @@ class Loop:
     def problem(self, what: str):
         log(f"  PROBLEM: {what}")
         self.problems.append(what)
+        self.dump_replicas(len(self.problems))
+
+    def dump_replicas(self, n: int):
+        """Each live broker's view of the topic's replicas (samsactl partition describe: role,
+        HW, durable end, ISR, followers' fetch offsets) at the moment of a problem, into
+        problem-<n>-<broker>.json and one line per partition here: what a stuck HW waits for."""
+        samsactl = os.path.join(os.path.dirname(self.a.samsad), "samsactl")
+        for b, node in sorted(self.cluster.brokers.items()):
+            if not node.alive():
+                continue
+            r = subprocess.run([samsactl, "--socket", os.path.join(node.dir, "admin.sock"),
+                                "--json", "partition", "describe", self.a.topic],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               timeout=10, check=False)
+            with open(os.path.join(self.clients.work, f"problem-{n}-{b}.json"), "w") as f:
+                f.write(r.stdout)
+            try:
+                parts = json.loads(r.stdout)["partitions"]
+            except (ValueError, KeyError):
+                log(f"    broker {b}: samsactl said {r.stdout.strip()[:200]}")
+                continue
+            for p in parts:
+                rep = p.get("replica", {})
+                fol = " ".join(f"{f['id']}@{f['fetch_offset']}/{f['last_fetch_ms_ago']}ms"
+                               for f in rep.get("followers", []))
+                log(f"    broker {b} {self.a.topic}-{p['partition']}: {rep.get('role')} "
+                    f"(leader {rep.get('leader')}, epoch {p.get('leader_epoch')}) hw "
+                    f"{p.get('high_watermark')} leo {p.get('log_end_offset')} durable "
+                    f"{rep.get('durable_end_offset')} isr {rep.get('isr')} maximal "
+                    f"{rep.get('maximal_isr')} followers [{fol}] fetch in flight "
+                    f"{rep.get('fetch_in_flight_ms')} ms, truncation "
+                    f"{rep.get('pending_truncation')}")
 
     def do_kill(self):
         q, (leader, _) = self.pick_partition()
@@ -272,8 +327,28 @@ class Loop:
         log(f"  controller {new[1]} active in epoch {new[2]} after "
             f"{self.controller_ms[kind][-1]} ms")
 
+    def leader_acknowledges(self, q: int, bound: float) -> int | None:
+        """The harness's own acks=all produce to partition q through a fresh client that knows
+        only the reachable brokers: ms until acknowledged, or None. Tells a broker that does
+        not fail over from clients that have not noticed it did (their timeouts and bootstrap
+        choices). Its record is no producer's: fault_check ignores it."""
+        from confluent_kafka import Producer
+        live = [b for b in BROKERS if b not in self.net.down and self.cluster.node(b).alive()]
+        p = Producer({"bootstrap.servers": ",".join(
+            f"{fault_net.ip_of(b)}:{fault_net.BROKER_PORT}" for b in live), "acks": "all",
+            "enable.idempotence": False, "message.timeout.ms": int(bound * 1000),
+            "log_level": 2})
+        outcome: list = []
+        t0 = ms_now()
+        p.produce(self.a.topic, b"probe", partition=q,
+                  on_delivery=lambda err, _msg: outcome.append((err, ms_now())))
+        p.flush(bound + 1)
+        if outcome and outcome[0][0] is None:
+            return outcome[0][1] - t0
+        return None
+
     def client_resume(self, kind: str, q: int, t0: int, bound: float | None = None,
-                      detail: str = "") -> int | None:
+                      detail: str = "", quiet: bool = False) -> int | None:
         """The first acknowledged produce on partition q after the fault at t0 (the failover
         a client sees), recorded; None (a problem) if none came within the bound."""
         bound = bound or self.a.failover_timeout
@@ -283,8 +358,9 @@ class Loop:
             first = self.acks.first_after(q, t0 + ACK_EPSILON_MS)
             time.sleep(0.02)
         if first is None:
-            self.problem(f"{kind}: no produce acknowledged on partition {q} within "
-                         f"{bound:.0f} s of the fault{detail}")
+            if not quiet:
+                self.problem(f"{kind}: no produce acknowledged on partition {q} within "
+                             f"{bound:.0f} s of the fault{detail}")
             return None
         self.failover_ms.setdefault(kind, []).append(first - t0)
         self.resume_points.append((kind, q, t0))
@@ -568,6 +644,10 @@ def report(a, loop: Loop, work: str, drained, loop_s: float, total_s: float) -> 
     log(f"slow follower: out of the ISR after {fig(loop.slow_out_ms)}; back in every ISR after "
         f"{fig(loop.slow_back_ms)}")
     log(f"heal (fault over -> healthy and acknowledging): {fig(loop.heal_ms)}")
+    if loop.client_stalls:
+        log(f"client stalls (the new leader acknowledged a fresh client, the running clients "
+            f"not within the failover bound): {len(loop.client_stalls)}: "
+            f"{', '.join(loop.client_stalls)}")
     for kind, (n, examples) in fails.items():
         log(f"FAILED {kind}: {n}, e.g.")
         for e in examples:
