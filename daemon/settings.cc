@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <filesystem>
 
 #include "base/log.h"
 
@@ -263,6 +264,9 @@ Checked read_backend(const Config& c, BrokerSettings& settings) {
     d.idle_poll_us = static_cast<std::uint32_t>(c.get_int("samsa.dpdk.idle.poll.us"));
     d.mbufs = static_cast<std::uint32_t>(c.get_int("samsa.dpdk.mbufs"));
     d.tx_zero_copy = c.get_bool("samsa.dpdk.tx.zero.copy");
+    // Next to the data it serves: a restart on the same data finds its predecessor's clients.
+    if (const auto dirs = c.log_dirs(); !dirs.empty())
+      d.connection_journal = (std::filesystem::path(dirs.front()) / "dpdk-connections").string();
     in_addr a{};
     if (d.eal_args.empty())
       return std::unexpected(

@@ -43,6 +43,10 @@ struct DpdkOptions {
   // samsa.dpdk.tx.zero.copy: attach answer memory to outgoing frames instead of copying it,
   // where the device allows (net/dpdk/README.md, Zero copy).
   bool tx_zero_copy = true;
+  // Where the stack keeps the 4-tuples of its open connections, so that after a kill -9 the
+  // next start can reset them and their clients reconnect at once (net/dpdk/conn_journal.h);
+  // the daemon puts it in the first log dir. Empty: not kept.
+  std::string connection_journal;
 };
 
 struct BackendOptions {

@@ -140,6 +140,10 @@ void DpdkBackend::write_metrics(MetricSink& sink) const {
           "Half-open connections dropped because a listener's backlog was nearly full.",
           d.tcp_syn_dropped);
   counter("samsa_dpdk_tcp_accepted_total", "TCP connections accepted.", d.tcp_accepted);
+  counter("samsa_dpdk_tcp_probes_total",
+          "Probes sent to end the connections a killed predecessor held (each answered with a "
+          "reset, so their clients reconnect).",
+          d.tcp_probes);
   counter("samsa_dpdk_tcp_connects_total",
           "Outbound TCP connections attempted (replication fetchers).", d.tcp_connects);
   counter("samsa_dpdk_tcp_resets_received_total", "TCP resets received.", d.tcp_resets_received);

@@ -38,6 +38,7 @@ struct DpdkStats {
   std::uint64_t tcp_connects = 0;     // outbound connections attempted since start (fetchers)
   std::uint64_t tcp_resets_received = 0;
   std::uint64_t tcp_syn_dropped = 0;  // half-open connections dropped: backlog nearly full
+  std::uint64_t tcp_probes = 0;       // probes of a killed predecessor's connections (ConnJournal)
   std::uint64_t poll_busy_ns = 0;     // time in polls that found work
   std::uint64_t poll_total_ns = 0;    // time since attach
   std::uint64_t sleeps = 0;           // times the loop slept

@@ -213,6 +213,7 @@ void StackImpl::attach(io::Reactor& r) {
   reactor_.store(&r, std::memory_order_release);
   attached_ns_ = last_work_ns_ = mono_ns();
   next_timer_ns_ = 0;
+  if (!journal_tried_) open_journal(attached_ns_);
   std::lock_guard lk(info_mu_);
   info_.polled_by = r.name();
 }
@@ -248,6 +249,10 @@ bool StackImpl::poll() {
     if (!work) shed_half_open();
     work = true;
     for (std::uint16_t i = 0; i < n; ++i) {
+      if (!waiting_.empty() && held_for_listener(frames[i])) {
+        Port::free(frames[i].mbuf);
+        continue;
+      }
       auto* pc = static_cast<pbuf_custom*>(Port::priv(frames[i].mbuf));
       pc->custom_free_function = &StackImpl::free_rx;
       pbuf* p =
@@ -262,6 +267,10 @@ bool StackImpl::poll() {
     next_timer_ns_ = ms == SYS_TIMEOUTS_SLEEPTIME_INFINITE
                          ? INT64_MAX
                          : mono_ns() + std::int64_t(ms) * 1'000'000;
+  }
+  if (t0 >= next_probe_ns_) {
+    probe_previous(t0);
+    work = true;
   }
   if (dirty_) {
     work = true;
@@ -285,6 +294,9 @@ std::int64_t StackImpl::idle_wait_ns() {
       next_timer_ns_ == INT64_MAX ? -1 : std::max<std::int64_t>(0, next_timer_ns_ - now);
   if (next_stats_ns_ > now && (timer < 0 || next_stats_ns_ - now < timer) && open_.load() > 0)
     timer = next_stats_ns_ - now;
+  if (next_probe_ns_ != INT64_MAX)
+    timer = timer < 0 ? std::max<std::int64_t>(0, next_probe_ns_ - now)
+                      : std::min(timer, std::max<std::int64_t>(0, next_probe_ns_ - now));
   sleeps_.fetch_add(1, std::memory_order_relaxed);
   if (!waits_.empty()) {
     io::Reactor* r = reactor();
@@ -340,6 +352,7 @@ DpdkStats StackImpl::stats() const {
   s.tcp_connections = open_;
   s.tcp_half_open = half_open_;
   s.tcp_syn_dropped = syn_shed_;
+  s.tcp_probes = probed_;
   s.tcp_accepted = accepted_;
   s.tcp_connects = connects_;
   s.tcp_resets_received = resets_;

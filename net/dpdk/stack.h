@@ -11,8 +11,10 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
+#include "net/dpdk/conn_journal.h"
 #include "net/dpdk/dpdk_transport.h"
 #include "net/dpdk/pipe.h"
 #include "net/dpdk/port.h"
@@ -96,6 +98,7 @@ class StackConn {
 
   bool dirty = false;
   StackConn* dirty_next = nullptr;
+  int journal_slot = -1;  // ConnJournal's, while the connection is open
   StackConn* prev = nullptr;
   StackConn* next = nullptr;
 };
@@ -179,6 +182,21 @@ class StackImpl final : public DpdkStack, public StackPort, public io::Poller {
   void housekeeping(std::int64_t now);
   void shed_half_open();
   void append_rx(StackConn* sc, pbuf* p);
+  // The connections a killed predecessor held (ConnJournal): journal_ opened at the first
+  // attach, then probes in rounds (stack_probe.cc).
+  void open_journal(std::int64_t now);
+  void remember(StackConn* sc);
+  void probe_previous(std::int64_t now);
+  void now_listening(std::uint16_t port);
+  void send_probe(const ConnTuple& t);
+  // A segment of a remembered connection whose port does not listen yet: dropped, so that
+  // lwIP's reset does not send its client into refused connects (and their backoff) before
+  // the listener is back; the probe at listen resets it then.
+  bool held_for_listener(const Frame& f) const;
+  static std::uint64_t waiting_key(std::uint32_t remote_ip, std::uint16_t remote_port,
+                                   std::uint16_t local_port) {
+    return (std::uint64_t{remote_ip} << 32) | (std::uint64_t{remote_port} << 16) | local_port;
+  }
   void clear_txq(StackConn* sc);
 
   DpdkOptions opts_;
@@ -197,12 +215,25 @@ class StackImpl final : public DpdkStack, public StackPort, public io::Poller {
   std::int64_t attached_ns_ = 0;
   std::int64_t next_stats_ns_ = 0;
   std::int64_t next_timer_ns_ = 0;
+  ConnJournal journal_;
+  bool journal_tried_ = false;
+  struct Probe {
+    ConnTuple t;
+    int slot = -1;  // its journal slot, kept until its rounds are done
+    int round = 0;  // probes sent
+    std::int64_t next_ns = 0;
+  };
+  std::vector<Probe> probes_;  // the predecessor's connections, while rounds remain
+  std::int64_t probes_until_ns_ = 0;
+  std::unordered_set<std::uint64_t> waiting_;  // waiting_key of probes whose port is not open
+  std::int64_t next_probe_ns_ = INT64_MAX;
 
   // Counters (the poll thread writes, any thread reads).
   std::atomic<std::uint64_t> busy_ns_{0}, sleeps_{0}, accepted_{0}, resets_{0}, open_{0};
   std::atomic<std::uint64_t> half_open_{0}, ip_dropped_{0}, syn_shed_{0}, connects_{0};
   std::atomic<std::uint64_t> rx_packets_{0}, rx_bytes_{0}, tx_packets_{0}, tx_bytes_{0};
   std::atomic<std::uint64_t> rx_dropped_{0}, tx_dropped_{0}, tx_zero_copy_{0};
+  std::atomic<std::uint64_t> probed_{0};  // the predecessor's connections probed
   std::atomic<std::uint32_t> mbufs_free_{0};
   std::uint64_t busy_before_attach_ns_ = 0;
   mutable std::mutex info_mu_;

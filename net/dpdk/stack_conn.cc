@@ -330,6 +330,7 @@ void StackImpl::deliver_event(StackConn* sc) {
 }
 
 void StackImpl::free_conn(StackConn* sc) {
+  journal_.remove(sc->journal_slot);
   if (sc->prev) sc->prev->next = sc->next;
   if (sc->next) sc->next->prev = sc->prev;
   if (conns_ == sc) conns_ = sc->next;

@@ -103,6 +103,7 @@ bool StackImpl::do_listen(const LinkPtr& link, const ListenerConfig& cfg, std::u
     tcp_accept(lpcb, &StackImpl::on_accept);
     g = &ng;
     LOG_INFO("dpdk: listening on %s:%u", info_.ip.c_str(), unsigned(bound));
+    now_listening(bound);
   }
   if (std::find(g->links.begin(), g->links.end(), link) == g->links.end()) g->links.push_back(link);
   if (port) *port = g->port;
@@ -197,6 +198,7 @@ err_t StackImpl::on_accept(void* arg, tcp_pcb* pcb, err_t err) {
   sc->ev.opened = make_conn(link, s, sc, std::move(peer));
   sc->conn = sc->ev.opened.get();
   s.track(sc);
+  s.remember(sc);
   s.set_callbacks(pcb, sc);
   s.accepted_.fetch_add(1, std::memory_order_relaxed);
   s.open_.fetch_add(1, std::memory_order_relaxed);

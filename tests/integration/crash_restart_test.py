@@ -65,7 +65,123 @@ while True:
 """
 
 
+# --resume-check: clients that live through the kills, with librdkafka's default timeouts. The
+# producer is idempotent and writes what it was acknowledged (with the time) to the same file
+# as the round's producers; the consumer sits idle at the end of crash-idle and writes what it
+# gets. Over kernel sockets the kernel resets a killed process's connections and both carry on
+# at once; over the DPDK stack the restarted broker must do that itself (net/dpdk/conn_journal.h).
+SURVIVOR = r"""
+import json, os, sys, time
+from confluent_kafka import Producer
+bootstrap, out_path = sys.argv[1], sys.argv[2]
+out = os.open(out_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+              "linger.ms": 2})
+def report(err, msg):
+    if err is None:
+        os.write(out, (json.dumps({"p": msg.partition(), "o": msg.offset(),
+                                   "v": msg.value().decode(), "t": time.time()}) + "\n").encode())
+seq = 0
+while True:
+    p.produce("crash-test", value=f"s-{seq}".encode(), partition=seq % 3, on_delivery=report)
+    seq += 1
+    p.poll(0.02)
+"""
+
+IDLE_CONSUMER = r"""
+import json, os, sys, time
+from confluent_kafka import Consumer, TopicPartition
+bootstrap, out_path = sys.argv[1], sys.argv[2]
+out = os.open(out_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+c = Consumer({"bootstrap.servers": bootstrap, "group.id": "crash-idle",
+              "enable.auto.commit": False})
+# At the end as of now (an explicit offset: OFFSET_END would be resolved only at the first
+# fetch, after a record produced meanwhile).
+end = c.get_watermark_offsets(TopicPartition("crash-idle", 0), timeout=30)[1]
+c.assign([TopicPartition("crash-idle", 0, end)])
+os.write(out, (json.dumps({"v": None, "t": time.time()}) + "\n").encode())
+while True:
+    m = c.poll(0.2)
+    if m is not None and not m.error():
+        os.write(out, (json.dumps({"v": m.value().decode(), "t": time.time()}) + "\n").encode())
+"""
+
 log = h.logger("crash")
+
+
+def lines_of(path: str) -> list[dict]:
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [json.loads(l) for l in f if l.strip()]
+
+
+class Survivors:
+    """The producer and the idle consumer of --resume-check, and each restart's figures."""
+
+    def __init__(self, bootstrap: str, work: str, acks: str, expect_late: bool):
+        self.bootstrap, self.acks, self.expect_late = bootstrap, acks, expect_late
+        self.idle = os.path.join(work, "idle.jsonl")
+        self.procs = [subprocess.Popen([DEBIAN_PY, "-c", SURVIVOR, bootstrap, acks]),
+                      subprocess.Popen([DEBIAN_PY, "-c", IDLE_CONSUMER, bootstrap, self.idle])]
+        self.producer_ms: list[int] = []
+        self.consumer_ms: list[int] = []
+
+    def marker(self, value: str, timeout: float) -> int | None:
+        """Produces value to crash-idle with a fresh producer; ms from its acknowledgement to
+        the idle consumer having it, or None."""
+        from confluent_kafka import Producer
+        p = Producer({"bootstrap.servers": self.bootstrap, "acks": "all"})
+        p.produce("crash-idle", value=value.encode(), partition=0)
+        if p.flush(timeout) != 0:
+            return None
+        acked = time.time()
+        end = acked + timeout
+        while time.time() < end:
+            got = [x["t"] for x in lines_of(self.idle) if x["v"] == value]
+            if got:
+                return int((got[0] - acked) * 1000)
+            time.sleep(0.05)
+        return None
+
+    def after_restart(self, rnd: int, t_up: float, failures: list[str], bound_ms: int):
+        """The producer's first acknowledgement after the restart, and a new record reaching
+        the idle consumer: both within bound_ms."""
+        end = time.time() + 90  # librdkafka's socket.timeout.ms (60 s) and then some
+        first = None
+        while time.time() < end and first is None:
+            later = [x["t"] for x in lines_of(self.acks) if "t" in x and x["t"] > t_up]
+            first = min(later) if later else None
+            time.sleep(0.05)
+        if first is None:
+            failures.append(f"round {rnd}: the idempotent producer got no acknowledgement within "
+                            f"90 s of the restart")
+        else:
+            self.producer_ms.append(int((first - t_up) * 1000))
+        seen = self.marker(f"m-{rnd}", 90)
+        if seen is None:
+            failures.append(f"round {rnd}: the idle consumer did not get a new record within "
+                            f"90 s of its acknowledgement")
+        else:
+            self.consumer_ms.append(seen)
+        log(f"round {rnd}: after the restart the producer's next acknowledgement came after "
+            f"{self.producer_ms[-1] if first else 'none'} ms, the idle consumer got a new record "
+            f"{seen if seen is not None else 'never'} ms after it was acknowledged")
+        late = [(what, ms) for what, ms in (("producer", first and self.producer_ms[-1]),
+                                            ("idle consumer", seen))
+                if ms is not None and ms > bound_ms]
+        if self.expect_late and not late:
+            failures.append(f"round {rnd}: both resumed within {bound_ms} ms although nobody "
+                            f"told them of the restart (the check has no teeth)")
+        if not self.expect_late:
+            for what, ms in late:
+                failures.append(f"round {rnd}: the {what} resumed after {ms} ms (bound "
+                                f"{bound_ms} ms): it did not hear of the restart")
+
+    def stop(self):
+        for p in self.procs:
+            p.kill()
+            p.wait()
 
 
 def main() -> int:
@@ -75,6 +191,16 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=int(time.time()))
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument("--kill-during-start", action="store_true",
+                    help="each round also kills samsad at a random moment of its start-up")
+    ap.add_argument("--forget-connections", action="store_true",
+                    help="the teeth of --resume-check over DPDK: delete the stack's connection "
+                    "journal before each restart (as after a reboot), so that nobody tells the "
+                    "clients; they must then miss the bound")
+    ap.add_argument("--resume-check", type=int, default=0, metavar="MS",
+                    help="also run an idempotent producer and an idle consumer through the "
+                    "kills (librdkafka's default timeouts): after each restart both must carry "
+                    "on within MS")
     a = ap.parse_args()
     rng = random.Random(a.seed)
     log(f"seed {a.seed}, {a.rounds} rounds")
@@ -95,7 +221,17 @@ def main() -> int:
     h.create_topics(bootstrap, {TOPIC: PARTITIONS})
 
     failures = []
+    survivors = None
     try:
+        if a.resume_check:
+            h.create_topics(bootstrap, {"crash-idle": 1})
+            survivors = Survivors(bootstrap, work, acks, a.forget_connections)
+            # Both connected before the first kill: the consumer has a fetch waiting.
+            end = time.time() + 60
+            while time.time() < end and not lines_of(survivors.idle):
+                time.sleep(0.1)
+            if survivors.marker("m-warm-up", 60) is None:
+                failures.append("the idle consumer never got the warm-up record")
         for rnd in range(a.rounds):
             before = sum(1 for _ in open(acks)) if os.path.exists(acks) else 0
             producers = [subprocess.Popen([DEBIAN_PY, "-c", PRODUCER, bootstrap, acks,
@@ -111,7 +247,28 @@ def main() -> int:
                 f"({after - before} this round)")
             if after == before:
                 failures.append(f"round {rnd}: no record was acknowledged (producers stuck?)")
+            if a.forget_connections:
+                os.remove(os.path.join(broker.data, "dpdk-connections"))
+            if a.kill_during_start:
+                # kill -9 at any moment of a start-up too (device, EAL, recovery, listeners).
+                broker.start(wait=False)
+                time.sleep(rng.uniform(0.0, 1.5))
+                broker.kill()
+                log(f"round {rnd}: killed samsad again during its start-up")
             broker.start()
+            if survivors:
+                survivors.after_restart(rnd, time.time(), failures, a.resume_check)
+        if survivors:
+            survivors.stop()
+            med = lambda v: sorted(v)[len(v) // 2] if v else None  # noqa: E731
+            log(f"after {a.rounds} restarts: the producer's next acknowledgement median "
+                f"{med(survivors.producer_ms)} ms, max {max(survivors.producer_ms, default=None)}"
+                f" ms; the idle consumer's new record median {med(survivors.consumer_ms)} ms, "
+                f"max {max(survivors.consumer_ms, default=None)} ms")
+            with open(broker.log_path, errors="replace") as f:
+                told = [l.strip() for l in f if "of a previous process" in l]
+            for line in told[-3:]:
+                log(f"samsad: {line}")
 
         # Every acknowledged record must be where its acknowledgement said.
         expected: dict[tuple[int, int], str] = {}
@@ -155,6 +312,8 @@ def main() -> int:
         log(f"{len(expected)} acknowledged records checked, {len(got)} stored; "
             f"{len(missing)} missing, {len(wrong)} different")
     finally:
+        if survivors:
+            survivors.stop()
         if broker.alive():
             problem = broker.stop()
             if broker.killed:  # an exit code other than 0 is no failure here

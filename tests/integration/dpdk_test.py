@@ -435,6 +435,12 @@ def crash_inner(a) -> int:
            "--override", "samsa.net.backend=dpdk",
            "--override", f"samsa.dpdk.eal.args=--no-huge -m 512 --vdev={vdev}",
            "--override", f"samsa.dpdk.ip={DPDK_IP}"]
+    if a.resume_check:
+        cmd += ["--resume-check", str(a.resume_check)]
+    if a.forget_connections:
+        cmd.append("--forget-connections")
+    if a.kill_during_start:
+        cmd.append("--kill-during-start")
     log("crash test over DPDK: " + " ".join(cmd))
     try:
         return subprocess.run(cmd, timeout=a.budget - 20).returncode
@@ -599,6 +605,14 @@ def main() -> int:
     ap.add_argument("--crash-rounds", type=int, default=0,
                     help="instead of the flows: crash_restart_test.py with this many kill -9 "
                     "rounds over the DPDK backend")
+    ap.add_argument("--resume-check", type=int, default=0, metavar="MS",
+                    help="with --crash-rounds: an idempotent producer and an idle consumer live "
+                    "through the kills and must carry on within MS of each restart")
+    ap.add_argument("--kill-during-start", action="store_true",
+                    help="with --crash-rounds: each round also kills samsad during start-up")
+    ap.add_argument("--forget-connections", action="store_true",
+                    help="with --resume-check: the stack's connection journal is deleted before "
+                    "each restart; the clients must then miss the bound (the check's teeth)")
     ap.add_argument("--samsactl", help="also check samsactl status and metrics")
     ap.add_argument("--unavailable", help="the DPDK backend was not built: this reason")
     ap.add_argument("--mtu", type=int, default=1500,
