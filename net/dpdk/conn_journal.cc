@@ -20,7 +20,9 @@ struct ConnJournal::Slot {
   std::uint16_t remote_port;
 };
 namespace {
-constexpr std::uint32_t kUsed = 0x53414d31;  // "SAM1": anything else is an empty slot
+// Anything else is an empty slot.
+constexpr std::uint32_t kAccepted = 0x53414d31;  // "SAM1"
+constexpr std::uint32_t kOutbound = 0x53414d32;  // "SAM2"
 constexpr std::size_t kBytes = ConnJournal::kSlots * 16;
 }  // namespace
 
@@ -49,9 +51,10 @@ std::expected<std::vector<ConnJournal::Inherited>, std::string> ConnJournal::ope
   free_.reserve(kSlots);
   for (std::size_t i = kSlots; i-- > 0;) {
     Slot& s = slots_[i];
-    if (s.used == kUsed) {
+    if (s.used == kAccepted || s.used == kOutbound) {
       previous.push_back(
-          {{s.local_ip, s.remote_ip, s.local_port, s.remote_port}, static_cast<int>(i)});
+          {{s.local_ip, s.remote_ip, s.local_port, s.remote_port, s.used == kOutbound},
+           static_cast<int>(i)});
       ++used_;
     } else {
       s = Slot{};
@@ -70,7 +73,7 @@ int ConnJournal::add(const ConnTuple& t) {
   s.remote_ip = t.remote_ip;
   s.local_port = t.local_port;
   s.remote_port = t.remote_port;
-  __atomic_store_n(&s.used, kUsed, __ATOMIC_RELEASE);
+  __atomic_store_n(&s.used, t.outbound ? kOutbound : kAccepted, __ATOMIC_RELEASE);
   ++used_;
   return i;
 }

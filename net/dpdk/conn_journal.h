@@ -27,6 +27,8 @@ struct ConnTuple {
   std::uint32_t remote_ip = 0;  // network byte order
   std::uint16_t local_port = 0;
   std::uint16_t remote_port = 0;
+  // This side opened it (a fetcher's connection), rather than accepted it on a listener.
+  bool outbound = false;
   bool operator==(const ConnTuple&) const = default;
 };
 

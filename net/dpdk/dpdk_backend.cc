@@ -19,7 +19,8 @@ std::string stats_text(const DpdkStats& s) {
       b, sizeof b,
       "rx %llu packets %llu bytes, tx %llu packets %llu bytes (%llu without a copy), dropped "
       "rx %llu tx %llu "
-      "ip %llu, tcp retransmits %llu, connections %llu (half-open %llu, accepted %llu, "
+      "ip %llu (bad checksum %llu), tcp retransmits %llu, connections %llu (half-open %llu, "
+      "accepted %llu, "
       "outbound %llu, "
       "resets received %llu, half-open dropped %llu), poll busy %.1f%%, sleeps %llu, mbufs "
       "free %u/%u",
@@ -28,6 +29,7 @@ std::string stats_text(const DpdkStats& s) {
       static_cast<unsigned long long>(s.tx_zero_copy_bytes),
       static_cast<unsigned long long>(s.rx_dropped), static_cast<unsigned long long>(s.tx_dropped),
       static_cast<unsigned long long>(s.ip_dropped),
+      static_cast<unsigned long long>(s.rx_bad_checksum),
       static_cast<unsigned long long>(s.tcp_retransmits),
       static_cast<unsigned long long>(s.tcp_connections),
       static_cast<unsigned long long>(s.tcp_half_open),
@@ -130,6 +132,10 @@ void DpdkBackend::write_metrics(MetricSink& sink) const {
   sink.sample("samsa_dpdk_dropped_packets_total", static_cast<double>(d.rx_dropped), "where", "rx");
   sink.sample("samsa_dpdk_dropped_packets_total", static_cast<double>(d.tx_dropped), "where", "tx");
   sink.sample("samsa_dpdk_dropped_packets_total", static_cast<double>(d.ip_dropped), "where", "ip");
+  counter("samsa_dpdk_rx_bad_checksum_total",
+          "Frames dropped for a bad IP or TCP checksum, among them a peer's unfilled ones "
+          "(transmit checksum offload on a veth peer: the log says the command).",
+          d.rx_bad_checksum);
   counter("samsa_dpdk_tcp_retransmits_total", "TCP segments the stack sent again.",
           d.tcp_retransmits);
   gauge("samsa_dpdk_tcp_connections", "TCP connections of the stack (established or closing).",

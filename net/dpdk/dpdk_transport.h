@@ -31,6 +31,7 @@ struct DpdkStats {
   std::uint64_t tx_dropped = 0;          // transmit ring full for too long, no mbuf, errors
   std::uint64_t tx_zero_copy_bytes = 0;  // payload sent from kept answers without a copy
   std::uint64_t ip_dropped = 0;  // not for us, bad header or checksum (lwIP's IP and TCP drops)
+  std::uint64_t rx_bad_checksum = 0;  // of those, bad IP or TCP checksums (or unfilled ones)
   std::uint64_t tcp_retransmits = 0;
   std::uint64_t tcp_connections = 0;  // established (or closing) connections now
   std::uint64_t tcp_half_open = 0;    // SYN received, handshake not finished

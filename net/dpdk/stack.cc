@@ -249,6 +249,7 @@ bool StackImpl::poll() {
     if (!work) shed_half_open();
     work = true;
     for (std::uint16_t i = 0; i < n; ++i) {
+      if (!offload_seen_) check_offload(frames[i]);
       if (!waiting_.empty() && held_for_listener(frames[i])) {
         Port::free(frames[i].mbuf);
         continue;
@@ -322,6 +323,7 @@ void StackImpl::housekeeping(std::int64_t now) {
   tx_dropped_ = ps.tx_dropped + ps.tx_nombuf + ps.tx_errors;
   tx_zero_copy_ = ps.tx_attached_bytes;
   ip_dropped_ = lwip_stats.ip.drop + lwip_stats.tcp.drop + lwip_stats.etharp.drop;
+  bad_checksum_ = lwip_stats.ip.chkerr + lwip_stats.tcp.chkerr;
   std::uint64_t half = 0;
   for (tcp_pcb* p = tcp_active_pcbs; p; p = p->next)
     if (p->state == SYN_RCVD) ++half;
@@ -353,6 +355,7 @@ DpdkStats StackImpl::stats() const {
   s.tcp_half_open = half_open_;
   s.tcp_syn_dropped = syn_shed_;
   s.tcp_probes = probed_;
+  s.rx_bad_checksum = bad_checksum_;
   s.tcp_accepted = accepted_;
   s.tcp_connects = connects_;
   s.tcp_resets_received = resets_;

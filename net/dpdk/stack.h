@@ -185,7 +185,7 @@ class StackImpl final : public DpdkStack, public StackPort, public io::Poller {
   // The connections a killed predecessor held (ConnJournal): journal_ opened at the first
   // attach, then probes in rounds (stack_probe.cc).
   void open_journal(std::int64_t now);
-  void remember(StackConn* sc);
+  void remember(StackConn* sc, bool outbound);
   void probe_previous(std::int64_t now);
   void now_listening(std::uint16_t port);
   void send_probe(const ConnTuple& t);
@@ -193,6 +193,8 @@ class StackImpl final : public DpdkStack, public StackPort, public io::Poller {
   // lwIP's reset does not send its client into refused connects (and their backoff) before
   // the listener is back; the probe at listen resets it then.
   bool held_for_listener(const Frame& f) const;
+  // stack_offload.cc: a SYN whose checksum the peer left to an offload: says so, once.
+  void check_offload(const Frame& f);
   static std::uint64_t waiting_key(std::uint32_t remote_ip, std::uint16_t remote_port,
                                    std::uint16_t local_port) {
     return (std::uint64_t{remote_ip} << 32) | (std::uint64_t{remote_port} << 16) | local_port;
@@ -225,6 +227,7 @@ class StackImpl final : public DpdkStack, public StackPort, public io::Poller {
   };
   std::vector<Probe> probes_;  // the predecessor's connections, while rounds remain
   std::int64_t probes_until_ns_ = 0;
+  bool offload_seen_ = false;
   std::unordered_set<std::uint64_t> waiting_;  // waiting_key of probes whose port is not open
   std::int64_t next_probe_ns_ = INT64_MAX;
 
@@ -233,7 +236,9 @@ class StackImpl final : public DpdkStack, public StackPort, public io::Poller {
   std::atomic<std::uint64_t> half_open_{0}, ip_dropped_{0}, syn_shed_{0}, connects_{0};
   std::atomic<std::uint64_t> rx_packets_{0}, rx_bytes_{0}, tx_packets_{0}, tx_bytes_{0};
   std::atomic<std::uint64_t> rx_dropped_{0}, tx_dropped_{0}, tx_zero_copy_{0};
-  std::atomic<std::uint64_t> probed_{0};  // the predecessor's connections probed
+  std::atomic<std::uint64_t> probed_{0};
+  std::atomic<std::uint64_t> bad_checksum_{
+      0};  // lwIP's IP and TCP checksum errors  // the predecessor's connections probed
   std::atomic<std::uint32_t> mbufs_free_{0};
   std::uint64_t busy_before_attach_ns_ = 0;
   mutable std::mutex info_mu_;

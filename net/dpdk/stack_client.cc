@@ -67,7 +67,7 @@ void StackImpl::do_connect(const LinkPtr& link, std::uint32_t ip, std::uint16_t 
 err_t StackImpl::on_connected(void* arg, tcp_pcb*, err_t err) {
   auto* sc = static_cast<StackConn*>(arg);
   if (!sc || err != ERR_OK) return ERR_OK;  // failures come through on_err
-  sc->stack.remember(sc);
+  sc->stack.remember(sc, true);
   sc->ev.connected = true;
   sc->ev.self = sc;
   sc->stack.mark(sc);

@@ -198,7 +198,7 @@ err_t StackImpl::on_accept(void* arg, tcp_pcb* pcb, err_t err) {
   sc->ev.opened = make_conn(link, s, sc, std::move(peer));
   sc->conn = sc->ev.opened.get();
   s.track(sc);
-  s.remember(sc);
+  s.remember(sc, false);
   s.set_callbacks(pcb, sc);
   s.accepted_.fetch_add(1, std::memory_order_relaxed);
   s.open_.fetch_add(1, std::memory_order_relaxed);

@@ -26,8 +26,6 @@ namespace {
 // once per 500 ms per connection (net.ipv4.tcp_invalid_ratelimit), so rounds are further apart.
 constexpr std::int64_t kRoundDelayNs[] = {0, 600'000'000, 1'500'000'000, 3'000'000'000};
 constexpr int kRounds = sizeof kRoundDelayNs / sizeof kRoundDelayNs[0];
-// lwIP's first ephemeral port (TCP_LOCAL_PORT_RANGE_START, private to its tcp.c).
-constexpr std::uint16_t kEphemeralStart = 0xc000;
 // Connections whose port is not listening again by then are forgotten.
 constexpr std::int64_t kGiveUpNs = 300'000'000'000;
 
@@ -59,18 +57,17 @@ void StackImpl::open_journal(std::int64_t now) {
   probes_.reserve(prev->size());
   for (const auto& [t, slot] : *prev) {
     probes_.push_back({t, slot, 0, now});
-    if (t.local_port < kEphemeralStart)
-      waiting_.insert(waiting_key(t.remote_ip, t.remote_port, t.local_port));
+    if (!t.outbound) waiting_.insert(waiting_key(t.remote_ip, t.remote_port, t.local_port));
   }
   probes_until_ns_ = now + kGiveUpNs;
   next_probe_ns_ = now;
 }
 
-void StackImpl::remember(StackConn* sc) {
+void StackImpl::remember(StackConn* sc, bool outbound) {
   if (!sc->pcb || sc->journal_slot >= 0) return;
   const tcp_pcb* p = sc->pcb;
-  sc->journal_slot = journal_.add(
-      {ip_2_ip4(&p->local_ip)->addr, ip_2_ip4(&p->remote_ip)->addr, p->local_port, p->remote_port});
+  sc->journal_slot = journal_.add({ip_2_ip4(&p->local_ip)->addr, ip_2_ip4(&p->remote_ip)->addr,
+                                   p->local_port, p->remote_port, outbound});
 }
 
 void StackImpl::probe_previous(std::int64_t now) {
@@ -93,7 +90,7 @@ void StackImpl::probe_previous(std::int64_t now) {
     // A reset before its port listens again would send the client into a refused connect
     // and its reconnect backoff; a connection this process made (a fetcher's, from an
     // ephemeral port) has nothing to wait for.
-    const bool ready = p.t.local_port >= kEphemeralStart || groups_.contains(p.t.local_port);
+    const bool ready = p.t.outbound || groups_.contains(p.t.local_port);
     if (!ready) continue;
     if (now >= p.next_ns) {
       send_probe(p.t);

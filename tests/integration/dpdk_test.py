@@ -2,8 +2,8 @@
 """samsad on the DPDK backend, driven by real clients from the kernel's side of a veth pair.
 
   dpdk_test.py --samsad PATH [--samsactl PATH] [--pmd af_packet|af_xdp] [--clients kcat,...]
-               [--no-group]
-               [--connections N] [--bulk-mb N] [--crash-rounds N] [--budget S] [--keep]
+               [--no-group] [--default-offloads]
+               [--connections N] [--bulk-mb N] [--crash-rounds N [--resume-check MS]] [--budget S] [--keep]
 
 The test makes a network namespace of its own (samsa-dpdk-<pid>) and, inside it, a veth pair:
 the kernel end k0 (10.99.0.1, checksum offload off: a partial checksum would reach DPDK as a
@@ -35,7 +35,10 @@ samsad must then use under 5% of a core while idle, (with --samsactl) name the b
 the device in `samsactl status` and export samsa_dpdk_* metrics, stop cleanly on SIGTERM, and its
 counters (logged at shutdown) must show the traffic and, after the lossy run, retransmits.
 With --crash-rounds N the flows are replaced by tests/integration/crash_restart_test.py over
-the DPDK backend: kill -9 under acks=all producers, N times; no acknowledged record lost.
+the DPDK backend: kill -9 under acks=all producers, N times; no acknowledged record lost (with
+--resume-check MS, clients living through the kills carry on within MS of each restart).
+With --default-offloads the flows are replaced by the veth pair as created (transmit checksum
+offload on k0): samsad must log the exact fix at the first SYN, once, and the fix must work.
 
 The namespace (and every process in it) is removed whatever happens; a namespace left by a
 run that was killed with SIGKILL is removed by the next run. Needs root, ip, ethtool, tc,
@@ -139,7 +142,7 @@ def netem_available(ns: str) -> bool:
     return True
 
 
-def setup_namespace(ns: str, force_wire: bool, mtu: int = 1500) -> str:
+def setup_namespace(ns: str, force_wire: bool, mtu: int = 1500, offloads_off: bool = True) -> str:
     """The namespace with k0 <-veth-> d0; returns the impairment mode: "netem" or "wire"."""
     sh("ip", "netns", "add", ns)
     n = ["ip", "-n", ns]
@@ -153,17 +156,17 @@ def setup_namespace(ns: str, force_wire: bool, mtu: int = 1500) -> str:
     if mtu != 1500:
         for i in ifaces:
             sh(*n, "link", "set", i, "mtu", str(mtu))
-    link_up(n, ns, ifaces)
+    link_up(n, ns, ifaces, offloads_off)
     return mode
 
 
-def link_up(n: list[str], ns: str | None, ifaces: list[str]):
+def link_up(n: list[str], ns: str | None, ifaces: list[str], offloads_off: bool = True):
     sh(*n, "addr", "add", f"{KERNEL_IP}/24", "dev", "k0")
     for i in ifaces:
         sh(*n, "link", "set", i, "up")
     # A partial checksum (left for an offload that never happens) would reach DPDK as a bad
     # one; with tx off the kernel also stops sending TSO super-frames.
-    for i in ifaces:
+    for i in ifaces if offloads_off else []:
         sh(*(["ip", "netns", "exec", ns] if ns else []), "ethtool", "-K", i, "tx", "off")
 
 
@@ -220,7 +223,7 @@ def outer(a) -> int:
     remove_stale_namespaces()
     t0 = time.monotonic()
     try:
-        mode = setup_namespace(ns, a.force_wire, a.mtu)
+        mode = setup_namespace(ns, a.force_wire, a.mtu, offloads_off=not a.default_offloads)
         log(f"namespace {ns}: kernel k0 {KERNEL_IP} <-> DPDK d0 {DPDK_IP} ({a.pmd}), "
             f"impairment by {'tc netem (+ifb)' if mode == 'netem' else 'dpdk_wire.py'}")
         work = tempfile.mkdtemp(prefix="samsa-dpdk-")
@@ -449,6 +452,64 @@ def crash_inner(a) -> int:
         return 1
 
 
+def offloads_inner(a) -> int:
+    """The veth pair as `ip link add` leaves it (transmit checksum offload on k0): samsad must
+    name the problem and the exact command at the first SYN, and that command must fix it."""
+    import socket
+
+    def connects(timeout: float) -> bool:
+        try:
+            with socket.create_connection((DPDK_IP, PORT), timeout=timeout):
+                return True
+        except OSError:
+            return False
+
+    broker = Samsad(a.samsad, a.work, a.pmd, a.mtu)
+    ok = False
+    try:
+        os.makedirs(broker.log_dir, exist_ok=True)
+        h.SamsadProcess.start(broker, wait=False)  # its port cannot answer yet: that is the point
+        end = time.time() + 60
+        while time.time() < end and "listening on PLAINTEXT" not in broker.tail(200):
+            time.sleep(0.1)
+        log(f"k0's offloads: {sh('ethtool', '-k', 'k0').stdout.count(': on')} on "
+            f"(tx-checksumming: {'on' if 'tx-checksumming: on' in sh('ethtool', '-k', 'k0').stdout else 'off'})")
+        first = connects(3)
+        line = next((l for l in broker.tail(400).splitlines() if "unfilled TCP checksums" in l),
+                    "")
+        log(f"a connect with the default offloads: {'connected' if first else 'no answer'}; "
+            f"samsad said: {line.split('] ', 1)[-1] if line else 'nothing'}")
+        fix = line.split("Run: ", 1)[1].strip() if "Run: " in line else ""
+        if first:
+            raise Fail("connected although k0 offloads transmit checksums: the check is moot")
+        if fix != "ethtool -K k0 tx off":
+            raise Fail(f"samsad did not name the fix (wanted 'ethtool -K k0 tx off'): {line!r}")
+        if broker.tail(400).count("unfilled TCP checksums") != 1:
+            raise Fail("samsad said it more than once")
+        sh(*fix.split())
+        if not connects(5):
+            raise Fail(f"still no connection after `{fix}`")
+        log(f"after `{fix}` a connect succeeds")
+        ok = True
+    except Fail as e:
+        log(f"FAIL: {e}")
+    finally:
+        problem = broker.stop()
+        if problem:
+            log(f"FAIL: {problem}")
+            ok = False
+    if ok:
+        counters = re.findall(r"\(bad checksum (\d+)\)", broker.tail(50))
+        if not counters or int(counters[-1]) < 1:
+            log(f"FAIL: the shutdown counters show no bad checksum: {counters}")
+            ok = False
+        else:
+            log(f"bad checksums counted: {counters[-1]} (samsa_dpdk_rx_bad_checksum_total)")
+    if not ok:
+        log("samsad log tail:\n" + broker.tail())
+    return 0 if ok else 1
+
+
 def jumbo_check(broker: Samsad, mtu: int) -> bool:
     """The frames really were jumbo: samsad says so at start, and its receive counters at
     shutdown average well above a standard frame (the bulk run's data came in large frames)."""
@@ -508,6 +569,8 @@ def refused_start_check(samsad: str, work: str, pmd: str):
 def inner(a) -> int:
     if a.crash_rounds:
         return crash_inner(a)
+    if a.default_offloads:
+        return offloads_inner(a)
     work = a.work
     broker = Samsad(a.samsad, work, a.pmd, a.mtu)
     imp = Impairment(a.mode, work)
@@ -608,6 +671,9 @@ def main() -> int:
     ap.add_argument("--resume-check", type=int, default=0, metavar="MS",
                     help="with --crash-rounds: an idempotent producer and an idle consumer live "
                     "through the kills and must carry on within MS of each restart")
+    ap.add_argument("--default-offloads", action="store_true",
+                    help="instead of the flows: the veth's offloads as created (transmit "
+                    "checksum offload on k0); samsad must name the fix, and the fix must work")
     ap.add_argument("--kill-during-start", action="store_true",
                     help="with --crash-rounds: each round also kills samsad during start-up")
     ap.add_argument("--forget-connections", action="store_true",

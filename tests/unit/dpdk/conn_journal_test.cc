@@ -20,8 +20,10 @@ std::string fresh_path(const char* name) {
   return (dir / "sub" / "dpdk-connections").string();  // its folder is created too
 }
 
+// Odd ones outbound (a fetcher's), even ones accepted: the kind survives too.
 ConnTuple tuple(std::uint32_t i) {
-  return {0x0200630a, 0x0100630a + (i << 24), 9092, static_cast<std::uint16_t>(40000 + i)};
+  return {0x0200630a, 0x0100630a + (i << 24), 9092, static_cast<std::uint16_t>(40000 + i),
+          i % 2 == 1};
 }
 
 TEST(ConnJournal, AFirstOpenFindsNothingAndAReopenFindsWhatWasOpen) {
