@@ -294,24 +294,31 @@ Checked read_backend(const Config& c, BrokerSettings& settings) {
 
 // A listener on every interface advertises the host name, as Kafka does, if it resolves here;
 // else localhost, which local clients can use (Kafka's shipped config advertises localhost for
-// the same reason: containers and fresh VMs often have a name nothing resolves). Looked up once
-// per process: a slow resolver must not slow every settings rebuild.
+// the same reason: containers and fresh VMs often have a name nothing resolves), or 127.0.0.1
+// where even localhost does not resolve (a minimal root without /etc/hosts: clients given a
+// name they cannot resolve cannot connect at all). Looked up once per process: a slow resolver
+// must not slow every settings rebuild.
 const std::string& default_advertised_host() {
   static const std::string host = [] {
+    auto resolves = [](const char* n, int* rc) {
+      addrinfo hints{};
+      hints.ai_socktype = SOCK_STREAM;
+      addrinfo* res = nullptr;
+      *rc = getaddrinfo(n, nullptr, &hints, &res);
+      if (res) freeaddrinfo(res);
+      return *rc == 0;
+    };
+    int rc = 0, local_rc = 0;
     char name[256] = {};
-    if (gethostname(name, sizeof name - 1) != 0 || name[0] == '\0') return std::string("localhost");
-    addrinfo hints{};
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* res = nullptr;
-    const int rc = getaddrinfo(name, nullptr, &hints, &res);
-    if (res) freeaddrinfo(res);
-    if (rc == 0) return std::string(name);
+    const bool named = gethostname(name, sizeof name - 1) == 0 && name[0] != '\0';
+    if (named && resolves(name, &rc)) return std::string(name);
+    const std::string local = resolves("localhost", &local_rc) ? "localhost" : "127.0.0.1";
     LOG_WARN(
         "this machine's host name %s does not resolve here (%s): listeners without a host "
-        "advertise localhost, which only local clients can reach; set advertised.listeners "
+        "advertise %s, which only local clients can reach; set advertised.listeners "
         "(e.g. PLAINTEXT://<an address clients reach>:9092) for the others",
-        name, gai_strerror(rc));
-    return std::string("localhost");
+        named ? name : "(none)", named ? gai_strerror(rc) : "gethostname failed", local.c_str());
+    return local;
   }();
   return host;
 }

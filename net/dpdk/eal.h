@@ -35,6 +35,9 @@ std::string device_iface(const std::vector<std::string>& argv, const std::string
 int rx_queue_count(const std::string& iface);
 std::string ip_text(std::uint32_t ip_be);
 std::string mac_text(const std::uint8_t* m);
+// xdp_stale.cc: detaches libxdp's default AF_XDP program when a previous process left it on
+// the interface (a kill -9 where no bpffs is mounted); what was done or found, or "".
+std::string detach_stale_xsk_program(const std::string& iface);
 // Whether this thread's effective set holds capability `cap`.
 bool has_capability(int cap);
 

@@ -169,6 +169,9 @@ std::expected<void, std::string> Port::start_queues() {
   rte_eth_dev_adjust_nb_rx_tx_desc(id, &nrx, &ntx);
   const int socket = rte_eth_dev_socket_id(id);
   const unsigned sock = socket < 0 ? 0u : static_cast<unsigned>(socket);
+  if (driver_ == "net_af_xdp" && !iface_.empty())
+    if (const std::string done = detach_stale_xsk_program(iface_); !done.empty())
+      LOG_WARN("dpdk: %s", done.c_str());
   if (int rc = rte_eth_rx_queue_setup(id, 0, nrx, sock, nullptr, mp); rc != 0) {
     const std::string tail = log_tail();
     std::string why = rte_strerror(-rc);

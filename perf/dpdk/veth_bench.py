@@ -2,14 +2,15 @@
 """samsad's DPDK backend against its uring backend over the same veth pair, in one run.
 
   perf/dpdk/veth_bench.py --samsad build/daemon/samsad [--mb 200] [--reps 3] [--pmd af_packet]
+                          [--value-bytes 16384]
 
 A network namespace of its own holds a veth pair: k0 (10.98.0.1, checksum offload off, as the
 DPDK peer needs) for the client, d0 for samsad. uring: d0 gets 10.98.0.2 in the kernel and
 samsad listens on it. dpdk: d0 has no kernel address and samsad drives it with DPDK (net_
 af_packet or net_af_xdp) as 10.98.0.2. Per repetition and backend, a confluent-kafka producer
-(acks=all, 16 KiB values, linger 5 ms) writes --mb MB to a one-partition topic, then a consumer
+(acks=all, --value-bytes values, linger 5 ms) writes --mb MB to a one-partition topic, then a consumer
 reads them back; the values are checked byte-for-byte. Prints the medians: produce and consume
-MB/s, and samsad's CPU seconds per GB moved (produce + consume). The namespace is removed
+MB/s, and samsad's CPU seconds per GB of each direction, with the DPDK/uring ratios. The namespace is removed
 whatever happens. Root, iproute2, ethtool, Debian's python3-confluent-kafka.
 """
 
@@ -74,12 +75,13 @@ def run_once(a, backend: str, rep: int) -> dict:
         topic = f"bench{rep}"
         admin = AdminClient(boot)
         admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
-        size = 16 * 1024
+        size = a.value_bytes
         count = a.mb * 1024 * 1024 // size
         block = os.urandom(1 << 20)
         vals = [block[(i * 4099) % ((1 << 20) - size):][:size] for i in range(256)]
+        batch = {"batch.size": 1 << 20} if size < 16384 else {}
         prod = Producer(dict(boot, **{"acks": "all", "linger.ms": 5,
-                                      "queue.buffering.max.kbytes": 65536}))
+                                      "queue.buffering.max.kbytes": 65536}, **batch))
         c0, t0 = cpu_seconds(p.pid), time.monotonic()
         for i in range(count):
             while True:
@@ -111,7 +113,9 @@ def run_once(a, backend: str, rep: int) -> dict:
         gc.collect()
         mb = count * size / 1e6
         return dict(produce=mb / (t1 - t0), consume=mb / (t2 - t1),
-                    cpu_per_gb=(c2 - c0) / (2 * mb / 1000))
+                    cpu_per_gb=(c2 - c0) / (2 * mb / 1000),
+                    produce_cpu_per_gb=(c1 - c0) / (mb / 1000),
+                    consume_cpu_per_gb=(c2 - c1) / (mb / 1000))
     finally:
         p.send_signal(signal.SIGTERM)
         try:
@@ -128,13 +132,24 @@ def inner(a) -> int:
             r = run_once(a, backend, rep)
             results[backend].append(r)
             print(f"rep {rep} {backend:5s}: produce {r['produce']:6.1f} MB/s, consume "
-                  f"{r['consume']:6.1f} MB/s, samsad {r['cpu_per_gb']:5.1f} CPU-s/GB",
+                  f"{r['consume']:6.1f} MB/s, samsad CPU-s/GB {r['cpu_per_gb']:4.2f} (produce "
+                  f"{r['produce_cpu_per_gb']:4.2f}, consume {r['consume_cpu_per_gb']:4.2f})",
                   flush=True)
-    print(f"medians of {a.reps}, {a.mb} MB each way, veth, pmd {a.pmd}:")
+    print(f"medians of {a.reps}, {a.mb} MB each way of {a.value_bytes}-byte values, veth, pmd "
+          f"{a.pmd}, load average {os.getloadavg()[0]:.2f}:")
     for backend, rs in results.items():
         med = {k: statistics.median(r[k] for r in rs) for k in rs[0]}
-        print(f"  {backend:5s}: produce {med['produce']:6.1f} MB/s, consume "
-              f"{med['consume']:6.1f} MB/s, samsad {med['cpu_per_gb']:5.1f} CPU-s/GB")
+        lo = {k: min(r[k] for r in rs) for k in rs[0]}
+        hi = {k: max(r[k] for r in rs) for k in rs[0]}
+        print(f"  {backend:5s}: produce {med['produce']:6.1f} MB/s ({lo['produce']:.0f}-"
+              f"{hi['produce']:.0f}), consume {med['consume']:6.1f} MB/s ({lo['consume']:.0f}-"
+              f"{hi['consume']:.0f}); samsad CPU-s/GB produce {med['produce_cpu_per_gb']:4.2f}, "
+              f"consume {med['consume_cpu_per_gb']:4.2f}")
+    for k in ("produce", "consume"):
+        u = statistics.median(r[f"{k}_cpu_per_gb"] for r in results["uring"])
+        d = statistics.median(r[f"{k}_cpu_per_gb"] for r in results["dpdk"])
+        print(f"  {k}: dpdk/uring CPU per GB {d / u:.2f}x, throughput "
+              f"{statistics.median(r[k] for r in results['dpdk']) / statistics.median(r[k] for r in results['uring']):.2f}x")
     return 0
 
 
@@ -168,6 +183,8 @@ def main() -> int:
     ap.add_argument("--samsad", required=True)
     ap.add_argument("--mb", type=int, default=200)
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--value-bytes", type=int, default=16 * 1024,
+                    help="record value size (issue 24's figures: 1024)")
     ap.add_argument("--pmd", choices=["af_packet", "af_xdp"], default="af_packet")
     ap.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()

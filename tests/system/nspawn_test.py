@@ -507,13 +507,15 @@ def dpdk_part(deb: str, cache: str, work: str):
         r = c.run(["dpkg", "-i", "/root/samsa.deb"], check=False)
         check(r.returncode == 0, f"dpdk: dpkg -i: {r.returncode} {r.stderr.strip()[-300:]}")
         # The shipped configuration as installed, in a container with a network of its own and
-        # a host name nothing resolves (as many containers and fresh VMs): local clients must
-        # be served (the default advertises localhost then) and the journal must say why.
+        # a host name nothing resolves (as many containers and fresh VMs; this minimal root has
+        # no /etc/hosts, so not even localhost does): local clients must be served (the
+        # default then advertises localhost, or 127.0.0.1) and the journal must say why.
         host = c.run(["hostname"]).stdout.strip()
         resolves = c.run(["getent", "hosts", host], check=False).returncode == 0
-        check(kcat_roundtrip_at(c, "localhost:9092", "as-installed", 10),
-              f"as installed: kcat produces and consumes at localhost:9092 (host name {host!r}"
-              f" {'resolves' if resolves else 'does not resolve'})")
+        check(kcat_roundtrip_at(c, "127.0.0.1:9092", "as-installed", 10),
+              f"as installed: kcat produces and consumes at 127.0.0.1:9092 (host name {host!r}"
+              f" {'resolves' if resolves else 'does not resolve'}; localhost "
+              f"{'resolves' if c.run(['getent', 'hosts', 'localhost'], check=False).returncode == 0 else 'does not resolve'})")
         if not resolves:
             warned = [l for l in c.journal("").splitlines() if "does not resolve here" in l]
             check(bool(warned) and "advertised.listeners" in warned[0],
@@ -606,6 +608,7 @@ def dpdk_part(deb: str, cache: str, work: str):
             with open(conf, "w") as f:
                 f.write(text.replace("Restart=no\n", ""))
             c.run(["systemctl", "daemon-reload"])
+            cur = c.cursor()
             for k in (1, 2):
                 old = main_pid(c)
                 c.run(["kill", "-9", str(old)], check=False)
@@ -614,6 +617,11 @@ def dpdk_part(deb: str, cache: str, work: str):
                          f"samsad ({took and round(took, 1)} s)"):
                     check(kcat_roundtrip_at(c, f"{dpdk_ip}:9092", f"dpdk-xdp-{k}", 20),
                           f"dpdk: after kill -9 {k} kcat produces and consumes over net_af_xdp")
+            j = c.journal(cur)
+            if "No bpffs found" in j:  # libxdp's default program, which a kill -9 leaves behind
+                check(j.count("detached the default AF_XDP program") >= 2,
+                      "dpdk: each restart detached the default AF_XDP program the killed "
+                      "process left (no bpffs here)")
         else:
             log("journal:\n" + c.journal(cur)[-3000:])
         log(f"systemd-analyze security: unit {plain_score}, unit + samsa-dpdk.conf {dropin_score}")
