@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -42,6 +43,19 @@ extern std::atomic<std::uint64_t> g_retransmits;
 extern std::uint64_t g_isn_key[2];
 
 class StackImpl;
+
+// A received frame's IPv4 and TCP headers, read before lwIP sees it (the poll loop's own checks:
+// stack_probe.cc, stack_offload.cc). Addresses in network order, ports in host order.
+struct TcpFrame {
+  const std::uint8_t* ip = nullptr;
+  const std::uint8_t* tcp = nullptr;
+  std::size_t tcp_len = 0;  // header and payload, from the IP total length
+  std::uint32_t src = 0, dst = 0;
+  std::uint16_t sport = 0, dport = 0;
+  std::uint8_t flags = 0;
+};
+// nullopt: not an Ethernet frame carrying a whole IPv4 TCP segment.
+std::optional<TcpFrame> tcp_frame(const Frame& f);
 
 // One answer piece the stack keeps for lwIP, whose segments point into it (tcp_write without
 // copy). On devices that take frames in pieces (Port::zero_copy_tx) the frames on their way

@@ -54,23 +54,13 @@ std::string fix_for(const std::string& iface) {
 }  // namespace
 
 void StackImpl::check_offload(const Frame& f) {
-  const auto* b = reinterpret_cast<const std::uint8_t*>(f.data);
-  constexpr std::size_t kEth = 14;
-  if (f.len < kEth + 20 + 20 || b[12] != 0x08 || b[13] != 0x00) return;
-  const std::uint8_t* ip = b + kEth;
-  const std::size_t ihl = std::size_t(ip[0] & 0x0f) * 4;
-  if ((ip[0] >> 4) != 4 || ip[9] != IP_PROTO_TCP || ihl < 20) return;
-  const std::size_t ip_len = std::size_t(ip[2]) << 8 | ip[3];
-  if (ip_len < ihl + 20 || kEth + ip_len > f.len) return;
-  std::uint32_t dst = 0;
-  std::memcpy(&dst, ip + 16, 4);
-  const std::uint8_t* tcp = ip + ihl;
+  const auto t = tcp_frame(f);
   // SYNs: few, small, and the first thing a peer with the offload on gets wrong.
-  if (dst != ip_ || !(tcp[13] & TCP_SYN)) return;
-  const std::size_t tcp_len = ip_len - ihl;
-  std::uint32_t pseudo = sum16(ip + 12, 8, 0) + IP_PROTO_TCP + static_cast<std::uint32_t>(tcp_len);
-  if (fold(sum16(tcp, tcp_len, pseudo)) == 0xffff) return;  // a good checksum
-  const std::uint16_t field = static_cast<std::uint16_t>(tcp[16] << 8 | tcp[17]);
+  if (!t || t->dst != ip_ || !(t->flags & TCP_SYN)) return;
+  const std::uint32_t pseudo =
+      sum16(t->ip + 12, 8, 0) + IP_PROTO_TCP + static_cast<std::uint32_t>(t->tcp_len);
+  if (fold(sum16(t->tcp, t->tcp_len, pseudo)) == 0xffff) return;  // a good checksum
+  const auto field = static_cast<std::uint16_t>(t->tcp[16] << 8 | t->tcp[17]);
   if (field != fold(pseudo)) return;  // corrupt, not partial: lwIP drops it, counted
   offload_seen_ = true;
   LOG_WARN(

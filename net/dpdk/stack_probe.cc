@@ -120,22 +120,32 @@ void StackImpl::now_listening(std::uint16_t port) {
   next_probe_ns_ = 0;  // this port's remembered connections: probe them now
 }
 
-bool StackImpl::held_for_listener(const Frame& f) const {
+std::optional<TcpFrame> tcp_frame(const Frame& f) {
   const auto* b = reinterpret_cast<const std::uint8_t*>(f.data);
   constexpr std::size_t kEth = 14;
-  if (f.len < kEth + 20 + 20 || b[12] != 0x08 || b[13] != 0x00) return false;  // IPv4
-  const std::uint8_t* ip = b + kEth;
-  const std::size_t ihl = std::size_t(ip[0] & 0x0f) * 4;
-  if ((ip[0] >> 4) != 4 || ip[9] != IP_PROTO_TCP || ihl < 20 || f.len < kEth + ihl + 20)
-    return false;
-  std::uint32_t src = 0, dst = 0;
-  std::memcpy(&src, ip + 12, 4);
-  std::memcpy(&dst, ip + 16, 4);
-  const std::uint8_t* tcp = ip + ihl;
-  if (dst != ip_ || (tcp[13] & TCP_SYN)) return false;  // a new connection is answered as ever
-  const auto sport = static_cast<std::uint16_t>(tcp[0] << 8 | tcp[1]);
-  const auto dport = static_cast<std::uint16_t>(tcp[2] << 8 | tcp[3]);
-  return waiting_.contains(waiting_key(src, sport, dport));
+  if (f.len < kEth + 20 + 20 || b[12] != 0x08 || b[13] != 0x00) return std::nullopt;  // IPv4
+  TcpFrame t;
+  t.ip = b + kEth;
+  const std::size_t ihl = std::size_t(t.ip[0] & 0x0f) * 4;
+  const std::size_t ip_len = std::size_t(t.ip[2]) << 8 | t.ip[3];
+  if ((t.ip[0] >> 4) != 4 || t.ip[9] != IP_PROTO_TCP || ihl < 20 || ip_len < ihl + 20 ||
+      kEth + ip_len > f.len)
+    return std::nullopt;
+  std::memcpy(&t.src, t.ip + 12, 4);
+  std::memcpy(&t.dst, t.ip + 16, 4);
+  t.tcp = t.ip + ihl;
+  t.tcp_len = ip_len - ihl;
+  t.sport = static_cast<std::uint16_t>(t.tcp[0] << 8 | t.tcp[1]);
+  t.dport = static_cast<std::uint16_t>(t.tcp[2] << 8 | t.tcp[3]);
+  t.flags = t.tcp[13];
+  return t;
+}
+
+bool StackImpl::held_for_listener(const Frame& f) const {
+  const auto t = tcp_frame(f);
+  // A SYN (a new connection) is answered as ever.
+  return t && t->dst == ip_ && !(t->flags & TCP_SYN) &&
+         waiting_.contains(waiting_key(t->src, t->sport, t->dport));
 }
 
 void StackImpl::send_probe(const ConnTuple& t) {
