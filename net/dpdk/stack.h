@@ -203,16 +203,13 @@ class StackImpl final : public DpdkStack, public StackPort, public io::Poller {
   void probe_previous(std::int64_t now);
   void now_listening(std::uint16_t port);
   void send_probe(const ConnTuple& t);
-  // A segment of a remembered connection whose port does not listen yet: dropped, so that
-  // lwIP's reset does not send its client into refused connects (and their backoff) before
-  // the listener is back; the probe at listen resets it then.
+  // A segment (not a SYN) to a port the killed predecessor listened on and this process does
+  // not yet: dropped rather than reset, so that a remembered connection's client is not sent
+  // into refused connects (and their growing backoff) before the listener is back; the probe
+  // at listen resets it then.
   bool held_for_listener(const Frame& f) const;
   // stack_offload.cc: a SYN whose checksum the peer left to an offload: says so, once.
   void check_offload(const Frame& f);
-  static std::uint64_t waiting_key(std::uint32_t remote_ip, std::uint16_t remote_port,
-                                   std::uint16_t local_port) {
-    return (std::uint64_t{remote_ip} << 32) | (std::uint64_t{remote_port} << 16) | local_port;
-  }
   void clear_txq(StackConn* sc);
 
   DpdkOptions opts_;
@@ -242,7 +239,7 @@ class StackImpl final : public DpdkStack, public StackPort, public io::Poller {
   std::vector<Probe> probes_;  // the predecessor's connections, while rounds remain
   std::int64_t probes_until_ns_ = 0;
   bool offload_seen_ = false;
-  std::unordered_set<std::uint64_t> waiting_;  // waiting_key of probes whose port is not open
+  std::unordered_set<std::uint16_t> waiting_;  // the predecessor's ports not listening yet
   std::int64_t next_probe_ns_ = INT64_MAX;
 
   // Counters (the poll thread writes, any thread reads).

@@ -57,7 +57,7 @@ void StackImpl::open_journal(std::int64_t now) {
   probes_.reserve(prev->size());
   for (const auto& [t, slot] : *prev) {
     probes_.push_back({t, slot, 0, now});
-    if (!t.outbound) waiting_.insert(waiting_key(t.remote_ip, t.remote_port, t.local_port));
+    if (!t.outbound) waiting_.insert(t.local_port);
   }
   probes_until_ns_ = now + kGiveUpNs;
   next_probe_ns_ = now;
@@ -114,9 +114,8 @@ void StackImpl::probe_previous(std::int64_t now) {
 }
 
 void StackImpl::now_listening(std::uint16_t port) {
+  waiting_.erase(port);
   if (probes_.empty()) return;
-  for (const Probe& p : probes_)
-    if (p.t.local_port == port) waiting_.erase(waiting_key(p.t.remote_ip, p.t.remote_port, port));
   next_probe_ns_ = 0;  // this port's remembered connections: probe them now
 }
 
@@ -143,9 +142,9 @@ std::optional<TcpFrame> tcp_frame(const Frame& f) {
 
 bool StackImpl::held_for_listener(const Frame& f) const {
   const auto t = tcp_frame(f);
-  // A SYN (a new connection) is answered as ever.
-  return t && t->dst == ip_ && !(t->flags & TCP_SYN) &&
-         waiting_.contains(waiting_key(t->src, t->sport, t->dport));
+  // A SYN is refused as ever: a client's reconnect backoff starts at 100 ms, its SYN
+  // retransmission at 1 s.
+  return t && t->dst == ip_ && !(t->flags & TCP_SYN) && waiting_.contains(t->dport);
 }
 
 void StackImpl::send_probe(const ConnTuple& t) {
