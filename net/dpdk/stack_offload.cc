@@ -15,13 +15,8 @@
 namespace samsa::net::dpdk {
 namespace {
 
-std::uint32_t sum16(const std::uint8_t* p, std::size_t len, std::uint32_t sum) {
-  for (; len >= 2; p += 2, len -= 2)
-    sum += std::uint32_t(p[0]) << 8 | p[1];
-  if (len) sum += std::uint32_t(p[0]) << 8;
-  return sum;
-}
-
+// Ones' complement sums as lwIP's LWIP_CHKSUM returns them: of the bytes as stored, not
+// inverted (so byte order needs no care as long as every part is taken the same way).
 std::uint16_t fold(std::uint32_t sum) {
   while (sum >> 16)
     sum = (sum & 0xffff) + (sum >> 16);
@@ -57,11 +52,14 @@ void StackImpl::check_offload(const Frame& f) {
   const auto t = tcp_frame(f);
   // SYNs: few, small, and the first thing a peer with the offload on gets wrong.
   if (!t || t->dst != ip_ || !(t->flags & TCP_SYN)) return;
-  const std::uint32_t pseudo =
-      sum16(t->ip + 12, 8, 0) + IP_PROTO_TCP + static_cast<std::uint32_t>(t->tcp_len);
-  if (fold(sum16(t->tcp, t->tcp_len, pseudo)) == 0xffff) return;  // a good checksum
-  const auto field = static_cast<std::uint16_t>(t->tcp[16] << 8 | t->tcp[17]);
-  if (field != fold(pseudo)) return;  // corrupt, not partial: lwIP drops it, counted
+  const std::uint16_t pseudo =
+      fold(std::uint32_t{LWIP_CHKSUM(t->ip + 12, 8)} + lwip_htons(IP_PROTO_TCP) +
+           lwip_htons(static_cast<u16_t>(t->tcp_len)));
+  const u16_t segment = LWIP_CHKSUM(t->tcp, static_cast<int>(t->tcp_len));
+  if (fold(std::uint32_t{pseudo} + segment) == 0xffff) return;  // a good checksum
+  std::uint16_t field = 0;                                      // as stored, as the sums are
+  std::memcpy(&field, t->tcp + 16, sizeof field);
+  if (field != pseudo) return;  // corrupt, not partial: lwIP drops it, counted
   offload_seen_ = true;
   LOG_WARN(
       "dpdk: segments from the kernel peer arrive with unfilled TCP checksums (transmit "

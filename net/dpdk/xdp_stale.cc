@@ -17,6 +17,7 @@
 #include <cerrno>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "net/dpdk/eal.h"
 
@@ -58,10 +59,10 @@ XdpState xdp_state(int ifindex) {
   req.nh.nlmsg_seq = 1;
   req.ifi.ifi_family = AF_UNSPEC;
   req.ifi.ifi_index = ifindex;
-  alignas(nlmsghdr) static thread_local char buf[65536];
+  std::vector<char> buf(65536);  // a link's whole description; once, at start-up
   ssize_t n = 0;
-  if (!netlink_request(&req, sizeof req, buf, sizeof buf, &n)) return st;
-  auto* nh = reinterpret_cast<nlmsghdr*>(buf);
+  if (!netlink_request(&req, sizeof req, buf.data(), buf.size(), &n)) return st;
+  auto* nh = reinterpret_cast<nlmsghdr*>(buf.data());
   if (!NLMSG_OK(nh, static_cast<unsigned>(n)) || nh->nlmsg_type != RTM_NEWLINK) return st;
   auto* ifi = static_cast<ifinfomsg*>(NLMSG_DATA(nh));
   int len = static_cast<int>(nh->nlmsg_len - NLMSG_LENGTH(sizeof *ifi));

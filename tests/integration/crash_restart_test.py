@@ -109,11 +109,22 @@ while True:
 log = h.logger("crash")
 
 
-def lines_of(path: str) -> list[dict]:
-    if not os.path.exists(path):
-        return []
-    with open(path) as f:
-        return [json.loads(l) for l in f if l.strip()]
+class Tail:
+    """The JSON lines appended to a file since the last read (the acks file grows to hundreds
+    of thousands of lines: read once, not from the start every 50 ms)."""
+
+    def __init__(self, path: str):
+        self.path, self.pos, self.partial = path, 0, b""
+
+    def new(self) -> list[dict]:
+        if not os.path.exists(self.path):
+            return []
+        with open(self.path, "rb") as f:
+            f.seek(self.pos)
+            data = self.partial + f.read()
+            self.pos = f.tell()
+        *whole, self.partial = data.split(b"\n")
+        return [json.loads(l) for l in whole if l.strip()]
 
 
 class Survivors:
@@ -122,6 +133,8 @@ class Survivors:
     def __init__(self, bootstrap: str, work: str, acks: str, expect_late: bool):
         self.bootstrap, self.acks, self.expect_late = bootstrap, acks, expect_late
         self.idle = os.path.join(work, "idle.jsonl")
+        self.idle_tail, self.acks_tail = Tail(self.idle), Tail(acks)
+        self.idle_seen: list[dict] = []
         self.procs = [subprocess.Popen([DEBIAN_PY, "-c", SURVIVOR, bootstrap, acks]),
                       subprocess.Popen([DEBIAN_PY, "-c", IDLE_CONSUMER, bootstrap, self.idle])]
         self.producer_ms: list[int] = []
@@ -138,7 +151,8 @@ class Survivors:
         acked = time.time()
         end = acked + timeout
         while time.time() < end:
-            got = [x["t"] for x in lines_of(self.idle) if x["v"] == value]
+            self.idle_seen += self.idle_tail.new()
+            got = [x["t"] for x in self.idle_seen if x["v"] == value]
             if got:
                 return int((got[0] - acked) * 1000)
             time.sleep(0.05)
@@ -150,7 +164,7 @@ class Survivors:
         end = time.time() + 90  # librdkafka's socket.timeout.ms (60 s) and then some
         first = None
         while time.time() < end and first is None:
-            later = [x["t"] for x in lines_of(self.acks) if "t" in x and x["t"] > t_up]
+            later = [x["t"] for x in self.acks_tail.new() if "t" in x and x["t"] > t_up]
             first = min(later) if later else None
             time.sleep(0.05)
         if first is None:
@@ -228,7 +242,7 @@ def main() -> int:
             survivors = Survivors(bootstrap, work, acks, a.forget_connections)
             # Both connected before the first kill: the consumer has a fetch waiting.
             end = time.time() + 60
-            while time.time() < end and not lines_of(survivors.idle):
+            while time.time() < end and not survivors.idle_tail.new():
                 time.sleep(0.1)
             if survivors.marker("m-warm-up", 60) is None:
                 failures.append("the idle consumer never got the warm-up record")

@@ -132,15 +132,22 @@ TEST(ReplicaState, FencedAndUnknownEpochsAndDivergedLogsDoNotCount) {
   EXPECT_FALSE(rs.on_replica_fetch(fetch(3, 2, 5, 0), 0).diverging.has_value());
 }
 
+// Broker 2 (broker epoch 12) as a follower of `leader` in `leader_epoch`, ISR {1, 2, 3}: its
+// first fetch (nullopt if it did not become a follower or has nothing to send).
+std::optional<FollowerFetchRequest> follow(ReplicaState& rs, std::int32_t leader,
+                                           std::int32_t leader_epoch) {
+  rs.set_broker_epoch(12);
+  rs.apply_metadata(part(leader, leader_epoch, {1, 2, 3}), 0);
+  if (rs.role() != ReplicaRole::follower) return std::nullopt;
+  return rs.next_fetch(0);
+}
+
 TEST(ReplicaState, FollowerTruncatesToAPrefixOfTheLeaderAndFetchesOnlyDurableOffsets) {
   MemLog log;
   log.add(0, 5);
   log.add(1, 3);  // epoch 1's tail the new leader never had
   ReplicaState rs(opts(2), log);
-  rs.set_broker_epoch(12);
-  rs.apply_metadata(part(1, 2, {1, 2, 3}), 0);
-  ASSERT_EQ(rs.role(), ReplicaRole::follower);
-  auto f = rs.next_fetch(0);
+  auto f = follow(rs, 1, 2);
   ASSERT_TRUE(f.has_value());
   EXPECT_EQ(f->leader_id, 1);
   EXPECT_EQ(f->fetch.fetch_offset, 8);
@@ -183,10 +190,7 @@ TEST(ReplicaState, AnEpochLedWithoutRecordsIsDroppedWhenTheNewLeaderDiverges) {
   log.add(1, 5);
   ASSERT_TRUE(log.assign_epoch(2, 5));  // led epoch 2 from offset 5, appended nothing
   ReplicaState rs(opts(2), log);
-  rs.set_broker_epoch(12);
-  rs.apply_metadata(part(1, 3, {1, 2, 3}), 0);
-  ASSERT_EQ(rs.role(), ReplicaRole::follower);
-  auto f = rs.next_fetch(0);
+  auto f = follow(rs, 1, 3);
   ASSERT_TRUE(f.has_value());
   EXPECT_EQ(f->fetch.last_fetched_epoch, 2);
   FollowerFetchResponse r{f->request_id, {}, -1, -1};
