@@ -54,14 +54,8 @@ json::Value partition_json(const PartitionSample& p) {
   r["leader"] = p.leader;
   r["partition_epoch"] = p.partition_epoch;
   r["durable_end_offset"] = static_cast<long long>(p.durable_end);
-  auto ids = [](const std::vector<std::int32_t>& v) {
-    json::Value a = json::Value::array();
-    for (std::int32_t id : v)
-      a.push(id);
-    return a;
-  };
-  r["isr"] = ids(p.isr);
-  r["maximal_isr"] = ids(p.maximal_isr);
+  r["isr"] = int_array(p.isr);
+  r["maximal_isr"] = int_array(p.maximal_isr);
   json::Value fs = json::Value::array();
   for (const auto& f : p.followers) {
     json::Value fv;

@@ -249,7 +249,7 @@ bool StackImpl::poll() {
     if (!work) shed_half_open();
     work = true;
     for (std::uint16_t i = 0; i < n; ++i) {
-      if (!offload_seen_) check_offload(frames[i]);
+      if (offload_watch_) check_offload(frames[i]);
       if (!waiting_.empty() && held_for_listener(frames[i])) {
         Port::free(frames[i].mbuf);
         continue;
@@ -323,7 +323,11 @@ void StackImpl::housekeeping(std::int64_t now) {
   tx_dropped_ = ps.tx_dropped + ps.tx_nombuf + ps.tx_errors;
   tx_zero_copy_ = ps.tx_attached_bytes;
   ip_dropped_ = lwip_stats.ip.drop + lwip_stats.tcp.drop + lwip_stats.etharp.drop;
-  bad_checksum_ = lwip_stats.ip.chkerr + lwip_stats.tcp.chkerr;
+  // A checksum error arms the offload check for the frames that follow (the peer's SYN comes
+  // again within a second): no frame is parsed for it while checksums are good.
+  const std::uint64_t bad = lwip_stats.ip.chkerr + lwip_stats.tcp.chkerr;
+  if (bad > bad_checksum_ && !offload_seen_) offload_watch_ = true;
+  bad_checksum_ = bad;
   std::uint64_t half = 0;
   for (tcp_pcb* p = tcp_active_pcbs; p; p = p->next)
     if (p->state == SYN_RCVD) ++half;

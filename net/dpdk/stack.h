@@ -238,7 +238,8 @@ class StackImpl final : public DpdkStack, public StackPort, public io::Poller {
   };
   std::vector<Probe> probes_;  // the predecessor's connections, while rounds remain
   std::int64_t probes_until_ns_ = 0;
-  bool offload_seen_ = false;
+  bool offload_seen_ = false;   // said once
+  bool offload_watch_ = false;  // armed by a checksum error, until the next SYN for us
   std::unordered_set<std::uint16_t> waiting_;  // the predecessor's ports not listening yet
   std::int64_t next_probe_ns_ = INT64_MAX;
 

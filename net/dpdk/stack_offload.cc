@@ -52,6 +52,7 @@ void StackImpl::check_offload(const Frame& f) {
   const auto t = tcp_frame(f);
   // SYNs: few, small, and the first thing a peer with the offload on gets wrong.
   if (!t || t->dst != ip_ || !(t->flags & TCP_SYN)) return;
+  offload_watch_ = false;
   const std::uint16_t pseudo =
       fold(std::uint32_t{LWIP_CHKSUM(t->ip + 12, 8)} + lwip_htons(IP_PROTO_TCP) +
            lwip_htons(static_cast<u16_t>(t->tcp_len)));
@@ -60,7 +61,7 @@ void StackImpl::check_offload(const Frame& f) {
   std::uint16_t field = 0;                                      // as stored, as the sums are
   std::memcpy(&field, t->tcp + 16, sizeof field);
   if (field != pseudo) return;  // corrupt, not partial: lwIP drops it, counted
-  offload_seen_ = true;
+  offload_seen_ = true;         // said once: no more watching
   LOG_WARN(
       "dpdk: segments from the kernel peer arrive with unfilled TCP checksums (transmit "
       "checksum offload on the sending end, the default of a veth pair); they are dropped "
