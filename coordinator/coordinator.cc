@@ -51,14 +51,11 @@ GroupCoordinator::GroupCoordinator(io::Reactor& r, Options opts,
   expiry_timer_.fn = &on_expiry_timer;
   retry_timer_.self = this;
   retry_timer_.fn = &on_load_retry;
-  rewrite_timer_.self = this;
-  rewrite_timer_.fn = &on_rewrite_timer;
 }
 
 GroupCoordinator::~GroupCoordinator() {
   reactor_.disarm(&expiry_timer_);
   reactor_.disarm(&retry_timer_);
-  reactor_.disarm(&rewrite_timer_);
   for (auto& [id, g] : groups_) {
     reactor_.disarm(&g->join_timer);
     reactor_.disarm(&g->sync_timer);
@@ -71,9 +68,6 @@ GroupCoordinator::~GroupCoordinator() {
 
 void GroupCoordinator::set_options(const Options& o) {
   opts_ = o;
-  if (partitions_ > 0 && !shutting_down_ && opts_.state_rewrite_interval_ms > 0 &&
-      !rewrite_timer_.armed())
-    reactor_.arm(&rewrite_timer_, mono_ns() + opts_.state_rewrite_interval_ms * 1'000'000);
 }
 
 bool GroupCoordinator::loaded() const {
@@ -114,7 +108,6 @@ void GroupCoordinator::shutdown() {
   shutting_down_ = true;
   reactor_.disarm(&expiry_timer_);
   reactor_.disarm(&retry_timer_);
-  reactor_.disarm(&rewrite_timer_);
   ParkedAnswers parked;
   for (auto& [id, g] : groups_)
     for (auto& [mid, m] : g->members)

@@ -239,11 +239,6 @@ class GroupCoordinator {
     std::int32_t max_session_timeout_ms = 1800000;               // group.max.session.timeout.ms
     std::int64_t offsets_retention_ms = 7LL * 24 * 3600 * 1000;  // offsets.retention.minutes
     std::int64_t offsets_retention_check_interval_ms = 600000;
-    // How often the live state (every group's metadata and committed offsets) is written again
-    // (0: never). Until the log compacts __consumer_offsets, this is what lets the topic keep
-    // a time retention: every live record has a copy younger than this interval, so retention
-    // longer than it never deletes the last copy. samsad uses a quarter of the retention.
-    std::int64_t state_rewrite_interval_ms = 0;
     std::int32_t max_metadata_bytes = 4096;  // offset.metadata.max.bytes
     // How long a member that joined but has not received its first JoinGroup answer may stay
     // without a heartbeat (Kafka's fixed 5 minutes).
@@ -319,10 +314,6 @@ class GroupCoordinator {
   // Runs the offsets expiry now (normally on a timer): Empty groups' offsets older than the
   // retention are deleted, and with them groups left with nothing.
   void expire_offsets(std::int64_t now_ms);
-  // Writes every loaded group's metadata (Stable and Empty groups; a rebalancing group writes
-  // its own when it completes) and committed offsets again (normally on a timer, see
-  // state_rewrite_interval_ms). Keys with a write in flight are skipped: that write is newer.
-  void rewrite_state();
 
   // For tests and the admin socket: a group's state, generation and member ids (join order).
   struct GroupSnapshot {
@@ -342,7 +333,6 @@ class GroupCoordinator {
     std::uint64_t expired_members = 0;  // session timeouts
     std::uint64_t records_loaded = 0;
     std::uint64_t batches_written = 0;
-    std::uint64_t records_rewritten = 0;
     std::uint64_t partitions_loaded = 0;    // replays completed (activations that served)
     std::uint64_t partitions_unloaded = 0;  // resignations of loading or served partitions
   };
@@ -431,7 +421,6 @@ class GroupCoordinator {
   static void on_sync_timer(io::Timer* t);
   static void on_expiry_timer(io::Timer* t);
   static void on_load_retry(io::Timer* t);
-  static void on_rewrite_timer(io::Timer* t);
 
   // Storage.
   GroupValue group_value(const Group& g) const;
@@ -456,12 +445,6 @@ class GroupCoordinator {
   struct RetryTimer : io::Timer {
     GroupCoordinator* self = nullptr;
   } retry_timer_;
-  struct RewriteTimer : io::Timer {
-    GroupCoordinator* self = nullptr;
-  } rewrite_timer_;
-  // Encoded keys of records written but not yet durable, with their count (rewrite_state must
-  // not put an older value after them in the log).
-  std::unordered_map<std::string, std::uint32_t> in_flight_keys_;
   Stats stats_;
 };
 

@@ -1,5 +1,6 @@
-// __consumer_offsets: replaying its partitions at start, writing records, and the periodic
-// rewrite of the live state.
+// __consumer_offsets: replaying its partitions at start and writing records. The topic is
+// compacted by the log cleaner (cleanup.policy=compact), so superseded records go and the live
+// ones stay however old they are.
 
 #include "coordinator/coordinator_impl.h"
 
@@ -44,8 +45,6 @@ void GroupCoordinator::start(std::int32_t partitions, Leadership leadership) {
              kOffsetsTopic.data(), partitions);
   }
   reactor_.arm(&expiry_timer_, mono_ns() + opts_.offsets_retention_check_interval_ms * 1'000'000);
-  if (opts_.state_rewrite_interval_ms > 0)
-    reactor_.arm(&rewrite_timer_, mono_ns() + opts_.state_rewrite_interval_ms * 1'000'000);
 }
 
 bool GroupCoordinator::active(std::int32_t p) const {
@@ -322,86 +321,18 @@ void GroupCoordinator::store_records(
   }
   buf.resize(b.finish().size());
   ++stats_.batches_written;
-  std::vector<std::string> keys;
-  keys.reserve(records.size());
-  for (const auto& [k, v] : records) {
-    keys.emplace_back(reinterpret_cast<const char*>(k.data()), k.size());
-    ++in_flight_keys_[keys.back()];
-  }
   const std::uint64_t term = slots_[static_cast<std::size_t>(partition)].term;
-  store_->append(partition, std::move(buf),
-                 [this, partition, term, keys = std::move(keys),
-                  done = std::move(done)](std::optional<io::Error> err) mutable {
-                   for (const auto& k : keys) {
-                     auto it = in_flight_keys_.find(k);
-                     if (it != in_flight_keys_.end() && --it->second == 0)
-                       in_flight_keys_.erase(it);
-                   }
-                   // Leadership moved while the batch was written: whether the new leader has
-                   // it is not ours to say, so the client asks the new coordinator again.
-                   if (!err && slots_[static_cast<std::size_t>(partition)].term != term)
-                     err = io::Error{io::Errc::not_found, std::string(kOffsetsTopic) + "-" +
-                                                              std::to_string(partition) +
-                                                              " is no longer led here"};
-                   done(std::move(err));
-                 });
-}
-
-void GroupCoordinator::on_rewrite_timer(io::Timer* t) {
-  auto* self = static_cast<RewriteTimer*>(t)->self;
-  if (self->shutting_down_) return;
-  self->rewrite_state();
-  if (self->opts_.state_rewrite_interval_ms > 0)
-    self->reactor_.arm(t, mono_ns() + self->opts_.state_rewrite_interval_ms * 1'000'000);
-}
-
-void GroupCoordinator::rewrite_state() {
-  if (shutting_down_ || partitions_ <= 0) return;
-  // Batches stay well below the topic's max.message.bytes (1 MiB by default).
-  constexpr std::size_t kChunkBytes = 512u << 10;
-  std::vector<std::vector<const Group*>> by_partition(static_cast<std::size_t>(partitions_));
-  for (const auto& [id, g] : groups_)
-    if (g->state != GroupState::dead)
-      by_partition[static_cast<std::size_t>(g->partition)].push_back(g.get());
-  std::size_t total = 0;
-  for (std::int32_t p = 0; p < partitions_; ++p) {
-    if (!serving(p)) continue;
-    std::vector<std::pair<Bytes, std::optional<Bytes>>> chunk;
-    std::size_t chunk_bytes = 0;
-    auto add = [&](Bytes key, Bytes value) {
-      if (in_flight_keys_.count(std::string(reinterpret_cast<const char*>(key.data()), key.size())))
-        return;
-      chunk_bytes += key.size() + value.size() + 32;
-      chunk.emplace_back(std::move(key), std::move(value));
-      if (chunk_bytes >= kChunkBytes) {
-        total += chunk.size();
-        store_records(p, chunk, [p](std::optional<io::Error> err) {
-          if (err)
-            LOG_WARN("rewriting the state of %s-%d failed: %s", kOffsetsTopic.data(), p,
-                     err->detail.c_str());
-        });
-        chunk.clear();
-        chunk_bytes = 0;
-      }
-    };
-    for (const Group* g : by_partition[static_cast<std::size_t>(p)]) {
-      const bool settled = g->state == GroupState::stable || g->state == GroupState::empty;
-      if (settled && (!g->protocol_type.empty() || g->generation > 0))
-        add(encode_key(GroupKey{g->id}), encode_value(group_value(*g)));
-      for (const auto& [tp, v] : g->offsets)
-        add(encode_key(OffsetKey{g->id, tp.first, tp.second}), encode_value(v));
-    }
-    if (!chunk.empty()) {
-      total += chunk.size();
-      store_records(p, chunk, [p](std::optional<io::Error> err) {
-        if (err)
-          LOG_WARN("rewriting the state of %s-%d failed: %s", kOffsetsTopic.data(), p,
-                   err->detail.c_str());
+  store_->append(
+      partition, std::move(buf),
+      [this, partition, term, done = std::move(done)](std::optional<io::Error> err) mutable {
+        // Leadership moved while the batch was written: whether the new leader has
+        // it is not ours to say, so the client asks the new coordinator again.
+        if (!err && slots_[static_cast<std::size_t>(partition)].term != term)
+          err = io::Error{io::Errc::not_found, std::string(kOffsetsTopic) + "-" +
+                                                   std::to_string(partition) +
+                                                   " is no longer led here"};
+        done(std::move(err));
       });
-    }
-  }
-  stats_.records_rewritten += total;
-  LOG_INFO("group coordinator: rewrote %zu records of live state", total);
 }
 
 }  // namespace samsa::coordinator

@@ -167,6 +167,17 @@ std::expected<void, std::string> Broker::start_background(const std::vector<io::
   ro.checkpoint_interval_ms = config_.get_int("log.flush.offset.checkpoint.interval.ms");
   retention_ = std::make_unique<io::RetentionDeleter>(ro, dirs);
   retention_->start();
+  io::LogCleaner::Options co;
+  co.enabled = config_.get_bool("log.cleaner.enable");
+  co.threads = static_cast<std::size_t>(config_.get_int("log.cleaner.threads"));
+  co.dedupe_buffer_bytes =
+      static_cast<std::size_t>(config_.get_int("log.cleaner.dedupe.buffer.size"));
+  co.io_max_bytes_per_second =
+      static_cast<double>(config_.get_int("log.cleaner.io.max.bytes.per.second"));
+  co.backoff_ms = config_.get_int("log.cleaner.backoff.ms");
+  co.producer_expiration_ms = config_.get_int("producer.id.expiration.ms");
+  cleaner_ = std::make_unique<io::LogCleaner>(co);
+  cleaner_->start();
   {
     std::string why;
     offload_ = io::Offload::start("offload", 2, &why);

@@ -250,7 +250,8 @@ class Broker {
   std::string cluster_id_;
   std::vector<std::unique_ptr<io::LogDir>> log_dirs_;
   std::unique_ptr<io::RetentionDeleter> retention_;
-  std::unique_ptr<io::Offload> offload_;  // "offload-N" threads
+  std::unique_ptr<io::LogCleaner> cleaner_;  // compaction: the "cleaner-<i>" threads
+  std::unique_ptr<io::Offload> offload_;     // "offload-N" threads
 
   // samsa.net.backend: makes every transport and outbound connection (net/backend.h).
   std::unique_ptr<net::Backend> backend_;

@@ -24,19 +24,13 @@ replication::TopicSpec offsets_topic_spec(const Config& cfg, bool cluster) {
       static_cast<std::int16_t>(cluster && !cfg.is_set("offsets.topic.replication.factor")
                                     ? kClusterOffsetsReplicationFactor
                                     : cfg.get_int("offsets.topic.replication.factor"));
-  const std::string retention_ms = std::to_string(coordinator_options(cfg).offsets_retention_ms);
-  // cleanup.policy=compact as Kafka has it. samsa's logs do not compact yet and their
-  // retention ignores the policy, so the topic keeps offsets.retention.minutes of records
-  // and no size limit: the coordinator rewrites its live state every quarter of that, so
-  // retention only ever drops superseded records (Kafka ignores retention.ms on a
-  // compact-only topic, so the override stays harmless once compaction lands).
+  // As Kafka creates it: compacted (the log cleaner drops superseded offsets and group records,
+  // the coordinator's tombstones delete expired ones), 100 MiB segments. Topics an older samsa
+  // created carry retention.ms / retention.bytes overrides; a compact-only policy ignores them.
   return replication::TopicSpec{std::string(coordinator::kOffsetsTopic),
                                 partitions,
                                 rf,
-                                {{"cleanup.policy", "compact"},
-                                 {"segment.bytes", "104857600"},
-                                 {"retention.ms", retention_ms},
-                                 {"retention.bytes", "-1"}}};
+                                {{"cleanup.policy", "compact"}, {"segment.bytes", "104857600"}}};
 }
 
 void Broker::start_group_coordinator() {

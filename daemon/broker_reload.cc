@@ -77,6 +77,10 @@ void Broker::apply_settings(std::shared_ptr<const BrokerSettings> made) {
     next->advertised = settings_->advertised;
   }
   settings_ = next;
+  if (cleaner_) {
+    cleaner_->set_io_rate(
+        static_cast<double>(config_.get_int("log.cleaner.io.max.bytes.per.second")));
+  }
   const std::size_t n = reactors_.size();
   for (auto& t : reactors_) {
     if (!t->ctx->reactor) continue;

@@ -127,6 +127,7 @@ void Broker::close_logs(const std::vector<ReactorThread*>& running) {
   stop_and_join(controller_thread_, controller_reactor_);
   stop_and_join(coordinator_thread_, coordinator_reactor_);
   if (retention_) retention_->stop();
+  if (cleaner_) cleaner_->stop();
   // The reactors are done; what they handed the offload is finished before the clean marker.
   offload_.reset();
   bool clean = true;

@@ -49,6 +49,7 @@ void Broker::make_shard(ReactorContext& ctx) {
     so.log_dirs.push_back(d.get());
   so.defaults = settings_->topic_defaults;
   so.retention = retention_.get();
+  so.cleaner = cleaner_.get();
   so.partition = settings_->partition;
   so.producer_expiration_check_ms = settings_->producer_expiration_check_ms;
   so.node_id = settings_->clustered() ? settings_->node_id : -1;
@@ -314,8 +315,6 @@ coordinator::GroupCoordinator::Options coordinator_options(const Config& c) {
   o.min_session_timeout_ms = static_cast<std::int32_t>(c.get_int("group.min.session.timeout.ms"));
   o.max_session_timeout_ms = static_cast<std::int32_t>(c.get_int("group.max.session.timeout.ms"));
   o.offsets_retention_ms = c.get_int("offsets.retention.minutes") * 60'000;
-  // __consumer_offsets keeps offsets.retention.minutes of records (see start_group_coordinator).
-  o.state_rewrite_interval_ms = o.offsets_retention_ms / 4;
   return o;
 }
 

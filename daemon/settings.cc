@@ -357,6 +357,10 @@ Checked read_advertised(const Config& c, BrokerSettings& settings) {
 void read_topic_defaults(const Config& c, BrokerSettings& s) {
   auto& d = s.topic_defaults;
   d["cleanup.policy"] = c.get_string("log.cleanup.policy");
+  d["delete.retention.ms"] = std::to_string(c.get_int("log.cleaner.delete.retention.ms"));
+  d["min.cleanable.dirty.ratio"] = c.get_string("log.cleaner.min.cleanable.ratio");
+  d["min.compaction.lag.ms"] = std::to_string(c.get_int("log.cleaner.min.compaction.lag.ms"));
+  d["max.compaction.lag.ms"] = std::to_string(c.get_int("log.cleaner.max.compaction.lag.ms"));
   d["file.delete.delay.ms"] = std::to_string(c.get_int("log.segment.delete.delay.ms"));
   d["flush.messages"] = std::to_string(c.get_int("log.flush.interval.messages"));
   if (c.get_string("log.flush.interval.ms") != "")
@@ -418,6 +422,10 @@ std::expected<std::shared_ptr<const BrokerSettings>, std::string> make_settings(
   s->fetch_session_eviction_ms = c.get_int("samsa.fetch.session.eviction.ms");
 
   read_topic_defaults(c, *s);
+  if (auto bad = replication::validate_topic_config(
+          "min.cleanable.dirty.ratio", s->topic_defaults["min.cleanable.dirty.ratio"])) {
+    return std::unexpected("log.cleaner.min.cleanable.ratio: " + *bad);
+  }
   return std::shared_ptr<const BrokerSettings>(std::move(s));
 }
 

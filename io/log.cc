@@ -22,6 +22,8 @@ const char* errc_name(Errc e) {
       return "fenced";
     case Errc::invalid_timestamp:
       return "invalid_timestamp";
+    case Errc::invalid_record:
+      return "invalid_record";
     case Errc::would_block:
       return "would_block";
     case Errc::io_error:
@@ -154,6 +156,19 @@ void Log::maybe_roll(std::int64_t now_ms) {
 Result<void> Log::close() {
   return impl_->close();
 }
+std::unique_ptr<CleanPlan> Log::plan_cleaning(const CleanRequest& req) {
+  return impl_->plan_cleaning(req);
+}
+Result<void> Log::commit_cleaning(const CleanPlan& plan, const CleanResult& result) {
+  return impl_->commit_cleaning(plan, result);
+}
+void Log::abort_cleaning(const CleanPlan& plan) {
+  impl_->abort_cleaning(plan);
+}
+Log::CompactionInfo Log::compaction_info() const {
+  return impl_->compaction_info();
+}
+
 bool Log::idle() const {
   return impl_->idle();
 }

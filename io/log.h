@@ -30,6 +30,8 @@ namespace samsa::io {
 
 class LogDir;
 class LeaderEpochCache;
+struct CleanPlan;
+struct CleanResult;
 
 enum class Errc : std::uint8_t {
   corrupt_batch,         // CRC mismatch or inconsistent framing inside the batch
@@ -44,6 +46,7 @@ enum class Errc : std::uint8_t {
   busy,  // the call needs a quiescent log (no append queued or in flight): retry after them
   invalid_timestamp,  // a record timestamp outside message.timestamp.before/after.max.ms
   would_block,        // a cold read needs file bytes its ReadAhead lacks: fill it, ask again
+  invalid_record,     // a record the topic refuses (a null key on a compacted topic)
 };
 
 const char* errc_name(Errc e);
@@ -83,6 +86,14 @@ struct LogConfig {
   bool fsync = true;
   std::int64_t flush_messages = INT64_MAX;  // flush.messages (used when fsync is false)
   std::int64_t flush_ms = INT64_MAX;        // flush.ms (used when fsync is false)
+  // cleanup.policy: delete (retention.ms / retention.bytes apply), compact (the log cleaner
+  // keeps the latest record of each key), or both.
+  bool cleanup_delete = true;
+  bool cleanup_compact = false;
+  std::int64_t delete_retention_ms = 86400000;     // delete.retention.ms (tombstones)
+  double min_cleanable_dirty_ratio = 0.5;          // min.cleanable.dirty.ratio
+  std::int64_t min_compaction_lag_ms = 0;          // min.compaction.lag.ms
+  std::int64_t max_compaction_lag_ms = INT64_MAX;  // max.compaction.lag.ms
 };
 
 struct OpenOptions {
@@ -93,6 +104,8 @@ struct OpenOptions {
   bool clean_shutdown = false;
   // Log start offset from the log-start-offset checkpoint (delete_records survives restarts).
   std::int64_t log_start_offset = -1;
+  // Compaction's first dirty offset from cleaner-offset-checkpoint (-1: never cleaned).
+  std::int64_t cleaner_offset = -1;
   // The log directory this partition directory lives in (dir's parent; dir's name must be
   // "<topic>-<partition>"). The log publishes its recovery point and start offset there and
   // has checkpoints written when they must be durable at once (truncation, delete_records).
@@ -293,6 +306,31 @@ class Log {
   // f returns false.
   Result<void> scan_batch_headers(std::int64_t from,
                                   const std::function<bool(const BatchInfo&)>& f) const;
+
+  // Compaction (io/compaction.h, io/log_clean.cc). plan_cleaning: the next cleaning pass if one
+  // is due (cleanup.policy has compact, no pass in flight, dirty ratio or max.compaction.lag),
+  // over closed segments below cleanable_limit (the high watermark: a record a truncation could
+  // still remove must not supersede an older one), min.compaction.lag.ms and the recovery
+  // point. The log then has a pass in flight until commit_cleaning or abort_cleaning.
+  // commit_cleaning swaps the pass's .cleaned files in (crash-safe, see io/README.md), unless
+  // the log changed under the pass (truncation, retention): then Errc::busy and the files go.
+  struct CleanRequest {
+    std::int64_t now_ms = 0;
+    std::int64_t cleanable_limit = INT64_MAX;
+    std::int64_t producer_expiration_ms = 86400000;  // producer.id.expiration.ms
+    bool force = false;                              // ignore the dirty ratio (tests, samsactl)
+  };
+  std::unique_ptr<CleanPlan> plan_cleaning(const CleanRequest& req);
+  Result<void> commit_cleaning(const CleanPlan& plan, const CleanResult& result);
+  void abort_cleaning(const CleanPlan& plan);
+  struct CompactionInfo {
+    std::int64_t first_dirty = 0;     // cleaner-offset-checkpoint
+    double dirty_ratio = 0;           // of the closed segments
+    std::int64_t last_clean_ms = -1;  // wall clock of the last committed pass
+    std::uint64_t passes = 0;         // committed since open
+    bool in_flight = false;
+  };
+  CompactionInfo compaction_info() const;
 
   // The partition's leader-epoch-checkpoint (truncate_to and delete_records keep it in step).
   LeaderEpochCache& leader_epochs();

@@ -84,6 +84,25 @@ Result<BatchInfo> Log::Impl::prepare(AppendOp* op) const {
   batch::RecordTimestamps ts;
   auto v = batch::validate(b, cfg_.max_batch_bytes, &ts);
   if (!v) return v;
+  if (cfg_.cleanup_compact && !v->is_control()) {
+    // Kafka's rule: compaction keeps records by key, so a compacted topic refuses records
+    // without one (the batch is decompressed to look, as Kafka does).
+    thread_local std::vector<std::byte> storage;
+    auto recs = batch::records_of(b, storage);
+    if (!recs) return fail(Errc::corrupt_batch, recs.error().detail);
+    batch::RecordReader rr(*recs, v->record_count);
+    for (std::int32_t i = 0;; ++i) {
+      auto r = rr.next();
+      if (!r) return fail(Errc::corrupt_batch, r.error().detail);
+      if (!*r) break;
+      if (!(*r)->key) {
+        return fail(Errc::invalid_record,
+                    fmt("Compacted topic cannot accept message without key in topic partition "
+                        "%s (record %d of the batch)",
+                        dir_.filename().c_str(), i));
+      }
+    }
+  }
   if (cfg_.timestamp_type == TimestampType::log_append_time) return v;
   const std::int64_t now = wall_ms();
   const std::int64_t earliest =
@@ -129,15 +148,16 @@ Result<std::int64_t> Log::Impl::check_replicated(std::span<std::byte> b, BatchIn
     if (raw >= 0 && static_cast<std::size_t>(raw) + batch::kLogOverhead <= left) {
       len = static_cast<std::size_t>(raw) + batch::kLogOverhead;
     }
-    auto v = batch::validate(b.subspan(pos, len), cfg_.max_batch_bytes);
+    auto v = batch::validate(b.subspan(pos, len), cfg_.max_batch_bytes, nullptr, form());
     if (!v) {
       v.error().detail = fmt("batch %" PRId64 " at byte %zu: ", n_batches, pos) + v.error().detail;
       return std::unexpected(std::move(v.error()));
     }
-    if (v->base_offset != expect) {
+    // A compacted leader's batches have gaps between them: offsets only have to increase.
+    if (!gap_ok(v->base_offset, expect)) {
       return fail(Errc::offset_out_of_range,
-                  fmt("batch %" PRId64 " has base offset %" PRId64 ", the log needs %" PRId64,
-                      n_batches, v->base_offset, expect));
+                  fmt("batch %" PRId64 " has base offset %" PRId64 ", the log needs %" PRId64 "%s",
+                      n_batches, v->base_offset, expect, gaps_ok_ ? " or more" : ""));
     }
     if (n_batches == 0) *first = *v;
     *last = *v;
@@ -208,6 +228,7 @@ Result<AppendResult> Log::Impl::append(AppendOp* op, bool replicated, const Batc
     }
   }
   const std::uint64_t pos = s.size;
+  if (replicated && s.size > 0 && base > s.next_offset) s.gapped = true;
   if (n_batches == 1) {
     std::int64_t ts = append_time ? now : first.max_timestamp;
     ib_.add(last, ts, pos, b.size());
@@ -216,8 +237,11 @@ Result<AppendResult> Log::Impl::append(AppendOp* op, bool replicated, const Batc
     if (visit) visit->on_batch(first);
   } else {
     std::size_t p = 0;
+    std::int64_t expect = base;
     while (p < b.size()) {
       BatchInfo i = batch::parse_header(b.data() + p);
+      if (i.base_offset > expect) s.gapped = true;
+      expect = i.base_offset + i.last_offset_delta + 1;
       ib_.add(i.base_offset + i.last_offset_delta, i.max_timestamp, pos + p,
               static_cast<std::uint64_t>(i.length));
       ring_.push(i.base_offset, pos + p);
@@ -607,6 +631,10 @@ void Log::Impl::set_config(const LogConfig& cfg) {
   cfg_ = cfg;
   normalize(cfg_);
   ib_.interval = cfg_.index_interval_bytes;
+  if (auto r = allow_gaps_if_compacted(); !r) {
+    // Without the marker the log keeps refusing gaps (and the cleaner leaves it alone).
+    LOG_WARN("%s: cannot mark the log compacted: %s", dir_.c_str(), r.error().detail.c_str());
+  }
   if (unsynced_since_ns_ < 0 || closed_ || fence_) return;
   if (cfg_.fsync || written_end_ - synced_end_ >= cfg_.flush_messages) {
     flush_due_ = true;

@@ -15,6 +15,7 @@ namespace {
 
 constexpr const char* kRecoveryPointFile = "recovery-point-offset-checkpoint";
 constexpr const char* kLogStartFile = "log-start-offset-checkpoint";
+constexpr const char* kCleanerFile = "cleaner-offset-checkpoint";
 constexpr const char* kCleanMarker = ".kafka_cleanshutdown";
 constexpr const char* kLockFile = ".lock";
 
@@ -77,7 +78,7 @@ Result<std::unique_ptr<LogDir>> LogDir::open(std::filesystem::path root) {
 
   // Checkpoints: a damaged file costs speed (full recovery), never correctness, so warn and go
   // on with what is known (recovery point 0 scans everything).
-  auto load = [&](const char* name, bool recovery) {
+  auto load = [&](const char* name, std::int64_t Entry::*field) {
     auto lines = read_checkpoint(d->root_ / name, 3);
     if (!lines) {
       if (lines.error().code != Errc::not_found) {
@@ -92,11 +93,12 @@ Result<std::unique_ptr<LogDir>> LogDir::open(std::filesystem::path root) {
         continue;
       }
       Entry& e = d->entries_[PartitionId{f[0], static_cast<std::int32_t>(part)}];
-      (recovery ? e.recovery_point : e.log_start_offset) = off;
+      e.*field = off;
     }
   };
-  load(kRecoveryPointFile, true);
-  load(kLogStartFile, false);
+  load(kRecoveryPointFile, &Entry::recovery_point);
+  load(kLogStartFile, &Entry::log_start_offset);
+  load(kCleanerFile, &Entry::cleaner_offset);
 
   for (const auto& de : std::filesystem::directory_iterator(d->root_, ec)) {
     if (!de.is_directory()) continue;
@@ -141,6 +143,7 @@ OpenOptions LogDir::open_options(const PartitionId& id) {
   if (it != entries_.end()) {
     o.recovery_point = std::max<std::int64_t>(0, it->second.recovery_point);
     o.log_start_offset = it->second.log_start_offset;
+    o.cleaner_offset = it->second.cleaner_offset;
   }
   o.log_dir = this;
   return o;
@@ -158,6 +161,7 @@ std::shared_ptr<LogDir::PartitionState> LogDir::attach(const PartitionId& id,
   s->log_start_offset.store(log_start_offset, std::memory_order_relaxed);
   std::lock_guard lk(mu_);
   Entry& e = entries_[id];
+  s->cleaner_offset.store(e.cleaner_offset, std::memory_order_relaxed);
   e.live = s;
   e.opened_this_run = true;
   e.closed_cleanly = false;
@@ -171,6 +175,7 @@ void LogDir::detach(const PartitionId& id, const std::shared_ptr<PartitionState>
   Entry& e = it->second;
   e.recovery_point = s->recovery_point.load(std::memory_order_acquire);
   e.log_start_offset = s->log_start_offset.load(std::memory_order_acquire);
+  e.cleaner_offset = s->cleaner_offset.load(std::memory_order_acquire);
   e.closed_cleanly = s->closed_cleanly.load(std::memory_order_acquire);
   e.live.reset();
 }
@@ -186,7 +191,7 @@ Result<void> LogDir::write_checkpoints() {
 }
 
 Result<void> LogDir::write_checkpoints_locked() {
-  std::vector<std::vector<std::string>> rp, ls;
+  std::vector<std::vector<std::string>> rp, ls, co;
   for (const auto& [id, e] : entries_) {
     std::int64_t r =
         e.live ? e.live->recovery_point.load(std::memory_order_acquire) : e.recovery_point;
@@ -195,9 +200,13 @@ Result<void> LogDir::write_checkpoints_locked() {
     std::string part = std::to_string(id.partition);
     if (r >= 0) rp.push_back({id.topic, part, std::to_string(r)});
     if (s >= 0) ls.push_back({id.topic, part, std::to_string(s)});
+    std::int64_t c =
+        e.live ? e.live->cleaner_offset.load(std::memory_order_acquire) : e.cleaner_offset;
+    if (c >= 0) co.push_back({id.topic, part, std::to_string(c)});
   }
   if (auto r = write_checkpoint(root_ / kRecoveryPointFile, rp); !r) return r;
   if (auto r = write_checkpoint(root_ / kLogStartFile, ls); !r) return r;
+  if (auto r = write_checkpoint(root_ / kCleanerFile, co); !r) return r;
   ++stats_.checkpoint_writes;
   return {};
 }

@@ -1,6 +1,7 @@
 // io::LogDir — one of the broker's log.dirs: the partition directories `<topic>-<partition>`
 // in it, its lock file, Kafka's checkpoint files (recovery-point-offset-checkpoint,
-// log-start-offset-checkpoint) and the clean-shutdown marker `.kafka_cleanshutdown`.
+// log-start-offset-checkpoint, cleaner-offset-checkpoint) and the clean-shutdown marker
+// `.kafka_cleanshutdown`.
 //
 // Thread-safe (one mutex; nothing here is on the hot path). Logs on any reactor publish their
 // recovery point and log start offset through a PartitionState of atomics, so appends never
@@ -40,6 +41,8 @@ class LogDir {
     std::atomic<std::int64_t> recovery_point{0};
     std::atomic<std::int64_t> log_start_offset{0};
     std::atomic<bool> closed_cleanly{false};
+    // Compaction's first dirty offset (cleaner-offset-checkpoint); -1: never cleaned.
+    std::atomic<std::int64_t> cleaner_offset{-1};
   };
 
   // Opens (creating if absent) the log directory: takes its lock file (`.lock`, flock; a second
@@ -111,6 +114,7 @@ class LogDir {
   struct Entry {
     std::int64_t recovery_point = -1;
     std::int64_t log_start_offset = -1;
+    std::int64_t cleaner_offset = -1;
     std::shared_ptr<PartitionState> live;  // attached log, if any
     bool opened_this_run = false;
     bool closed_cleanly = false;  // copied from `live` when the log detaches

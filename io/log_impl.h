@@ -22,6 +22,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "io/checkpoint.h"
+#include "io/compaction.h"
 #include "io/leader_epoch.h"
 #include "io/log.h"
 #include "io/log_dir.h"
@@ -44,6 +45,7 @@ inline constexpr const char* kIndexSuffix = ".index";
 inline constexpr const char* kTimeIndexSuffix = ".timeindex";
 inline constexpr const char* kDeletedSuffix = ".deleted";
 inline constexpr const char* kEpochFile = "leader-epoch-checkpoint";
+inline constexpr const char* kCompactedMarker = "compacted";
 // Linux's IOV_MAX: one writev takes at most this many batches; a larger group is split.
 inline constexpr std::size_t kMaxIov = 1024;
 inline constexpr std::size_t kWindow = 8192;
@@ -71,6 +73,9 @@ struct Segment {
   // A rolled segment whose index files are still being written (offloaded): served from
   // memory meanwhile, never removed, and the recovery point stays below it.
   bool index_pending = false;
+  // Batches with gaps between them (a follower copying a compacted leader, a truncation into a
+  // gap): the ring's next base no longer tells where a batch ends.
+  bool gapped = false;
 };
 
 class Log::Impl final : public TurnHook {
@@ -230,6 +235,7 @@ class Log::Impl final : public TurnHook {
     if (!state_) return;
     state_->recovery_point.store(trusted_end(), std::memory_order_release);
     state_->log_start_offset.store(log_start_, std::memory_order_release);
+    state_->cleaner_offset.store(cleaner_offset_, std::memory_order_release);
   }
   Result<void> checkpoint_now() {
     publish();
@@ -332,6 +338,32 @@ class Log::Impl final : public TurnHook {
   Result<std::int64_t> delete_records(std::int64_t offset);
   std::vector<std::filesystem::path> apply_retention(std::int64_t now_ms);
   Result<void> close();
+
+  // --- compaction (log_clean.cc) ---
+  // The log may hold gaps between offsets (Kafka's compacted logs): its topic is compacted, or
+  // was (the "compacted" marker file, written before the first gap can exist). Elsewhere
+  // offsets must continue exactly, which is how recovery tells a hole left by a crash (a
+  // group commit whose later segment's write landed and the earlier's did not) from data.
+  bool gaps_ok_ = false;
+  batch::Form form() const { return gaps_ok_ ? batch::Form::stored : batch::Form::produced; }
+  bool gap_ok(std::int64_t base, std::int64_t expected) const {
+    return gaps_ok_ ? base >= expected : base == expected;
+  }
+  // Makes gaps_ok_ true and durable (the marker) when the config compacts.
+  Result<void> allow_gaps_if_compacted();
+  // Bumped by every truncation: a pass planned before it must not commit.
+  std::uint64_t generation_ = 0;
+  bool cleaning_ = false;
+  std::int64_t cleaner_offset_ = -1;  // first dirty offset (-1: never cleaned)
+  std::int64_t last_clean_ms_ = -1;
+  std::uint64_t clean_passes_ = 0;
+  std::unique_ptr<CleanPlan> plan_cleaning(const CleanRequest& req);
+  Result<void> commit_cleaning(const CleanPlan& plan, const CleanResult& result);
+  Result<void> swap_in(const CleanPlan& plan, const CleanResult& result);
+  void abort_cleaning(const CleanPlan& plan);
+  CompactionInfo compaction_info() const;
+  // Completes a swap a crash interrupted (the cleaner-swap manifest), before segments are listed.
+  Result<bool> finish_interrupted_swap();
 };
 
 }  // namespace samsa::io

@@ -66,7 +66,11 @@ Result<void> Log::Impl::load_closed(Segment& s, std::int64_t next_base) {
   // and anything wrong in the data itself is corruption of acknowledged records.
   LOG_WARN("rebuilding the index of %s: %s", s.file->path.c_str(), why.c_str());
   ib_.reset(s.base, cfg_.index_interval_bytes);
-  detail::ScanOptions so{.from = 0, .end = s.size, .expected_base = s.base, .verify_crc = true};
+  detail::ScanOptions so{.from = 0,
+                         .end = s.size,
+                         .expected_base = s.base,
+                         .verify_crc = true,
+                         .allow_gaps = gaps_ok_};
   auto out = detail::scan_batches(s.file->fd, s.file->path, so,
                                   [&](const BatchInfo& b, std::uint64_t pos) {
                                     ib_.add(b.base_offset + b.last_offset_delta, b.max_timestamp,
@@ -78,7 +82,7 @@ Result<void> Log::Impl::load_closed(Segment& s, std::int64_t next_base) {
                                   s.file->path.c_str(), out->valid_end, out->problem.c_str()));
   }
   std::int64_t end = out->batches ? out->next_offset : s.base;
-  if (end != next_base) {
+  if (gaps_ok_ ? end > next_base : end != next_base) {  // below it: compaction's trailing gap
     return fail(Errc::fenced,
                 fmt("closed segment %s ends at offset %" PRId64 " but the next segment starts at "
                     "%" PRId64,
@@ -124,7 +128,7 @@ Result<bool> Log::Impl::load_clean_active(Segment& s) {
     return false;
   }
   OffsetIndexView ov{oi->bytes()};
-  detail::ScanOptions so{.end = s.size, .verify_crc = false};
+  detail::ScanOptions so{.end = s.size, .verify_crc = false, .allow_gaps = gaps_ok_};
   if (ov.size()) {
     auto e = ov.at(ov.size() - 1);
     so.from = static_cast<std::uint64_t>(e.position);
@@ -138,6 +142,11 @@ Result<bool> Log::Impl::load_clean_active(Segment& s) {
       s.file->fd, s.file->path, so, [&](const BatchInfo& b, std::uint64_t pos) {
         ib_.observe(b.base_offset + b.last_offset_delta, b.max_timestamp);
         ring_.push(b.base_offset, pos);
+        // Whether the batches before the last index entry had gaps is not known here; only a
+        // compacted topic's can (a follower copies its leader's gaps).
+        s.gapped =
+            s.gapped || cfg_.cleanup_compact || (pos > so.from && b.base_offset > s.next_offset);
+        s.next_offset = b.base_offset + b.last_offset_delta + 1;
         if (s.first_batch_timestamp < 0 && pos == 0) {
           s.first_batch_timestamp = b.max_timestamp;
         }
@@ -165,13 +174,19 @@ Result<bool> Log::Impl::load_clean_active(Segment& s) {
 Result<bool> Log::Impl::recover_segment(Segment& s, bool last, std::int64_t next_base) {
   ib_.reset(s.base, cfg_.index_interval_bytes);
   ring_.clear();
-  detail::ScanOptions so{.from = 0, .end = s.size, .expected_base = s.base, .verify_crc = true};
+  detail::ScanOptions so{.from = 0,
+                         .end = s.size,
+                         .expected_base = s.base,
+                         .verify_crc = true,
+                         .allow_gaps = gaps_ok_};
   auto out = detail::scan_batches(s.file->fd, s.file->path, so,
                                   [&](const BatchInfo& b, std::uint64_t pos) {
                                     ib_.add(b.base_offset + b.last_offset_delta, b.max_timestamp,
                                             pos, static_cast<std::uint64_t>(b.length));
                                     ring_.push(b.base_offset, pos);
                                     if (pos == 0) s.first_batch_timestamp = b.max_timestamp;
+                                    if (pos > 0 && b.base_offset > s.next_offset) s.gapped = true;
+                                    s.next_offset = b.base_offset + b.last_offset_delta + 1;
                                   });
   if (!out) return std::unexpected(out.error());
   s.next_offset = out->batches ? out->next_offset : s.base;
@@ -191,13 +206,14 @@ Result<bool> Log::Impl::recover_segment(Segment& s, bool last, std::int64_t next
   if (::fdatasync(s.file->fd) != 0) {
     return std::unexpected(sys_error("fdatasync", s.file->path, errno));
   }
-  if (!last && !truncated && s.next_offset != next_base) {
+  if (!last && !truncated && (gaps_ok_ ? s.next_offset > next_base : s.next_offset != next_base)) {
     LOG_WARN("%s ends at offset %" PRId64 " but the next segment starts at %" PRId64
              "; dropping the segments after it",
              s.file->path.c_str(), s.next_offset, next_base);
     truncated = true;
   }
   if (!last && !truncated) {
+    s.next_offset = next_base;  // a compacted segment may end in a gap
     if (auto r = close_active_index(s); !r) return std::unexpected(r.error());
   }
   return truncated;
@@ -335,6 +351,11 @@ Result<void> Log::Impl::load(const OpenOptions& opts) {
   if (!epochs) return std::unexpected(epochs.error());
   epochs_ = std::move(*epochs);
 
+  cleaner_offset_ = opts.cleaner_offset;
+  gaps_ok_ = std::filesystem::exists(dir_ / kCompactedMarker);
+  if (auto r = allow_gaps_if_compacted(); !r) return r;
+  auto swapped = finish_interrupted_swap();
+  if (!swapped) return std::unexpected(swapped.error());
   bool removed = false;
   auto listed = list_segments(&removed);
   if (!listed) return std::unexpected(listed.error());

@@ -49,7 +49,7 @@ Result<const std::byte*> Log::Impl::header_at(const Segment& s, std::uint64_t po
 // batch ends inside the segment.
 Result<std::uint32_t> Log::Impl::checked_header(const Segment& s, std::uint64_t pos,
                                                 const std::byte* h) const {
-  auto info = batch::check_header({h, batch::kHeaderSize}, 0);
+  auto info = batch::check_header({h, batch::kHeaderSize}, 0, form());
   if (!info) return std::unexpected(corrupt(s, pos, info.error().detail));
   if (pos + static_cast<std::uint64_t>(info->length) > s.size) {
     return std::unexpected(
@@ -94,8 +94,18 @@ Result<Log::Impl::Located> Log::Impl::locate(const Segment& s, std::int64_t offs
   }
   if (is_active(s) && !ring_.empty() && offset >= ring_.at(0).base_offset) {
     std::ptrdiff_t i = ring_.find(offset);
-    return Located{ring_.at(static_cast<std::size_t>(i)).position,
-                   ring_.at(static_cast<std::size_t>(i)).base_offset, -1, i};
+    auto at = [&](std::ptrdiff_t j) { return ring_.at(static_cast<std::size_t>(j)); };
+    if (s.gapped && offset > at(i).base_offset) {
+      // offset may be in the gap after batch i: its header says where it ends.
+      auto h = header_at(s, at(i).position);
+      if (!h) return std::unexpected(h.error());
+      BatchInfo bi = batch::parse_header(*h);
+      if (bi.base_offset + bi.last_offset_delta < offset) {
+        if (static_cast<std::size_t>(i) + 1 == ring_.size()) return Located{s.size, -1, -1, -1};
+        ++i;
+      }
+    }
+    return Located{at(i).position, at(i).base_offset, -1, i};
   }
   OffsetIndexView ov = offsets_of(s);
   std::ptrdiff_t e = ov.floor_offset(offset - s.base);
@@ -109,6 +119,9 @@ Result<Log::Impl::Located> Log::Impl::locate(const Segment& s, std::int64_t offs
   // Walk headers to the batch whose last offset reaches offset.
   for (;;) {
     if (pos >= s.size) {
+      // Past the last batch: offset is in the gap compaction left at the end of a closed
+      // segment (the active segment's offsets end exactly where its bytes do).
+      if (gaps_ok_ && !is_active(s) && offset < s.next_offset) return Located{s.size, -1, -1, -1};
       return std::unexpected(
           corrupt(s, pos, fmt("offset %" PRId64 " not found before the end", offset)));
     }
@@ -116,7 +129,7 @@ Result<Log::Impl::Located> Log::Impl::locate(const Segment& s, std::int64_t offs
     if (!h) return std::unexpected(h.error());
     BatchInfo bi = batch::parse_header(*h);
     std::int64_t last = bi.base_offset + bi.last_offset_delta;
-    if (base >= 0 && bi.base_offset != base) {
+    if (base >= 0 && !gap_ok(bi.base_offset, base)) {
       return std::unexpected(
           corrupt(s, pos, fmt("base offset %" PRId64 ", expected %" PRId64, bi.base_offset, base)));
     }
@@ -155,6 +168,7 @@ Result<ReadResult> Log::Impl::read(std::int64_t offset, std::size_t max_bytes,
       if (loc.error().code == Errc::would_block && !rr.slices.empty()) break;
       return std::unexpected(loc.error());
     }
+    if (loc->position >= s.size) continue;  // a compacted segment's trailing gap
     const bool first_batch_free = min_one && rr.slices.empty();
     std::uint64_t start = loc->position, end = start;
     std::int64_t first_offset = -1, last_offset = -1;
@@ -192,9 +206,13 @@ Result<ReadResult> Log::Impl::read(std::int64_t offset, std::size_t max_bytes,
           return std::unexpected(h.error());
         }
         BatchInfo bi = batch::parse_header(*h);
-        if (bi.base_offset != base) {
+        if (!gap_ok(bi.base_offset, base)) {
           return std::unexpected(corrupt(
               s, pos, fmt("base offset %" PRId64 ", expected %" PRId64, bi.base_offset, base)));
+        }
+        if (bi.base_offset >= limit) {
+          stopped = true;
+          break;
         }
         std::int64_t blast = bi.base_offset + bi.last_offset_delta;
         std::uint64_t bend = pos + static_cast<std::uint64_t>(bi.length);
@@ -244,7 +262,7 @@ Result<std::optional<OffsetAndTimestamp>> Log::Impl::find_timestamp(const Segmen
     if (!h) return std::unexpected(h.error());
     BatchInfo bi = batch::parse_header(*h);
     std::int64_t blast = bi.base_offset + bi.last_offset_delta;
-    if ((base >= 0 && bi.base_offset != base) || (base < 0 && blast != first_last)) {
+    if ((base >= 0 && !gap_ok(bi.base_offset, base)) || (base < 0 && blast != first_last)) {
       return std::unexpected(corrupt(s, pos, "batch offsets do not match the index"));
     }
     if (blast >= limit) break;
@@ -252,7 +270,7 @@ Result<std::optional<OffsetAndTimestamp>> Log::Impl::find_timestamp(const Segmen
       auto b = batch_at(s, pos, static_cast<std::size_t>(bi.length));
       if (!b) return std::unexpected(b.error());
       std::span<const std::byte> bytes(*b, static_cast<std::size_t>(bi.length));
-      auto v = batch::validate(bytes, 0);
+      auto v = batch::validate(bytes, 0, nullptr, form());
       if (!v) return std::unexpected(corrupt(s, pos, v.error().detail));
       if (bi.log_append_time()) {
         return std::optional<OffsetAndTimestamp>(

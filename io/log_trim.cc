@@ -24,12 +24,15 @@ Result<void> Log::Impl::truncate_to(std::int64_t offset) {
         fmt("cannot truncate to %" PRId64 ", below the log start %" PRId64, offset, log_start_));
   }
   window_file_ = nullptr;
+  ++generation_;  // a cleaning pass in flight read what this may cut
   std::size_t si = find_segment(offset);
   Segment& s = *segs_[si];
   auto loc = locate(s, offset);
   if (!loc) return std::unexpected(loc.error());
   const std::uint64_t cut = loc->position;
-  const std::int64_t new_end = loc->base_offset;
+  // offset in a gap compaction left (between batches, or after a closed segment's last one):
+  // the log ends at offset itself, nothing at or above it survives.
+  const std::int64_t new_end = loc->base_offset < 0 ? offset : std::min(offset, loc->base_offset);
   const bool was_active = is_active(s);
 
   while (segs_.size() > si + 1) {
@@ -52,7 +55,7 @@ Result<void> Log::Impl::truncate_to(std::int64_t offset) {
     ring_.clear();
   }
   OffsetIndexView ov = ib_.offset_view();
-  detail::ScanOptions so{.end = cut, .verify_crc = false};
+  detail::ScanOptions so{.end = cut, .verify_crc = false, .allow_gaps = gaps_ok_};
   if (ov.size()) {
     so.from = static_cast<std::uint64_t>(ov.at(ov.size() - 1).position);
     so.expected_first_last = s.base + ov.at(ov.size() - 1).rel_offset;
@@ -80,6 +83,7 @@ Result<void> Log::Impl::truncate_to(std::int64_t offset) {
   }
   if (::fsync(dir_fd_) != 0) return std::unexpected(fence(sys_error("fsync", dir_, errno)));
   s.size = cut;
+  if (loc->base_offset < 0 || offset < loc->base_offset) s.gapped = true;  // cut in a gap
   s.next_offset = new_end;
   s.max_timestamp = ib_.max_timestamp;
   if (cut == 0) {
@@ -103,6 +107,8 @@ Result<void> Log::Impl::truncate_fully_and_start_at(std::int64_t offset) {
     return fail(Errc::busy, "truncate_fully_and_start_at needs the log idle");
   }
   if (offset < 0) return fail(Errc::offset_out_of_range, "negative start offset");
+  ++generation_;
+  cleaner_offset_ = -1;
   for (auto& s : segs_)
     remove_segment_files(*s, false);
   segs_.clear();
@@ -151,9 +157,10 @@ std::vector<std::filesystem::path> Log::Impl::apply_retention(std::int64_t now_m
       // log is quiet and every record in it is acknowledged: it is rolled first, so the log
       // continues at the same offset in a fresh segment.
       if (active && (s.size == 0 || !idle() || durable_end_ < leo_)) break;
-      bool by_time =
-          cfg_.retention_ms >= 0 && now_ms - effective_max_timestamp(s) > cfg_.retention_ms;
-      bool by_size = cfg_.retention_bytes >= 0 &&
+      // cleanup.policy=compact alone: only the cleaner removes records.
+      bool by_time = cfg_.cleanup_delete && cfg_.retention_ms >= 0 &&
+                     now_ms - effective_max_timestamp(s) > cfg_.retention_ms;
+      bool by_size = cfg_.cleanup_delete && cfg_.retention_bytes >= 0 &&
                      total - s.size >= static_cast<std::uint64_t>(cfg_.retention_bytes);
       bool by_start = !active && segs_[1]->base <= log_start_;
       if (!by_time && !by_size && !by_start) break;

@@ -71,7 +71,8 @@ BatchInfo parse_header(const std::byte* p) {
   return i;
 }
 
-Result<BatchInfo> check_header(std::span<const std::byte> h, std::uint32_t max_batch_bytes) {
+Result<BatchInfo> check_header(std::span<const std::byte> h, std::uint32_t max_batch_bytes,
+                               Form form) {
   if (h.size() < kHeaderSize) {
     return fail(Errc::invalid_length,
                 fmt("batch is %zu bytes, shorter than the %zu-byte RecordBatch v2 header", h.size(),
@@ -96,6 +97,14 @@ Result<BatchInfo> check_header(std::span<const std::byte> h, std::uint32_t max_b
   if (info.last_offset_delta < 0) {
     return fail(Errc::invalid_record_count,
                 fmt("lastOffsetDelta is %d, must not be negative", info.last_offset_delta));
+  }
+  if (form == Form::stored) {
+    if (info.record_count < 0 || info.record_count > info.last_offset_delta + 1LL) {
+      return fail(Errc::invalid_record_count,
+                  fmt("recordCount is %d but lastOffsetDelta is %d (at most lastOffsetDelta + 1)",
+                      info.record_count, info.last_offset_delta));
+    }
+    return info;
   }
   if (info.record_count < 1) {
     return fail(Errc::invalid_record_count,
@@ -130,8 +139,8 @@ void update_crc(std::span<std::byte> b) {
 }
 
 Result<BatchInfo> validate(std::span<const std::byte> b, std::uint32_t max_batch_bytes,
-                           RecordTimestamps* ts) {
-  auto hdr = check_header(b, max_batch_bytes);
+                           RecordTimestamps* ts, Form form) {
+  auto hdr = check_header(b, max_batch_bytes, form);
   if (!hdr) return hdr;
   const BatchInfo& info = *hdr;
   if (static_cast<std::size_t>(info.length) != b.size()) {
@@ -155,16 +164,21 @@ Result<BatchInfo> validate(std::span<const std::byte> b, std::uint32_t max_batch
     }
     RecordReader rr(b.subspan(kHeaderSize), info.record_count);
     RecordTimestamps found;
-    std::int32_t expect_delta = 0;
+    std::int32_t expect_delta = 0, index = 0;
     for (;;) {
       auto r = rr.next();
       if (!r) return std::unexpected(std::move(r.error()));
       if (!*r) break;
-      if ((*r)->offset_delta != expect_delta) {
-        return fail(Errc::corrupt_batch, fmt("record %d has offsetDelta %d, expected %d",
-                                             expect_delta, (*r)->offset_delta, expect_delta));
+      const std::int32_t d = (*r)->offset_delta;
+      const bool ok = form == Form::produced ? d == expect_delta
+                                             : d >= expect_delta && d <= info.last_offset_delta;
+      if (!ok) {
+        return fail(Errc::corrupt_batch,
+                    fmt("record %d has offsetDelta %d, expected %s%d", index, d,
+                        form == Form::produced ? "" : "at least ", expect_delta));
       }
-      ++expect_delta;
+      expect_delta = d + 1;
+      ++index;
       const std::int64_t t = info.base_timestamp + (*r)->timestamp_delta;
       if (t > found.max) found.max = t;
       if (t != -1) {

@@ -43,10 +43,18 @@ inline constexpr std::size_t kMinRecordSize = 7;
 // checking anything.
 BatchInfo parse_header(const std::byte* p);
 
+// Which batches a check accepts. `produced`: what a producer may send (recordCount ==
+// lastOffsetDelta + 1, record offset deltas 0..n-1). `stored`: also what compaction leaves in
+// a log (Kafka's rules): records removed from a batch keep their offset deltas, so deltas only
+// increase and recordCount <= lastOffsetDelta + 1, and a batch kept for its producer's state
+// may hold no record at all. Logs, followers and recovery read `stored` batches.
+enum class Form : std::uint8_t { produced, stored };
+
 // The checks that need only the 61 header bytes: magic, batchLength (at least a header, at
-// most max_batch_bytes; 0 means no limit), lastOffsetDelta >= 0 and record count ==
-// lastOffsetDelta + 1. Recovery scans run these before trusting a length to skip ahead.
-Result<BatchInfo> check_header(std::span<const std::byte> header, std::uint32_t max_batch_bytes);
+// most max_batch_bytes; 0 means no limit), lastOffsetDelta >= 0 and the record count (see
+// Form). Recovery scans run these before trusting a length to skip ahead.
+Result<BatchInfo> check_header(std::span<const std::byte> header, std::uint32_t max_batch_bytes,
+                               Form form = Form::produced);
 
 // Record timestamps of a batch, as validate() finds them. Uncompressed batches: exact, from
 // every record. Compressed batches (not decompressed on the append path): from the header,
@@ -67,7 +75,7 @@ std::optional<std::string> check_single_batch(std::span<const std::byte> records
 // 0..n-1, lengths). A maxTimestamp that disagrees with the records is not an error (Kafka
 // rewrites it): the records' own timestamps go to *ts when given.
 Result<BatchInfo> validate(std::span<const std::byte> b, std::uint32_t max_batch_bytes,
-                           RecordTimestamps* ts = nullptr);
+                           RecordTimestamps* ts = nullptr, Form form = Form::produced);
 
 // CRC32C of a complete batch as Kafka defines it (attributes .. end).
 std::uint32_t compute_crc(std::span<const std::byte> b);

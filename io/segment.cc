@@ -366,7 +366,8 @@ Result<ScanOutcome> scan_batches(int fd, const std::filesystem::path& path, cons
       break;
     }
     const std::byte* h = buf.data() + (pos - buf_pos);
-    auto info = batch::check_header({h, batch::kHeaderSize}, 0);
+    auto info = batch::check_header({h, batch::kHeaderSize}, 0,
+                                    o.allow_gaps ? batch::Form::stored : batch::Form::produced);
     if (!info) {
       out.problem = info.error().detail;
       break;
@@ -381,9 +382,9 @@ Result<ScanOutcome> scan_batches(int fd, const std::filesystem::path& path, cons
       break;
     }
     std::int64_t last = info->base_offset + info->last_offset_delta;
-    if (next >= 0 && info->base_offset != next) {
-      std::snprintf(why, sizeof why, "base offset %" PRId64 ", expected %" PRId64,
-                    info->base_offset, next);
+    if (next >= 0 && (o.allow_gaps ? info->base_offset < next : info->base_offset != next)) {
+      std::snprintf(why, sizeof why, "base offset %" PRId64 ", expected %s%" PRId64,
+                    info->base_offset, o.allow_gaps ? "at least " : "", next);
       out.problem = why;
       break;
     }

@@ -164,6 +164,9 @@ struct ScanOptions {
   std::int64_t expected_base = -1;        // base offset of the batch at `from`, if known
   std::int64_t expected_first_last = -1;  // else: last offset of the batch at `from`, if known
   bool verify_crc = true;
+  // A compacted log's batches (see Log::Impl::gaps_ok_): offsets only increase, batches may
+  // hold fewer records than their offset range, or none. Otherwise they continue exactly.
+  bool allow_gaps = false;
 };
 struct ScanOutcome {
   std::uint64_t valid_end = 0;    // end of the last good batch

@@ -24,6 +24,7 @@ ErrorCode kafka_error_of(io::Errc e) {
     case io::Errc::invalid_record_count:
       return ErrorCode::corrupt_message;
     case io::Errc::invalid_magic:
+    case io::Errc::invalid_record:
       return ErrorCode::invalid_record;
     case io::Errc::batch_too_large:
       return ErrorCode::message_too_large;

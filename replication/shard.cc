@@ -34,6 +34,11 @@ Shard::Shard(io::Reactor& r, Options opts) : reactor_(r), opts_(std::move(opts))
 Shard::~Shard() {
   reactor_.disarm(&retry_timer_);
   reactor_.disarm(&expiry_timer_);
+  // The background threads' tasks already posted must find these inactive.
+  for (auto& [p, reg] : retention_regs_)
+    opts_.retention->remove(reg);
+  for (auto& [p, reg] : cleaner_regs_)
+    opts_.cleaner->remove(reg);
 }
 
 void Shard::expire_producers() {
@@ -127,6 +132,13 @@ void Shard::open_partition(const TopicState& t, const PartitionState& p) {
   auto part = std::make_unique<Partition>(reactor_, t.name, t.id, p.partition, p.leader_epoch,
                                           std::move(*log), opts_.partition);
   if (opts_.retention) retention_regs_[part.get()] = opts_.retention->add(reactor_, part->log());
+  if (opts_.cleaner) {
+    // Only what every replica holds may be compacted: a record above the high watermark may
+    // still be truncated away, and the older value it superseded must then still be there.
+    Partition* pp = part.get();
+    cleaner_regs_[pp] =
+        opts_.cleaner->add(reactor_, part->log(), [pp] { return pp->high_watermark(); });
+  }
   part->set_leader_here(opts_.node_id < 0 || (registered_ && p.leader == opts_.node_id));
   partitions_.emplace(Key{t.name, p.partition}, std::move(part));
 }
@@ -242,6 +254,10 @@ void Shard::retire(std::unique_ptr<Partition> p, bool remove_data) {
   if (auto it = retention_regs_.find(p.get()); it != retention_regs_.end()) {
     opts_.retention->remove(it->second);
     retention_regs_.erase(it);
+  }
+  if (auto it = cleaner_regs_.find(p.get()); it != cleaner_regs_.end()) {
+    opts_.cleaner->remove(it->second);
+    cleaner_regs_.erase(it);
   }
   io::PartitionId id{p->topic(), p->index()};
   io::LogDir* dir = nullptr;

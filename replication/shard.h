@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "io/cleaner.h"
 #include "io/log_dir.h"
 #include "io/reactor.h"
 #include "io/retention.h"
@@ -34,6 +35,8 @@ class Shard {
     // Runs retention on this shard's logs (and removes deleted partition directories); may
     // be null in tests.
     io::RetentionDeleter* retention = nullptr;
+    // Compacts this shard's logs whose cleanup.policy has compact (null in tests).
+    io::LogCleaner* cleaner = nullptr;
     PartitionOptions partition;  // idempotent producers' settings
     // producer.id.expiration.check.interval.ms
     std::int64_t producer_expiration_check_ms = 600'000;
@@ -130,6 +133,7 @@ class Shard {
     io::LogDir* dir;
   };
   std::map<Partition*, std::shared_ptr<io::RetentionDeleter::Registration>> retention_regs_;
+  std::map<Partition*, std::shared_ptr<io::LogCleaner::Registration>> cleaner_regs_;
   std::vector<Retired> closing_;
   std::map<std::string, std::string> failed_;
   bool strays_checked_ = false;

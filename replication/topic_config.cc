@@ -1,6 +1,7 @@
 #include "replication/topic_config.h"
 
 #include <charconv>
+#include <cstdlib>
 
 namespace samsa::replication {
 namespace {
@@ -18,8 +19,9 @@ const std::vector<TopicConfigKey> kTopicKeys = {
      {},
      "compact,delete",
      "log.cleanup.policy",
-     "delete: old segments are removed by retention.ms and retention.bytes. compact is accepted "
-     "for compatibility; samsa does not compact yet, so such topics are kept by retention."},
+     "delete: old segments are removed by retention.ms and retention.bytes. compact: the log "
+     "cleaner keeps the latest record of each key (and tombstones for delete.retention.ms). "
+     "Both may be given."},
     {"compression.gzip.level",
      T::int32,
      "-1",
@@ -60,8 +62,8 @@ const std::vector<TopicConfigKey> kTopicKeys = {
      INT64_MAX,
      {},
      "log.cleaner.delete.retention.ms",
-     "How long compaction keeps tombstones (compaction is not "
-     "implemented yet)."},
+     "How long compaction keeps a tombstone (a record with a null value) after it first cleans "
+     "it, so that consumers reading from the start see the delete."},
     {"file.delete.delay.ms",
      T::int64,
      "60000",
@@ -137,7 +139,8 @@ const std::vector<TopicConfigKey> kTopicKeys = {
      INT64_MAX,
      {},
      "log.cleaner.max.compaction.lag.ms",
-     "Compaction (not implemented yet)."},
+     "A record stays uncompacted at most this long: a dirty segment older than it is cleaned "
+     "whatever the dirty ratio."},
     {"max.message.bytes",
      T::int32,
      "1048588",
@@ -177,7 +180,8 @@ const std::vector<TopicConfigKey> kTopicKeys = {
      {},
      {},
      "log.cleaner.min.cleanable.ratio",
-     "Compaction (not implemented yet)."},
+     "The log cleaner cleans a log once this share of its closed segments' bytes was written "
+     "since the last cleaning."},
     {"min.compaction.lag.ms",
      T::int64,
      "0",
@@ -185,7 +189,7 @@ const std::vector<TopicConfigKey> kTopicKeys = {
      INT64_MAX,
      {},
      "log.cleaner.min.compaction.lag.ms",
-     "Compaction (not implemented yet)."},
+     "Records younger than this are not compacted."},
     {"min.insync.replicas",
      T::int32,
      "1",
@@ -442,6 +446,14 @@ io::LogConfig make_log_config(const std::map<std::string, std::string>& override
   c.fsync = num("flush.messages") <= 1;
   c.flush_messages = num("flush.messages");
   c.flush_ms = num("flush.ms");
+  const std::string policy = topic_config_value(overrides, defaults, "cleanup.policy");
+  c.cleanup_delete = policy.find("delete") != std::string::npos;
+  c.cleanup_compact = policy.find("compact") != std::string::npos;
+  c.delete_retention_ms = num("delete.retention.ms");
+  c.min_compaction_lag_ms = num("min.compaction.lag.ms");
+  c.max_compaction_lag_ms = num("max.compaction.lag.ms");
+  const std::string ratio = topic_config_value(overrides, defaults, "min.cleanable.dirty.ratio");
+  c.min_cleanable_dirty_ratio = std::strtod(ratio.c_str(), nullptr);
   return c;
 }
 

@@ -6,6 +6,7 @@
 
 #include "base/clock.h"
 #include "coordinator/coordinator.h"
+#include "io/compaction.h"
 #include "io/record_batch.h"
 #include "tests/support/coordinator_testing.h"
 #include "tests/support/io_testing.h"
@@ -392,38 +393,46 @@ TEST_F(OffsetsTest, OffsetsExpireAfterTheRetention) {
 
 // What time retention does to __consumer_offsets (until the log compacts it): everything
 // written before some offset goes. delete_records is that cut, made at once.
-void drop_records_before(testing::OffsetsLogs& logs, const std::vector<std::int64_t>& ends) {
-  for (std::size_t p = 0; p < ends.size(); ++p)
-    ASSERT_TRUE(
-        logs.partition(static_cast<std::int32_t>(p))->log().delete_records(ends[p]).has_value());
-}
-
-std::vector<std::int64_t> log_ends(testing::OffsetsLogs& logs) {
-  std::vector<std::int64_t> out;
-  for (std::size_t p = 0; p < logs.size(); ++p)
-    out.push_back(logs.partition(static_cast<std::int32_t>(p))->log().log_end_offset());
-  return out;
-}
-
-TEST_F(OffsetsTest, RewrittenStateSurvivesRetentionOfOlderRecords) {
+// __consumer_offsets is compacted (as Kafka has it): the cleaner drops superseded commits and
+// keeps every group's latest records however old, so a restart replays the same state.
+TEST_F(OffsetsTest, CompactionKeepsTheLiveState) {
   open();
-  Formed f = form("g", 2);
-  CommitRequest r;
-  r.group_id = "g";
-  r.generation = f.generation;
-  r.member_id = f.members[0];
-  r.partitions = {{"t1", 0, 5}, {"t1", 1, 6}};
-  ASSERT_EQ(commit(r), (CommitResult{ErrorCode::none, ErrorCode::none}));
+  for (std::size_t p = 0; p < logs->size(); ++p) {
+    auto& log = logs->partition(static_cast<std::int32_t>(p))->log();
+    io::LogConfig c = log.config();
+    c.segment_bytes = 300;
+    c.cleanup_compact = true;
+    c.cleanup_delete = false;
+    log.set_config(c);
+  }
   ASSERT_EQ(simple_commit("s", {{"t2", 0, 7, -1, "m"}})[0], ErrorCode::none);
-  const auto ends = log_ends(*logs);
-
-  coord->rewrite_state();
+  Formed f = form("g", 2);
+  for (std::int64_t o = 1; o <= 40; ++o) {
+    CommitRequest r;
+    r.group_id = "g";
+    r.generation = f.generation;
+    r.member_id = f.members[0];
+    r.partitions = {{"t1", 0, o}, {"t1", 1, 100 + o}};
+    ASSERT_EQ(commit(r), (CommitResult{ErrorCode::none, ErrorCode::none}));
+  }
   ASSERT_TRUE(reactor->run_until([&] { return logs->idle(); }, kWait));
-  EXPECT_EQ(coord->stats().records_rewritten, 4u);  // g's metadata, three offsets
-  drop_records_before(*logs, ends);
+  const std::int32_t gp = coord->partition_of("g");
+  auto& glog = logs->partition(gp)->log();
+  const std::uint64_t before = glog.size_bytes();
+  for (std::size_t p = 0; p < logs->size(); ++p) {
+    auto& log = logs->partition(static_cast<std::int32_t>(p))->log();
+    auto plan = log.plan_cleaning({.now_ms = wall_ms(), .force = true});
+    if (!plan) continue;
+    io::OffsetMap map(1 << 20);
+    io::CleanerIo cio;
+    auto res = io::clean_segments(*plan, map, cio);
+    ASSERT_TRUE(res.has_value()) << res.error().detail;
+    ASSERT_TRUE(log.commit_cleaning(*plan, *res).has_value());
+  }
+  EXPECT_LT(glog.size_bytes(), before / 3) << "40 commits of 2 offsets: most are superseded";
   restart();
-  EXPECT_EQ(committed("g", "t1", 0), 5);
-  EXPECT_EQ(committed("g", "t1", 1), 6);
+  EXPECT_EQ(committed("g", "t1", 0), 40);
+  EXPECT_EQ(committed("g", "t1", 1), 140);
   auto fs = fetch("s", std::vector<FetchTopic>{{"t2", {0}}});
   ASSERT_EQ(fs.offsets.size(), 1u);
   EXPECT_EQ(fs.offsets[0].offset, 7);
@@ -431,41 +440,6 @@ TEST_F(OffsetsTest, RewrittenStateSurvivesRetentionOfOlderRecords) {
   EXPECT_EQ(snap("g").state, GroupState::stable);
   EXPECT_EQ(snap("g").generation, f.generation);
   EXPECT_EQ(snap("g").members, f.members);
-  EXPECT_EQ(sync("g", f.members[1], f.generation).assignment, bytes("a1"));
-}
-
-TEST_F(OffsetsTest, WithoutTheRewriteRetentionLosesState) {
-  open();
-  ASSERT_EQ(simple_commit("s", {{"t2", 0, 7}})[0], ErrorCode::none);
-  const auto ends = log_ends(*logs);
-  drop_records_before(*logs, ends);
-  restart();
-  EXPECT_EQ(committed("s", "t2", 0), -1);
-  EXPECT_FALSE(coord->snapshot("s"));
-}
-
-TEST_F(OffsetsTest, RewriteSkipsKeysWithWritesInFlight) {
-  open();
-  ASSERT_EQ(simple_commit("g", {{"t", 0, 1}, {"t", 1, 1}})[0], ErrorCode::none);
-  CommitRequest r;
-  r.group_id = "g";
-  r.partitions = {{"t", 0, 2}};
-  Slot<CommitResult> s;
-  coord->commit_offsets(r, s.cb());  // queued, not durable yet
-  coord->rewrite_state();            // must not put offset 1 after it
-  EXPECT_EQ(wait(s)[0], ErrorCode::none);
-  ASSERT_TRUE(reactor->run_until([&] { return logs->idle(); }, kWait));
-  EXPECT_EQ(coord->stats().records_rewritten, 1u);  // only (t, 1)
-  restart();
-  EXPECT_EQ(committed("g", "t", 0), 2);
-  EXPECT_EQ(committed("g", "t", 1), 1);
-}
-
-TEST_F(OffsetsTest, StateIsRewrittenOnATimer) {
-  opts.state_rewrite_interval_ms = 20;
-  open();
-  ASSERT_EQ(simple_commit("g", {{"t", 0, 1}})[0], ErrorCode::none);
-  ASSERT_TRUE(reactor->run_until([&] { return coord->stats().records_rewritten >= 2; }, kWait));
 }
 
 TEST_F(OffsetsTest, StorageFailuresAreReported) {
