@@ -131,6 +131,7 @@ class Broker {
   std::string status_line() const;
   // The network backend (samsa.net.backend), made by init().
   const net::Backend& backend() const { return *backend_; }
+  const io::LogCleaner* cleaner() const { return cleaner_.get(); }
 
   // ---- for the admin socket (daemon/admin_ops.cc, daemon/admin_commands.cc) ----
   enum class State : std::uint8_t { starting, serving, draining, drained, stopping };

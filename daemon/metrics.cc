@@ -114,6 +114,14 @@ PartitionSample sample_partition(replication::Partition& p) {
   ps.duplicate_mismatches = p.duplicate_mismatches();
   ps.fenced = log.fenced();
   ps.dir = log.dir().string();
+  if (log.config().cleanup_compact) {
+    const auto ci = log.compaction_info();
+    ps.compacted = true;
+    ps.dirty_ratio = ci.dirty_ratio;
+    ps.first_dirty = ci.first_dirty;
+    ps.last_clean_ms = ci.last_clean_ms >= 0 ? wall_ms() - ci.last_clean_ms : -1;
+    ps.clean_passes = ci.passes;
+  }
   const replication::ReplicaState* rs = p.replica();
   if (!rs) return ps;
   const std::int64_t now = mono_ms();
@@ -397,6 +405,45 @@ void write_io_and_reactors(Writer& w, const BrokerSample& s, const Merged& m) {
                static_cast<double>(r->alive_ns > r->idle_ns ? r->alive_ns - r->idle_ns : 0) * 1e-9);
 }
 
+void write_cleaner(Writer& w, const io::LogCleaner::Stats& c) {
+  auto counter = [&](const char* name, const char* help, double v) {
+    w.family(name, "counter", help);
+    w.sample(name, {}, v);
+  };
+  auto gauge = [&](const char* name, const char* help, double v) {
+    w.family(name, "gauge", help);
+    w.sample(name, {}, v);
+  };
+  counter("samsa_log_cleaner_passes_total", "Cleaning passes committed.",
+          static_cast<double>(c.passes));
+  counter("samsa_log_cleaner_passes_failed_total",
+          "Cleaning passes that failed (a corrupt batch, an I/O error; the log says which).",
+          static_cast<double>(c.passes_failed));
+  counter("samsa_log_cleaner_passes_dropped_total",
+          "Cleaning passes dropped because the log changed under them (truncation, retention).",
+          static_cast<double>(c.passes_dropped));
+  counter("samsa_log_cleaner_bytes_read_total", "Bytes the cleaner read.",
+          static_cast<double>(c.bytes_read));
+  counter("samsa_log_cleaner_bytes_written_total", "Bytes the cleaner wrote.",
+          static_cast<double>(c.bytes_written));
+  counter("samsa_log_cleaner_records_removed_total", "Records compaction removed.",
+          static_cast<double>(c.records_removed));
+  counter("samsa_log_cleaner_tombstones_removed_total",
+          "Tombstones removed past delete.retention.ms.",
+          static_cast<double>(c.tombstones_removed));
+  counter("samsa_log_cleaner_busy_seconds_total", "Time the cleaner threads spent in passes.",
+          static_cast<double>(c.busy_ns) * 1e-9);
+  counter("samsa_log_cleaner_throttled_seconds_total",
+          "Time passes slept for log.cleaner.io.max.bytes.per.second.",
+          static_cast<double>(c.throttled_ns) * 1e-9);
+  gauge("samsa_log_cleaner_max_dirty_ratio",
+        "The largest dirty ratio among compacted logs at the cleaner's last look.",
+        c.max_dirty_ratio);
+  gauge("samsa_log_cleaner_seconds_since_last_pass",
+        "Seconds since the last committed pass (-1: none since start).",
+        c.last_pass_ms < 0 ? -1.0 : static_cast<double>(wall_ms() - c.last_pass_ms) * 1e-3);
+}
+
 void write_network(Writer& w, const Merged& m) {
   w.family("samsa_connections", "gauge", "Open Kafka client connections.");
   w.sample("samsa_connections", {}, static_cast<double>(m.conns));
@@ -496,6 +543,7 @@ std::string render_prometheus(const BrokerSample& s) {
     s.backend->write_metrics(sink);
   }
   write_replication(w, s);
+  if (s.cleaner) write_cleaner(w, *s.cleaner);
   w.family("samsa_metadata_offset", "gauge",
            "Offset of the last applied __cluster_metadata record.");
   w.sample("samsa_metadata_offset", {}, static_cast<double>(s.metadata_offset));

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "base/histogram.h"
+#include "io/cleaner.h"
 #include "io/reactor.h"
 #include "net/backend.h"
 
@@ -107,6 +108,12 @@ struct PartitionSample {
   std::vector<Follower> followers;       // leader only
   std::int64_t fetch_in_flight_ms = -1;  // follower: age of its fetch in flight; -1: none
   std::int64_t pending_truncation = -1;  // follower: a truncation waiting for idle; -1: none
+  // cleanup.policy has compact: the cleaner's view of the log (io::Log::CompactionInfo).
+  bool compacted = false;
+  double dirty_ratio = 0;
+  std::int64_t first_dirty = 0;
+  std::int64_t last_clean_ms = -1;  // ago; -1: not since the log was opened
+  std::uint64_t clean_passes = 0;
 };
 
 // One partition's sample, on its reactor's thread.
@@ -168,6 +175,7 @@ struct BrokerSample {
   std::int64_t metadata_offset = -1;
   std::size_t topics = 0;
   const net::Backend* backend = nullptr;  // its own families (dpdk: samsa_dpdk_*)
+  std::optional<io::LogCleaner::Stats> cleaner;
 };
 
 // Prometheus text exposition format 0.0.4.

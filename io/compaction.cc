@@ -544,6 +544,10 @@ class Pass {
       if (bi.record_count == 0) return b;  // emptied by an earlier pass
       ++out_.stats.batches_emptied;
       rewrite_.assign(b.begin(), b.begin() + batch::kHeaderSize);
+      // No records, so no codec (Kafka's empty batches are uncompressed: a reader would try to
+      // decompress zero bytes).
+      store_be<std::int16_t>(rewrite_.data() + batch::kAttributes,
+                             static_cast<std::int16_t>(bi.attributes & ~0x7));
       store_be<std::int32_t>(rewrite_.data() + batch::kRecordCount, 0);
       store_be<std::int32_t>(rewrite_.data() + batch::kLength,
                              static_cast<std::int32_t>(batch::kHeaderSize - batch::kLogOverhead));

@@ -427,6 +427,7 @@ void metrics(Broker& b, AdminServer& admin, const json::Value&, Reply reply) {
   base->uptime_s = static_cast<double>(mono_ns() - b.start_mono_ns()) / 1e9;
   base->start_time_s = static_cast<double>(b.start_wall_ms()) / 1e3;
   base->backend = &b.backend();
+  if (const io::LogCleaner* c = b.cleaner()) base->cleaner = c->stats();
   const std::size_t n = b.reactor_count();
   using Part =
       std::variant<ReactorSample, std::vector<GroupSample>, std::pair<std::int64_t, std::size_t>>;

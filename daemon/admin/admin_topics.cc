@@ -48,6 +48,14 @@ json::Value partition_json(const PartitionSample& p) {
   v["producers"] = p.producers;
   v["fenced"] = p.fenced;
   v["dir"] = p.dir;
+  if (p.compacted) {
+    json::Value c;
+    c["dirty_ratio"] = p.dirty_ratio;
+    c["first_dirty_offset"] = static_cast<long long>(p.first_dirty);
+    c["last_cleaning_ms_ago"] = static_cast<long long>(p.last_clean_ms);
+    c["passes"] = p.clean_passes;
+    v["compaction"] = std::move(c);
+  }
   if (p.role.empty()) return v;
   json::Value r;
   r["role"] = p.role;

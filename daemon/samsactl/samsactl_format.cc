@@ -333,8 +333,24 @@ std::string replicas_table(const Value& r) {
 
 }  // namespace
 
+// The cleaner's line per compacted partition.
+std::string compaction_lines(const Value& r) {
+  std::string out;
+  for (const auto& p : arr(r, "partitions")) {
+    const Value* c = p.find("compaction");
+    if (!c) continue;
+    const std::string ago = str(*c, "last_cleaning_ms_ago");
+    out += "partition " + str(p, "partition") + " compaction: dirty ratio " +
+           str(*c, "dirty_ratio") + ", first dirty offset " + str(*c, "first_dirty_offset") +
+           ", last cleaning " + (ago == "-1" ? std::string("none since start") : ago + " ms ago") +
+           ", " + str(*c, "passes") + " passes\n";
+  }
+  return out.empty() ? out : "\n" + out;
+}
+
 std::string format_partition_describe(const Value& r) {
-  return "topic " + str(r, "topic") + "\n\n" + partitions_table(r, true) + replicas_table(r);
+  return "topic " + str(r, "topic") + "\n\n" + partitions_table(r, true) + replicas_table(r) +
+         compaction_lines(r);
 }
 
 std::string format_group_list(const Value& r) {
