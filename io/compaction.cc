@@ -317,6 +317,7 @@ class GroupWriter {
     ib_.add(info.base_offset + info.last_offset_delta, info.max_timestamp, pos, b.size());
     if (group_.first_batch_timestamp < 0 && pos == 0)
       group_.first_batch_timestamp = info.max_timestamp;
+    group_.data_end = info.base_offset + info.last_offset_delta + 1;
     return {};
   }
   // Flushes, writes the index files, syncs all three.
@@ -492,6 +493,15 @@ class Pass {
       // Rewriting would give damaged records a fresh CRC: stop instead.
       return fail(Errc::fenced, fmt("CRC32C mismatch in the batch at offset %" PRId64 " of %s",
                                     bi.base_offset, plan_.dir.c_str()));
+    }
+    if (bi.record_count == 0) {
+      // Kept (emptied) by an earlier pass for its producer: nothing to decompress (an older
+      // samsa left such batches with their codec bits).
+      auto it = producers_.find(bi.producer_id);
+      const bool keep = bi.producer_id >= 0 && it != producers_.end() &&
+                        it->second.last_offset == bi.base_offset + bi.last_offset_delta &&
+                        it->second.timestamp >= plan_.now_ms - plan_.producer_expiration_ms;
+      return keep ? b : std::span<const std::byte>{};
     }
     auto recs = batch::records_of(b, storage_);
     if (!recs) return std::unexpected(recs.error());

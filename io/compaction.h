@@ -109,6 +109,7 @@ struct CleanedGroup {
   std::uint64_t size = 0;  // bytes of the cleaned .log
   std::int64_t max_timestamp = -1;
   std::int64_t first_batch_timestamp = -1;
+  std::int64_t data_end = -1;  // one past the last offset of its last batch (-1: no batch)
 };
 
 struct CleanStats {

@@ -164,6 +164,7 @@ Result<void> Log::Impl::swap_in(const CleanPlan& plan, const CleanResult& result
     s->next_offset = g.end;
     s->max_timestamp = g.max_timestamp;
     s->first_batch_timestamp = g.first_batch_timestamp;
+    s->data_end = g.data_end >= 0 ? g.data_end : g.base;
     fresh.push_back(std::move(s));
   }
   segs_.erase(segs_.begin(), segs_.begin() + static_cast<std::ptrdiff_t>(i));

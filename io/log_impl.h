@@ -76,6 +76,12 @@ struct Segment {
   // Batches with gaps between them (a follower copying a compacted leader, a truncation into a
   // gap): the ring's next base no longer tells where a batch ends.
   bool gapped = false;
+  // One past the last offset a batch of this closed segment holds, when known (-1: not known;
+  // then next_offset bounds it). Below next_offset in a compacted segment whose last records
+  // were removed: a read from that trailing gap goes straight to the next segment (walking
+  // this one again every time would make a ReadAhead chase two files forever).
+  mutable std::int64_t data_end = -1;
+  std::int64_t read_end() const { return data_end >= 0 ? data_end : next_offset; }
 };
 
 class Log::Impl final : public TurnHook {

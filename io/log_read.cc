@@ -121,7 +121,10 @@ Result<Log::Impl::Located> Log::Impl::locate(const Segment& s, std::int64_t offs
     if (pos >= s.size) {
       // Past the last batch: offset is in the gap compaction left at the end of a closed
       // segment (the active segment's offsets end exactly where its bytes do).
-      if (gaps_ok_ && !is_active(s) && offset < s.next_offset) return Located{s.size, -1, -1, -1};
+      if (gaps_ok_ && !is_active(s) && offset < s.next_offset) {
+        if (base >= 0) s.data_end = base;
+        return Located{s.size, -1, -1, -1};
+      }
       return std::unexpected(
           corrupt(s, pos, fmt("offset %" PRId64 " not found before the end", offset)));
     }
@@ -160,7 +163,7 @@ Result<ReadResult> Log::Impl::read(std::int64_t offset, std::size_t max_bytes,
   for (std::size_t si = find_segment(offset); si < segs_.size(); ++si) {
     const Segment& s = *segs_[si];
     if (rr.next_offset >= limit || s.base >= limit) break;
-    if (rr.next_offset >= s.next_offset) continue;
+    if (rr.next_offset >= s.read_end()) continue;
     auto loc = locate(s, rr.next_offset);
     if (!loc) {
       // A cold later segment: answer with what is already found rather than ask for bytes

@@ -369,7 +369,9 @@ FollowerStep ReplicaState::on_fetch_response(const FollowerFetchResponse& r, std
     truncation_done_ = true;
     const std::int64_t hw = std::min(a.high_watermark, log_.durable_end_offset());
     if (hw > high_watermark_) high_watermark_ = hw;
-    if (r.records_end > r.records_base && r.records_base == leo) return FollowerStep::append;
+    // A compacted leader's answer may start past our end (the records between were compacted
+    // away); the log refuses such a gap unless its topic is compacted.
+    if (r.records_end > r.records_base && r.records_base >= leo) return FollowerStep::append;
     return FollowerStep::ignore;
   }
   // Nothing to cut at or past our end, but an epoch this replica began and never appended to

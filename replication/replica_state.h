@@ -87,7 +87,8 @@ struct FollowerFetchResponse {
 // What the follower's driver does with a response.
 enum class FollowerStep : std::uint8_t {
   ignore,    // stale, or an error: nothing to do (the next fetch goes out when allowed)
-  append,    // append the response's batches at records_base (== the log end), then call
+  append,    // append the response's batches at records_base (>= the log end: a compacted
+             // leader's answer may start past it), then call
              // note_replicated_batch for each and fetch again once they are durable
   truncated  // the log was truncated to a prefix of the leader's; fetch again
 };

@@ -4,8 +4,9 @@ power is cut while it works, and after every cut samsad must start on what survi
 and serve everything it acknowledged.
 
 Each cut is one of three kinds (a seeded plan; the first is always `load`):
-  load     samsad runs acks=all producers, OffsetCommits of two groups and a loop creating and
-           deleting topics (samsad_powerloss_client.py, Debian's confluent-kafka); the power is
+  load     samsad runs acks=all producers, OffsetCommits of two groups, a loop creating and
+           deleting topics, and keyed writes to a compacted topic its cleaner keeps cleaning
+           (samsad_powerloss_client.py, Debian's confluent-kafka); the power is
            cut at a random moment once every workload has been acknowledged at least once.
   restart  the same load, then samsad is killed (kill -9: its unsynced writes stay pending,
            as in a page cache) and started again; the power is cut during that start's
@@ -84,7 +85,8 @@ class Samsad:
                    # Checkpoints and the deleter run often, so cuts also land in their writes.
                    "log.flush.offset.checkpoint.interval.ms=200",
                    "log.retention.check.interval.ms=500",
-                   "log.segment.delete.delay.ms=200"] + a.override:
+                   "log.segment.delete.delay.ms=200",
+                   "log.cleaner.backoff.ms=100"] + a.override:
             cmd += ["--override", kv]
         env = dict(os.environ, NOTIFY_SOCKET=self.notify_path)
         self.t0 = time.monotonic()
@@ -446,13 +448,19 @@ def run(a, work):
             stats["commit_inflight"] += cf > 0
             stats["topic_inflight"] += tf > 0
         where = phase(s.log_text()) if kind != "load" else ""
+        # Cleaning passes samsad committed in this run before the cut (kv is compacted all the
+        # time: the cut lands among them).
+        passes = s.log_text().count("log cleaner: ")
+        stats["cleaner_passes"] = stats.get("cleaner_passes", 0) + passes
+        stats["cuts_after_cleaning"] = stats.get("cuts_after_cleaning", 0) + (passes > 0)
         if kind == "first":
             stats["phases"][where] = stats["phases"].get(where, 0) + 1
         log("cut %2d/%d %-7s %-7s: acked +%d records +%d commits +%d topic ops; in flight at the"
-            " %s: %d commits, %d topic ops%s | kept_ops=%s dropped_ops=%s torn_writes=%s"
-            " lost_entries=%s" % (i + 1, len(steps), kind, mode, new["rec"], new["ca"], new["ta"],
+            " %s: %d commits, %d topic ops%s, %d cleaning passes | kept_ops=%s dropped_ops=%s"
+            " torn_writes=%s lost_entries=%s"
+            % (i + 1, len(steps), kind, mode, new["rec"], new["ca"], new["ta"],
                                   "kill" if kind == "restart" else "cut", cf, tf,
-                                  " (start: %s)" % where if where else "",
+                                  " (start: %s)" % where if where else "", passes,
                                   fields["kept_ops"], fields["dropped_ops"],
                                   fields["torn_writes"], fields["lost_entries"]))
         i += 1
@@ -514,7 +522,8 @@ def main():
                 " committed offsets in all (each check covers everything since the last wipe);"
                 " FUSE connection aborted: %d times at the unmount after a cut, %d times before"
                 " a cut (step redone);"
-                " powerfs hung after a cut: %d; %.1f s"
+                " powerfs hung after a cut: %d; compacted topic kv: %d load periods cut after"
+                " cleaning passes (%d passes in all); %.1f s"
                 % (cuts, stats["torn"], stats["drop"], stats["reorder"],
                    stats["cuts_with_torn_write"], stats["torn_writes"], stats["kept_ops"],
                    stats["dropped_ops"], stats["lost_entries"], stats["load"],
@@ -523,7 +532,8 @@ def main():
                    ", ".join("%s %d" % kv for kv in sorted(stats["phases"].items())),
                    sorted(ready)[len(ready) // 2], max(ready), len(ready),
                    verified["records"], verified["commits"], stats["outside_aborts"],
-                   stats["redone"], stats["hung_unmounts"], elapsed))
+                   stats["redone"], stats["hung_unmounts"], stats.get("cuts_after_cleaning", 0),
+                   stats.get("cleaner_passes", 0), elapsed))
             ok = True
     except Failure as e:
         log("FAIL: %s" % e)

@@ -12,6 +12,9 @@ what the load sent and what samsad acknowledged:
       OffsetCommit of `offset` for every partition of the load topic: sent / acknowledged / failed
   {"ts": [op, topic, partitions]} / {"ta": [op, topic]} / {"te": [op, topic]}
       CreateTopics (op "c") or DeleteTopics (op "d"): sent / acknowledged / failed
+  {"kvs": [partition, key, seq, tombstone]} / {"kva": [partition, key, seq, offset]}
+      a keyed write to the compacted topic: sent / acknowledged (the value is "<key>:<seq>:"
+      padded; seq is unique per write)
 The check prints one verdict line, "CHECK OK ..." (exit 0) or "CHECK FAIL lost=N ..." (exit 1:
 something acknowledged is missing or wrong) after the details; exit 2 when it could not decide
 (a timeout, a client error). With --load it then prints "LOAD RUNNING" once every workload has
@@ -35,7 +38,15 @@ PARTITIONS = 4
 # were sent. Its unsynced writes are what most torn writes in a cut tear.
 LAZY = "lazy"
 LAZY_PARTITIONS = 2
+# A compacted topic whose small segments the cleaner (log.cleaner.backoff.ms=100) keeps cleaning
+# while the power is cut.
+KV = "kv"
+KV_PARTITIONS = 2
+KV_KEYS = 40
 FIXED = {TOPIC: (PARTITIONS, {"segment.bytes": "131072"}),
+         KV: (KV_PARTITIONS, {"cleanup.policy": "compact", "segment.bytes": "8192",
+                              "segment.ms": "300", "min.cleanable.dirty.ratio": "0.01",
+                              "delete.retention.ms": "2000"}),
          LAZY: (LAZY_PARTITIONS, {"segment.bytes": "131072", "flush.messages": "1000000"})}
 GROUPS = ["g0", "g1"]
 # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR: try again.
@@ -66,6 +77,9 @@ class History:
         self.conflicts = []
         self.commits = {g: [] for g in GROUPS}  # [(kind, offset)] in file order
         self.topic_ops = {}  # name -> [(kind, op, partitions)]
+        self.kv_sent = {}  # (partition, key) -> [(seq, tombstone)] in send order
+        self.kv_acked = {}  # (partition, key) -> (offset, seq) of the latest acknowledged write
+        self.kv_tomb = {}  # seq -> tombstone
         try:
             with open(path, "rb") as f:
                 data = f.read()
@@ -84,6 +98,14 @@ class History:
                 if old is not None and old != (k, v, h):
                     self.conflicts.append((p, o))
                 self.records[(p, o)] = (k, v, h)
+            if "kvs" in e:
+                p, k, seq, tomb = e["kvs"]
+                self.kv_sent.setdefault((p, k), []).append((seq, tomb))
+                self.kv_tomb[seq] = tomb
+            if "kva" in e:
+                p, k, seq, o = e["kva"]
+                if o > self.kv_acked.get((p, k), (-1, -1))[0]:
+                    self.kv_acked[(p, k)] = (o, seq)
             for kind in ("cs", "ca", "ce"):
                 if kind in e:
                     g, o = e[kind]
@@ -254,6 +276,16 @@ def check(a, hist):
                     problems.append("partition %d offset %d: stored bytes differ from the"
                                     " acknowledged record" % (p, o))
 
+    # The compacted topic: from offset 0, each key's latest record is its latest acknowledged
+    # write or a later one that was sent, no write shows twice, and a key may be missing only
+    # if a tombstone of it was sent at or after its acknowledged write.
+    kv_read = 0
+    if KV in live and hist.kv_acked:
+        kv_read, bad = check_kv(a, hist)
+        for what in bad[:5]:
+            problems.append("%s: %s" % (KV, what))
+        lost += len(bad)
+
     # The lazy topic: readable to its end, every record one the load sent (self-checking values).
     lazy = 0
     if LAZY in live:
@@ -304,12 +336,111 @@ def check(a, hist):
     for p in problems:
         say("  " + p)
     verdict = ("records=%d commits=%d topics_exist=%d topics_deleted=%d lazy_records=%d"
-               % (checked, commits_checked, must_exist, must_not, lazy))
+               " kv_keys=%d kv_acked=%d kv_read=%d"
+               % (checked, commits_checked, must_exist, must_not, lazy, len(hist.kv_acked),
+                  sum(len(v) for v in hist.kv_sent.values()), kv_read))
     if lost or problems:
         say("CHECK FAIL lost=%d %s" % (lost, verdict))
         return 1, live
     say("CHECK OK lost=0 %s" % verdict)
     return 0, live
+
+
+def read_all(a, topic, partitions):
+    """(partition, offset, key, value) of every record from offset 0 to the high watermark."""
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": a.bootstrap, "group.id": "pl-kv-check",
+                  "enable.auto.commit": False, "enable.partition.eof": True})
+    try:
+        ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
+                for p in range(partitions)}
+        todo = {p for p in range(partitions) if ends[p] > 0}
+        c.assign([TopicPartition(topic, p, 0) for p in todo])
+        out = []
+        deadline = time.monotonic() + 60
+        while todo:
+            if time.monotonic() > deadline:
+                raise Inconclusive("reading %s timed out" % topic)
+            m = c.poll(0.5)
+            if m is None:
+                continue
+            if m.error():
+                if m.error().code() == -191:  # _PARTITION_EOF
+                    if m.offset() >= ends[m.partition()]:
+                        todo.discard(m.partition())
+                    continue
+                raise Inconclusive("consumer: %s" % m.error())
+            out.append((m.partition(), m.offset(), m.key(), m.value()))
+            if m.offset() + 1 >= ends[m.partition()]:
+                todo.discard(m.partition())
+        return out
+    finally:
+        c.close()
+
+
+def check_kv(a, hist):
+    bad = []
+    recs = read_all(a, KV, KV_PARTITIONS)
+    latest, seen, prev = {}, set(), {}
+    for p, o, k, v in recs:
+        if o <= prev.get(p, -1):
+            bad.append("partition %d: offset %d after %d" % (p, o, prev[p]))
+        prev[p] = o
+        key = k.decode()
+        if v is None:
+            seq = None  # a tombstone names no write; its offset is checked below
+        else:
+            parts = v.split(b":")
+            if len(parts) < 3 or parts[0].decode() != key:
+                bad.append("partition %d offset %d: value %r is not one of key %s's" % (p, o, v[:40], key))
+                continue
+            seq = int(parts[1])
+            if seq in seen:
+                bad.append("partition %d offset %d: write %d shows twice" % (p, o, seq))
+            seen.add(seq)
+        latest[(p, key)] = (o, seq, v is None)
+    for (p, key), (ao, aseq) in hist.kv_acked.items():
+        got = latest.get((p, key))
+        later = [s for s, _ in hist.kv_sent.get((p, key), []) if s >= aseq]
+        if got is None:
+            if not any(hist.kv_tomb.get(s) for s in later):
+                bad.append("partition %d key %s: gone, its acknowledged write %d at offset %d "
+                           "was not deleted" % (p, key, aseq, ao))
+            continue
+        o, seq, tomb = got
+        if o < ao:
+            bad.append("partition %d key %s: latest at offset %d, before its acknowledged write "
+                       "at %d" % (p, key, o, ao))
+        elif o == ao and (tomb != hist.kv_tomb.get(aseq) or (seq is not None and seq != aseq)):
+            bad.append("partition %d key %s offset %d: not the acknowledged write %d"
+                       % (p, key, o, aseq))
+    return len(recs), bad
+
+
+def produce_kv(a, acks, rng, stop):
+    from confluent_kafka import Producer
+    p = Producer({"bootstrap.servers": a.bootstrap, "acks": "all", "linger.ms": 5,
+                  "enable.idempotence": True, "message.timeout.ms": 600000})
+
+    def report(part, key, seq, err, msg):
+        if err is None:
+            acks.write("kva", [part, key, seq, msg.offset()])
+
+    seq = int(time.time() * 1000) * 1000  # unique across the runs of one test
+    while not stop.is_set():
+        for _ in range(10):
+            part = rng.randrange(KV_PARTITIONS)
+            key = "k%d" % rng.randrange(KV_KEYS)
+            tomb = rng.random() < 0.1
+            value = None if tomb else b"%s:%d:" % (key.encode(), seq) + b"v" * rng.randint(0, 200)
+            acks.write("kvs", [part, key, seq, tomb])
+            try:
+                p.produce(KV, key=key.encode(), value=value, partition=part,
+                          on_delivery=functools.partial(report, part, key, seq))
+            except BufferError:
+                break
+            seq += 1
+        p.poll(0.01)
 
 
 def lazy_value(rng, size):
@@ -494,6 +625,8 @@ def load(a, hist, served):
     threads = [threading.Thread(target=produce, args=(a, acks, random.Random(rng.random()), stop),
                                 daemon=True),
                threading.Thread(target=produce_lazy, args=(a, random.Random(rng.random()), stop),
+                                daemon=True),
+               threading.Thread(target=produce_kv, args=(a, acks, random.Random(rng.random()), stop),
                                 daemon=True)]
     for g in GROUPS:
         threads.append(threading.Thread(target=commit,
@@ -508,7 +641,7 @@ def load(a, hist, served):
     t0 = time.monotonic()
     end = None
     while end is None or time.monotonic() < end:
-        if end is None and all(acks.count(k) for k in ("rec", "ca", "ta")):
+        if end is None and all(acks.count(k) for k in ("rec", "ca", "ta", "kva")):
             end = time.monotonic() + (a.max_seconds or 60)
             say("LOAD RUNNING")
         if end is None and time.monotonic() > t0 + 60:
