@@ -73,5 +73,6 @@ if [ -f tests/clients/install.sh ]; then
   bash tests/clients/install.sh
 fi
 # Apache Kafka's jars from Maven Central (~55 MB, cached in ~/.cache/samsa): the Java client
-# driver runs on them, and perf/vs-kafka runs the broker from them.
+# driver runs on them, perf/vs-kafka runs the broker from them, and Kafka Connect (with the file
+# connectors) runs from them in tests/integration/kafka_connect_test.py.
 bash perf/vs-kafka/kafka.sh fetch

@@ -4,7 +4,7 @@
 # runs. Jars come from Maven Central into a cache outside the tree; all broker state stays in the
 # directory given to `start`.
 #
-#   kafka.sh fetch                          resolve broker + tools jars (idempotent)
+#   kafka.sh fetch                          resolve broker, tools and Connect jars (idempotent)
 #   kafka.sh start DIR PORT [key=value...]  format DIR, start the broker on 127.0.0.1:PORT, wait
 #   kafka.sh stop DIR                       SIGTERM, then SIGKILL after a grace period
 #   kafka.sh classpath                      print the classpath (for `java -cp`)
@@ -29,7 +29,9 @@ die() {
   exit 1
 }
 
-fetched() { [ -f "$LIBS/.complete" ]; }
+# connect-file (FileStreamSource/Sink, tests/integration/kafka_connect_test.py) joined the list
+# later: a cache without it is resolved again.
+fetched() { [ -f "$LIBS/.complete" ] && [ -f "$LIBS/connect-file-$KAFKA_VERSION.jar" ]; }
 
 cmd_fetch() {
   if fetched; then
@@ -41,7 +43,8 @@ cmd_fetch() {
   mkdir -p "$work"
   # The broker artifact alone does not pull the tools (console producer/consumer, perf tools)
   # nor the slf4j 1.x -> log4j2 binding that the release tarball ships (without it the broker
-  # logs nothing); name them so the cache matches the tarball's libs/.
+  # logs nothing); name them so the cache matches the tarball's libs/. kafka-tools brings
+  # connect-runtime (Kafka Connect's worker); connect-file adds the file connectors.
   cat >"$work/pom.xml" <<EOF
 <?xml version="1.0" encoding="UTF-8"?>
 <project xmlns="http://maven.apache.org/POM/4.0.0">
@@ -55,6 +58,8 @@ cmd_fetch() {
     <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId><version>$KAFKA_VERSION</version></dependency>
     <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-tools</artifactId><version>$KAFKA_VERSION</version></dependency>
     <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-clients</artifactId><version>$KAFKA_VERSION</version></dependency>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>connect-runtime</artifactId><version>$KAFKA_VERSION</version></dependency>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>connect-file</artifactId><version>$KAFKA_VERSION</version></dependency>
     <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-slf4j-impl</artifactId><version>\${log4j.version}</version></dependency>
   </dependencies>
 </project>

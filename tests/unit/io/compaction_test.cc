@@ -4,7 +4,9 @@
 // reopens against a model, checked after every cleaning.
 #include "io/compaction.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <map>
 #include <random>
@@ -502,6 +504,25 @@ TEST_F(Compaction, AFollowerTakesTheGappedBatchesOfACompactedLeader) {
   ASSERT_GE(gap, 0);
   ASSERT_TRUE((*follower)->truncate_to(gap).has_value());
   EXPECT_EQ((*follower)->log_end_offset(), gap);
+}
+
+// log.cleaner.io.max.bytes.per.second: the pass's reads and writes sleep to stay under it.
+TEST(CleanerIo, ThrottlesToItsRate) {
+  testing::TempDir d;
+  const auto p = d / "f";
+  int fd = ::open(p.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0);
+  std::vector<std::byte> buf(1u << 20);
+  CleanerIo unthrottled;
+  for (int i = 0; i < 4; ++i)
+    ASSERT_TRUE(unthrottled.write(fd, buf.data(), buf.size(), i * buf.size(), p).has_value());
+  EXPECT_EQ(unthrottled.throttled_ns, 0);
+  CleanerIo io(8u << 20);  // 8 MiB/s: the first second's budget, then 4 MiB more take ~0.5 s
+  for (int i = 0; i < 12; ++i)
+    ASSERT_TRUE(io.read(fd, buf.data(), buf.size(), (i % 4) * buf.size(), p).has_value());
+  EXPECT_GT(io.throttled_ns, 300'000'000) << "12 MiB at 8 MiB/s";
+  EXPECT_EQ(io.bytes_read, 12u << 20);
+  ::close(fd);
 }
 
 // ---------------------------------------------------------------------------------------------
