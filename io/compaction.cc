@@ -99,21 +99,24 @@ std::size_t OffsetMap::find(std::uint64_t h1, std::uint64_t h2) const {
   return i;
 }
 
-void OffsetMap::put(std::span<const std::byte> key, std::int64_t offset) {
+OffsetMap::Hash OffsetMap::hash(std::span<const std::byte> key) {
   auto [h1, h2] = hash128(key);
-  Slot& s = slots_[find(h1, h2)];
+  return Hash{h1, h2};
+}
+
+void OffsetMap::put(const Hash& h, std::int64_t offset) {
+  Slot& s = slots_[find(h.h1, h.h2)];
   if (s.h1 == 0) {
     SAMSA_ASSERT(size_ < slots_.size() - 1);
     ++size_;
-    s.h1 = h1;
-    s.h2 = h2;
+    s.h1 = h.h1;
+    s.h2 = h.h2;
   }
   s.offset = std::max(s.offset, offset);
 }
 
-std::optional<std::int64_t> OffsetMap::get(std::span<const std::byte> key) const {
-  auto [h1, h2] = hash128(key);
-  const Slot& s = slots_[find(h1, h2)];
+std::optional<std::int64_t> OffsetMap::get(const Hash& h) const {
+  const Slot& s = slots_[find(h.h1, h.h2)];
   if (s.h1 == 0) return std::nullopt;
   return s.offset;
 }
@@ -434,12 +437,17 @@ class Pass {
         auto recs = batch::records_of((*nb)->bytes, storage);
         if (!recs) return std::unexpected(recs.error());
         batch::RecordReader rr(*recs, bi.record_count);
+        hashed_.clear();
         for (;;) {
           auto r = rr.next();
           if (!r) return std::unexpected(r.error());
           if (!*r) break;
-          if ((*r)->key) map_.put(*(*r)->key, bi.base_offset + (*r)->offset_delta);
+          if (!(*r)->key) continue;
+          hashed_.push_back({OffsetMap::hash(*(*r)->key), bi.base_offset + (*r)->offset_delta});
+          map_.prefetch(hashed_.back().first);
         }
+        for (const auto& [h, off] : hashed_)
+          map_.put(h, off);
       }
     }
     return {};
@@ -510,6 +518,8 @@ class Pass {
     kept_.clear();
     bool kept_tombstone = false, dropped = false;
     std::int64_t max_ts = -1;
+    // First every record's key hashed and its slot prefetched, then the decisions.
+    cands_.clear();
     batch::RecordReader rr(*recs, bi.record_count);
     for (;;) {
       const std::size_t start = recs->size() - rr.remaining();
@@ -517,16 +527,24 @@ class Pass {
       if (!r) return std::unexpected(r.error());
       if (!*r) break;
       ++out_.stats.records_read;
-      const std::size_t end = recs->size() - rr.remaining();
       const batch::Record& rec = **r;
-      const std::int64_t off = bi.base_offset + rec.offset_delta;
+      Cand c{start, recs->size() - rr.remaining(), rec.timestamp_delta,
+             bi.base_offset + rec.offset_delta, rec.key.has_value(), !rec.value, {}};
+      // Records without a key cannot be compacted: Kafka drops them too.
+      if (c.has_key) {
+        c.hash = OffsetMap::hash(*rec.key);
+        map_.prefetch(c.hash);
+      }
+      cands_.push_back(c);
+    }
+    for (const Cand& c : cands_) {
       bool keep = false;
-      if (rec.key) {  // records without a key cannot be compacted: Kafka drops them too
-        auto latest = map_.get(*rec.key);
-        keep = !latest || off >= *latest;
+      if (c.has_key) {
+        auto latest = map_.get(c.hash);
+        keep = !latest || c.offset >= *latest;
         // A tombstone goes once its horizon passed, if the map saw it (an older value of its key
         // then goes in this same pass: removing only the tombstone would bring it back).
-        if (keep && !rec.value && horizon_passed && off < map_end_) {
+        if (keep && c.tombstone && horizon_passed && c.offset < map_end_) {
           keep = false;
           ++out_.stats.tombstones_removed;
         }
@@ -535,9 +553,9 @@ class Pass {
         dropped = true;
         continue;
       }
-      if (!rec.value) kept_tombstone = true;
-      max_ts = std::max(max_ts, bi.base_timestamp + rec.timestamp_delta);
-      kept_.push_back({start, end, rec.timestamp_delta});
+      if (c.tombstone) kept_tombstone = true;
+      max_ts = std::max(max_ts, bi.base_timestamp + c.timestamp_delta);
+      kept_.push_back({c.begin, c.end, c.timestamp_delta});
     }
     out_.stats.records_kept += kept_.size();
     const bool set_horizon = kept_tombstone && !has_horizon;
@@ -639,6 +657,15 @@ class Pass {
     std::size_t begin, end;
     std::int64_t timestamp_delta;
   };
+  struct Cand {
+    std::size_t begin, end;  // the record's bytes in the records section
+    std::int64_t timestamp_delta;
+    std::int64_t offset;
+    bool has_key, tombstone;
+    OffsetMap::Hash hash;
+  };
+  std::vector<Cand> cands_;
+  std::vector<std::pair<OffsetMap::Hash, std::int64_t>> hashed_;
   const CleanPlan& plan_;
   OffsetMap& map_;
   CleanerIo& io_;
