@@ -494,6 +494,17 @@ class Pass {
     return w.finish(plan_.segments[j - 1].next_base, j - i);
   }
 
+  // Whether bi is the last batch of a producer that has not expired (producer.id.expiration.ms,
+  // by the batch's timestamp): such a batch stays, emptied if need be, so that the producer's
+  // sequence numbers still check after a restart.
+  bool keeps_producer_state(const BatchInfo& bi) const {
+    if (bi.producer_id < 0) return false;
+    auto it = producers_.find(bi.producer_id);
+    return it != producers_.end() &&
+           it->second.last_offset == bi.base_offset + bi.last_offset_delta &&
+           it->second.timestamp >= plan_.now_ms - plan_.producer_expiration_ms;
+  }
+
   // What of batch b survives: b itself, a rewritten batch (in rewrite_), or nothing (empty).
   Result<std::span<const std::byte>> filter(std::span<const std::byte> b, const BatchInfo& bi) {
     if (bi.is_control()) return b;  // transaction markers: kept (no transactions to end yet)
@@ -505,11 +516,7 @@ class Pass {
     if (bi.record_count == 0) {
       // Kept (emptied) by an earlier pass for its producer: nothing to decompress (an older
       // samsa left such batches with their codec bits).
-      auto it = producers_.find(bi.producer_id);
-      const bool keep = bi.producer_id >= 0 && it != producers_.end() &&
-                        it->second.last_offset == bi.base_offset + bi.last_offset_delta &&
-                        it->second.timestamp >= plan_.now_ms - plan_.producer_expiration_ms;
-      return keep ? b : std::span<const std::byte>{};
+      return keeps_producer_state(bi) ? b : std::span<const std::byte>{};
     }
     auto recs = batch::records_of(b, storage_);
     if (!recs) return std::unexpected(recs.error());
@@ -561,15 +568,7 @@ class Pass {
     const bool set_horizon = kept_tombstone && !has_horizon;
     if (!dropped && !set_horizon && !kept_.empty()) return b;
     if (kept_.empty()) {
-      // The last batch of a live producer stays (empty) so that its sequence numbers still
-      // check after a restart; everything else of the batch goes.
-      auto it = producers_.find(bi.producer_id);
-      const bool last_of_producer = bi.producer_id >= 0 && it != producers_.end() &&
-                                    it->second.last_offset == bi.base_offset + bi.last_offset_delta;
-      const bool expired = it != producers_.end() &&
-                           it->second.timestamp < plan_.now_ms - plan_.producer_expiration_ms;
-      if (!last_of_producer || expired) return std::span<const std::byte>{};
-      if (bi.record_count == 0) return b;  // emptied by an earlier pass
+      if (!keeps_producer_state(bi)) return std::span<const std::byte>{};
       ++out_.stats.batches_emptied;
       rewrite_.assign(b.begin(), b.begin() + batch::kHeaderSize);
       // No records, so no codec (Kafka's empty batches are uncompressed: a reader would try to
