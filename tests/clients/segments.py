@@ -4,7 +4,9 @@ A partition is `<log.dirs>/<topic>-<partition>/` holding `<20-digit base offset>
 RecordBatch v2 (magic 2) entries, stored exactly as the producer sent them apart from the base
 offset. This module parses those batches, verifies their CRC-32C, and can decompress and decode
 their records, so a driver can prove that a batch produced with codec X is stored with codec X
-and holds the records that producer sent.
+and holds the records that producer sent. check_log checks a partition's batches as a reader of
+a log needs them (offsets increasing across batches and segments, records within their batch,
+emptied batches without a codec): cluster.compaction uses it on every replica of a compacted log.
 
 Only the standard library is needed to parse headers; decoding compressed records needs the
 codec modules (Debian: python3-snappy, python3-lz4, python3-zstandard; gzip is built in).
@@ -21,6 +23,7 @@ import os
 import re
 import struct
 import sys
+import time
 import zlib
 
 CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
@@ -104,6 +107,12 @@ class Batch:
     @property
     def last_offset(self) -> int:
         return self.base_offset + self.last_offset_delta
+
+    @property
+    def segment_base(self) -> int | None:
+        """The base offset its segment file is named after (None: not named like a segment)."""
+        m = _SEGMENT_NAME.match(os.path.basename(self.file))
+        return int(m.group(1)) if m else None
 
     def crc_ok(self) -> bool:
         # The CRC covers everything from attributes (offset 21) to the end of the batch.
@@ -200,13 +209,21 @@ def _decode_records(body: bytes, batch: Batch) -> list[Record]:
     return out
 
 
-def read_segment(path: str) -> list[Batch]:
-    with open(path, "rb") as f:
-        data = f.read()
+def parse_segment(data: bytes, path: str, strict: bool = False) -> list[Batch]:
+    """The batches of a segment file's bytes (`path` names it in Batch.file and errors).
+
+    Zeros after the last batch (a preallocated file) and a tail too short for a batch's first
+    12 bytes end the segment; strict=True rejects both: every byte must belong to a batch, as in
+    a segment samsad wrote (it does not preallocate)."""
     batches, pos = [], 0
-    while pos + LOG_OVERHEAD <= len(data):
+    while pos < len(data):
+        if pos + LOG_OVERHEAD > len(data):
+            if strict:
+                raise SegmentError(f"{path}@{pos}: {len(data) - pos} bytes after the last batch: "
+                                   f"a torn batch header?")
+            break
         base_offset, length = struct.unpack_from(">qi", data, pos)
-        if length == 0 and base_offset == 0 and not any(data[pos:pos + 64]):
+        if not strict and length == 0 and base_offset == 0 and not any(data[pos:pos + 64]):
             break  # preallocated zeros after the last batch
         if length < HEADER_SIZE - LOG_OVERHEAD:
             raise SegmentError(f"{path}@{pos}: batch length {length} is below the minimum")
@@ -223,6 +240,11 @@ def read_segment(path: str) -> list[Batch]:
     return batches
 
 
+def read_segment(path: str, strict: bool = False) -> list[Batch]:
+    with open(path, "rb") as f:
+        return parse_segment(f.read(), path, strict)
+
+
 def partition_dirs(log_dir: str, topic: str) -> dict[int, str]:
     """Partition number -> directory for `topic` (Kafka renames deleted ones with a suffix, which
     this pattern does not match)."""
@@ -235,12 +257,87 @@ def partition_dirs(log_dir: str, topic: str) -> dict[int, str]:
     return out
 
 
-def read_partition(directory: str) -> list[Batch]:
-    segs = sorted(n for n in os.listdir(directory) if _SEGMENT_NAME.match(n))
+def read_dir(directory: str, tries: int = 100) -> dict[str, bytes]:
+    """The bytes of a partition directory's .log files by path, read while its listing (names,
+    inodes, sizes) stays the same: a log cleaner swaps and deletes segments under a reader."""
+    def listing():
+        out = {}
+        for name in os.listdir(directory):
+            if _SEGMENT_NAME.match(name):
+                st = os.stat(os.path.join(directory, name))
+                out[os.path.join(directory, name)] = (st.st_ino, st.st_size, st.st_mtime_ns)
+        return out
+    for _ in range(tries):
+        try:
+            before = listing()
+            files = {}
+            for path in before:
+                with open(path, "rb") as f:
+                    files[path] = f.read()
+            if listing() == before and all(len(files[p]) == before[p][1] for p in before):
+                return files
+        except FileNotFoundError:
+            pass
+        time.sleep(0.02)
+    raise SegmentError(f"{directory}: its segments kept changing while read")
+
+
+def parse_partition(files: dict[str, bytes], strict: bool = False) -> list[Batch]:
+    """The batches of a partition's segment files (their bytes by path, as read_dir returns
+    them), in log order."""
     batches = []
-    for name in segs:
-        batches += read_segment(os.path.join(directory, name))
+    for path in sorted(files, key=os.path.basename):
+        batches += parse_segment(files[path], path, strict)
     return batches
+
+
+def read_partition(directory: str, strict: bool = False) -> list[Batch]:
+    return parse_partition(read_dir(directory), strict)
+
+
+def check_log(batches: list[Batch],
+              codecs: set[str] | None = None) -> list[tuple[Batch, list[Record]]]:
+    """Checks a partition's batches in log order (parse_partition's) and decodes them: [(batch,
+    its records)].
+
+    Every batch must have a valid CRC, start at or above its segment's base offset and above
+    every offset before it (a compacted log has gaps, so offsets only increase), and use a codec
+    in `codecs` (None: any). A batch of 0 records (one a compaction emptied, kept for its
+    producer's sequence numbers) must have no records section and no codec: Kafka writes it
+    uncompressed, a reader would try to decompress nothing. Each record's offset must be above
+    the previous one and within its batch's lastOffsetDelta. Raises SegmentError on the first
+    violation (ImportError if a codec module is missing).
+    """
+    out, last = [], -1
+    for b in batches:
+        where = f"{b.file}@{b.position} (base offset {b.base_offset})"
+        if not b.crc_ok():
+            raise SegmentError(f"{where}: CRC-32C mismatch")
+        low = max(last + 1, b.segment_base or 0)
+        if b.base_offset < low:
+            raise SegmentError(f"{where}: base offset not above {low - 1}")
+        if b.record_count == 0:
+            body = b.raw[HEADER_SIZE:]
+            if body or b.attributes & 0x07:
+                raise SegmentError(f"{where}: a batch of 0 records with {len(body)} bytes of "
+                                   f"records and codec {b.codec}")
+        elif codecs is not None and b.codec not in codecs:
+            raise SegmentError(f"{where}: codec {b.codec}, only {sorted(codecs)} expected")
+        try:
+            records = b.records()
+        except (SegmentError, ImportError):
+            raise
+        except Exception as e:  # the codec's own errors (lz4.frame: RuntimeError, zlib.error...)
+            raise SegmentError(f"{where}: {b.codec} records: {e}") from e
+        for r in records:
+            if r.offset <= last or r.offset - b.base_offset > b.last_offset_delta:
+                raise SegmentError(f"{where}: record offset {r.offset} after {last} (delta "
+                                   f"{r.offset - b.base_offset}, lastOffsetDelta "
+                                   f"{b.last_offset_delta})")
+            last = r.offset
+        last = max(last, b.last_offset)
+        out.append((b, records))
+    return out
 
 
 def read_topic(log_dir: str, topic: str) -> dict[int, list[Batch]]:

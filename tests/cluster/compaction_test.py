@@ -14,10 +14,11 @@ min.cleanable.dirty.ratio=0.01, delete.retention.ms=2000, min.insync.replicas=2.
 2. Once every replica of every partition logged cleaning passes and its log shrank (fewer than
    a third of the records written are left), each replica's view is compared with the model:
    the leader's through a confluent-kafka consumer reading from offset 0, and every replica's
-   (leader and followers) by parsing its partition directory's .log segments here (RecordBatch
-   v2, CRC-32C checked, uncompressed and lz4; offsets strictly increasing across batches and
-   segments). Each key must be at its model offset with its model value; a key whose latest
-   record is a tombstone may be there as that tombstone or absent, never older.
+   (leader and followers) by parsing its partition directory's .log segments with
+   tests/clients/segments.py (RecordBatch v2, CRC-32C checked, uncompressed and lz4; offsets
+   strictly increasing across batches and segments). Each key must be at its model offset with
+   its model value; a key whose latest record is a tombstone may be there as that tombstone or
+   absent, never older.
 3. kill -9 of partition 0's leader; once another replica leads, more rounds (some deleted keys
    written again, others deleted now); after new cleaning passes on the live replicas, the same
    checks on every live replica and on the new leader's consumer view.
@@ -36,15 +37,15 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import struct
 import sys
 import tempfile
 import time
 from collections import defaultdict
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cluster_harness import (BROKERS, check, kproto, log, loopback_cluster,  # noqa: E402
+from cluster_harness import (BROKERS, check, log, loopback_cluster,  # noqa: E402
                              set_log_prefix, skip_or_fail, wait_for)
+import segments  # noqa: E402  (tests/clients, on the path cluster_harness sets)
 
 TOPIC = "compacted"
 PARTITIONS = 3
@@ -66,147 +67,41 @@ def elapsed() -> str:
     return f"{time.time() - T0:.1f} s"
 
 
-# ---- RecordBatch v2 segments, parsed here --------------------------------------------------
-HEADER = struct.Struct(">qiibIhiqqqhii")  # baseOffset .. recordCount: 61 bytes
-SEGMENT_NAME = re.compile(r"^(\d{20})\.log$")
-
-
-def varint(buf: bytes, pos: int) -> tuple[int, int]:
-    """A zig-zag varint (or varlong) at pos: (value, next pos)."""
-    shift = raw = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        raw |= (b & 0x7F) << shift
-        if not b & 0x80:
-            break
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint too long")
-    return (raw >> 1) ^ -(raw & 1), pos
-
-
-def decode_records(data: bytes, count: int) -> list[tuple[int, bytes | None, bytes | None]]:
-    """[(offset delta, key, value)] of a batch's records section (None: null)."""
-    out, pos = [], 0
-    for _ in range(count):
-        length, pos = varint(data, pos)
-        end = pos + length
-        pos += 1  # attributes
-        _, pos = varint(data, pos)  # timestampDelta
-        delta, pos = varint(data, pos)
-        klen, pos = varint(data, pos)
-        key = None if klen < 0 else data[pos:pos + klen]
-        pos += max(klen, 0)
-        vlen, pos = varint(data, pos)
-        value = None if vlen < 0 else data[pos:pos + vlen]
-        pos += max(vlen, 0)
-        headers, pos = varint(data, pos)
-        for _ in range(headers):
-            hk, pos = varint(data, pos)
-            pos += max(hk, 0)
-            hv, pos = varint(data, pos)
-            pos += max(hv, 0)
-        if pos != end:
-            raise ValueError(f"record of {length} bytes parsed as {length + pos - end}")
-        out.append((delta, key, value))
-    if pos != len(data):
-        raise ValueError(f"{len(data) - pos} bytes after the batch's {count} records")
-    return out
-
-
-def parse_segments(files: dict[str, bytes]) -> dict:
-    """One replica's log (its segment files' bytes by name): the latest (offset, value) of each
-    key, and figures. Raises ValueError on anything malformed."""
-    import lz4.frame
+# ---- each replica's log, parsed from its segment files (tests/clients/segments.py) ----------
+def parse_log(files: dict[str, bytes]) -> dict:
+    """One replica's log (its segment files' bytes by path): the latest (offset, value) of each
+    key, and figures. Raises SegmentError on anything malformed (segments.check_log's checks,
+    every byte in a batch, no control batch, no record without a key)."""
     view: dict[bytes, tuple[int, bytes | None]] = {}
     stats = defaultdict(int)
+    stats["segments"] = len(files)
+    stats["bytes"] = sum(len(data) for data in files.values())
     last = -1
-    for name in sorted(files):
-        seg_base = int(SEGMENT_NAME.match(name).group(1))
-        data, pos = files[name], 0
-        stats["segments"] += 1
-        stats["bytes"] += len(data)
-        while pos < len(data):
-            if pos + HEADER.size > len(data):
-                raise ValueError(f"{name}@{pos}: a torn batch header")
-            (base, blen, _epoch, magic, crc, attrs, last_delta, _bts, _mts, _pid, _pep, _seq,
-             count) = HEADER.unpack_from(data, pos)
-            end = pos + 12 + blen
-            where = f"{name}@{pos} (base offset {base})"
-            if magic != 2 or blen < HEADER.size - 12 or end > len(data):
-                raise ValueError(f"{where}: magic {magic}, length {blen}, {len(data)} bytes")
-            if kproto.crc32c(data[pos + 21:end]) != crc:
-                raise ValueError(f"{where}: CRC-32C mismatch")
-            if base < seg_base or base <= last:
-                raise ValueError(f"{where}: base offset not above {max(last, seg_base - 1)}")
-            codec = attrs & 7
-            body = data[pos + HEADER.size:end]
-            if count == 0:
-                # An emptied batch (kept for its producer's sequence numbers). Kafka writes it
-                # uncompressed: a reader would try to decompress nothing.
-                if body or codec:
-                    raise ValueError(f"{where}: a batch of 0 records with {len(body)} bytes of "
-                                     f"records and codec {codec}")
-            elif codec == 3:
-                body = lz4.frame.decompress(body)
-                stats["lz4 batches"] += 1
-            elif codec != 0:
-                raise ValueError(f"{where}: codec {codec}, only none and lz4 produced")
-            stats["batches"] += 1
-            if count == 0:
-                stats["empty batches"] += 1
-            if attrs & 0x20:  # a control batch (no transactions here: none expected)
-                raise ValueError(f"{where}: a control batch")
-            for delta, key, value in decode_records(body, count):
-                off = base + delta
-                if off <= last or delta > last_delta:
-                    raise ValueError(f"{where}: record offset {off} after {last} (delta {delta},"
-                                     f" lastOffsetDelta {last_delta})")
-                last = off
-                if key is None:
-                    raise ValueError(f"{where}: a record without a key at {off}")
-                view[key] = (off, value)
-                stats["records"] += 1
-                stats["tombstones"] += value is None
-            last = max(last, base + last_delta)
-            pos = end
+    for b, records in segments.check_log(segments.parse_partition(files, strict=True),
+                                         codecs={"none", "lz4"}):
+        where = f"{b.file}@{b.position} (base offset {b.base_offset})"
+        stats["batches"] += 1
+        stats["lz4 batches"] += b.codec == "lz4" and b.record_count > 0
+        stats["empty batches"] += b.record_count == 0
+        if b.is_control:  # no transactions here: none expected
+            raise segments.SegmentError(f"{where}: a control batch")
+        for r in records:
+            if r.key is None:
+                raise segments.SegmentError(f"{where}: a record without a key at {r.offset}")
+            view[r.key] = (r.offset, r.value)
+            stats["records"] += 1
+            stats["tombstones"] += r.value is None
+        last = max(last, b.last_offset)
     stats["last offset"] = last
     return {"view": view, "stats": dict(stats)}
 
 
 def replica_log(node, p: int) -> dict:
-    """parse_segments of node's replica of partition p; AssertionError naming it if malformed."""
-    files = read_dir(part_dir(node, p))
+    """parse_log of node's replica of partition p; AssertionError naming it if malformed."""
     try:
-        return parse_segments(files)
-    except (ValueError, RuntimeError, IndexError) as e:  # lz4.frame raises RuntimeError
+        return parse_log(segments.read_dir(part_dir(node, p)))
+    except segments.SegmentError as e:
         raise AssertionError(f"broker {node.id}'s replica of partition {p}: {e}") from e
-
-
-def read_dir(path: str) -> dict[str, bytes]:
-    """The partition directory's .log files, read while its listing (names, inodes, sizes)
-    stays the same (the cleaner swaps segments under us)."""
-    def listing():
-        out = {}
-        for name in os.listdir(path):
-            if SEGMENT_NAME.match(name):
-                st = os.stat(os.path.join(path, name))
-                out[name] = (st.st_ino, st.st_size, st.st_mtime_ns)
-        return out
-    for _ in range(100):
-        try:
-            before = listing()
-            files = {}
-            for name in before:
-                with open(os.path.join(path, name), "rb") as f:
-                    files[name] = f.read()
-            if listing() == before and all(len(files[n]) == before[n][1] for n in before):
-                return files
-        except FileNotFoundError:
-            pass
-        time.sleep(0.02)
-    raise AssertionError(f"{path}: its segments kept changing while read")
 
 
 # ---- the model and the comparison ----------------------------------------------------------
