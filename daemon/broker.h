@@ -132,6 +132,7 @@ class Broker {
   // The network backend (samsa.net.backend), made by init().
   const net::Backend& backend() const { return *backend_; }
   const io::LogCleaner* cleaner() const { return cleaner_.get(); }
+  io::LogCleaner* cleaner() { return cleaner_.get(); }
 
   // ---- for the admin socket (daemon/admin_ops.cc, daemon/admin_commands.cc) ----
   enum class State : std::uint8_t { starting, serving, draining, drained, stopping };

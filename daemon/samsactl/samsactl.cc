@@ -53,6 +53,12 @@ const Command kCommands[] = {
      "Stops accepting connections, closes the open ones once their requests are answered\n"
      "(at most samsa.shutdown.timeout.ms), syncs every log and writes the checkpoints, then\n"
      "reports. samsad keeps running but serves no client until it is restarted.\n"},
+    {"clean", "", "compact every compacted log with dirty records now",
+     "Asks the log cleaner to look at every log whose cleanup.policy has compact and clean\n"
+     "each one with dirty records now, whatever its min.cleanable.dirty.ratio (records newer\n"
+     "than min.compaction.lag.ms, above the high watermark or in the active segment stay).\n"
+     "Answers at once; the passes run in the background (samsactl metrics:\n"
+     "samsa_log_cleaner_passes_total, samsactl partition describe: last cleaning).\n"},
     {"flush", "", "sync every log to disk and write the checkpoints",
      "fdatasync of everything in every log dir (syncfs) and the recovery-point and\n"
      "log-start checkpoints written. Useful before a snapshot of the file system.\n"},
@@ -395,7 +401,8 @@ std::expected<Value, int> build_request(const Command& command,
                        (*cmd->args ? " " + std::string(cmd->args) : ""));
   };
   if (name == "status" || name == "reload" || name == "drain" || name == "flush" ||
-      name == "metrics" || name == "topic list" || name == "group list" || name == "quorum") {
+      name == "clean" || name == "metrics" || name == "topic list" || name == "group list" ||
+      name == "quorum") {
     if (!args.empty()) return std::unexpected(bad());
     std::string c = name;
     if (c == "topic list") c = "topic.list";

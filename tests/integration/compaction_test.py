@@ -206,6 +206,29 @@ def main() -> int:
         check(r.returncode == 0 and "dirty ratio" in r.stdout and "last cleaning" in r.stdout,
               f"samsactl partition describe shows the cleaner's state:\n{r.stdout}{r.stderr}")
 
+        # samsactl clean: a pass now, whatever the dirty ratio.
+        def set_topic(conf):
+            res = ConfigResource(ConfigResource.Type.TOPIC, TOPIC, set_config=conf)
+            admin.alter_configs([res])[res].result(30)
+        set_topic(dict(cfg, **{"min.cleanable.dirty.ratio": "0.99"}))
+        produce(5, 1, tag="few")
+        roll()
+        time.sleep(1.0)
+        passes = metrics(b).get("samsa_log_cleaner_passes_total", 0)
+        time.sleep(1.0)
+        idle = metrics(b).get("samsa_log_cleaner_passes_total", 0) == passes
+        r = subprocess.run([args.samsactl, "--socket", sock, "clean"], capture_output=True,
+                           text=True, timeout=20)
+        deadline = time.time() + 10
+        while time.time() < deadline and \
+                metrics(b).get("samsa_log_cleaner_passes_total", 0) == passes:
+            time.sleep(0.2)
+        check(r.returncode == 0 and idle and
+              metrics(b).get("samsa_log_cleaner_passes_total", 0) > passes,
+              f"below min.cleanable.dirty.ratio nothing is cleaned (idle {idle}), `samsactl "
+              f"clean` cleans ({r.stdout.strip()}{r.stderr.strip()})")
+        set_topic(cfg)
+
         b.restart()
         # (delete.retention.ms may pass from here on: tombstones may go.)
         view_matches("after a clean restart", allow_tombstones_gone=True)
@@ -226,9 +249,7 @@ def main() -> int:
 
         # Compaction off at run time: the cleaner leaves the topic alone from now on.
         # (AlterConfigs replaces the topic's whole set: the others are given again.)
-        res = ConfigResource(ConfigResource.Type.TOPIC, TOPIC,
-                             set_config=dict(cfg, **{"cleanup.policy": "delete"}))
-        admin.alter_configs([res])[res].result(30)
+        set_topic(dict(cfg, **{"cleanup.policy": "delete"}))
         time.sleep(1.5)
         passes = metrics(b).get("samsa_log_cleaner_passes_total", 0)
         produce(KEYS, 3, tag="late")
