@@ -336,7 +336,7 @@ def check(a, hist):
     for p in problems:
         say("  " + p)
     verdict = ("records=%d commits=%d topics_exist=%d topics_deleted=%d lazy_records=%d"
-               " kv_keys=%d kv_acked=%d kv_read=%d"
+               " kv_keys=%d kv_sent=%d kv_read=%d"
                % (checked, commits_checked, must_exist, must_not, lazy, len(hist.kv_acked),
                   sum(len(v) for v in hist.kv_sent.values()), kv_read))
     if lost or problems:
