@@ -535,8 +535,13 @@ class Pass {
       if (!*r) break;
       ++out_.stats.records_read;
       const batch::Record& rec = **r;
-      Cand c{start, recs->size() - rr.remaining(), rec.timestamp_delta,
-             bi.base_offset + rec.offset_delta, rec.key.has_value(), !rec.value, {}};
+      Cand c{start,
+             recs->size() - rr.remaining(),
+             rec.timestamp_delta,
+             bi.base_offset + rec.offset_delta,
+             rec.key.has_value(),
+             !rec.value,
+             {}};
       // Records without a key cannot be compacted: Kafka drops them too.
       if (c.has_key) {
         c.hash = OffsetMap::hash(*rec.key);
