@@ -17,25 +17,12 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "io/compression.h"
+#include "io/log_impl.h"  // fail, fmt, sys_error
 #include "io/record_batch.h"
 #include "io/segment.h"
 
 namespace samsa::io {
 namespace {
-
-std::unexpected<Error> fail(Errc c, std::string detail) {
-  return std::unexpected(Error{c, std::move(detail)});
-}
-
-std::string fmt(const char* f, auto... args) {
-  char buf[512];
-  std::snprintf(buf, sizeof buf, f, args...);
-  return buf;
-}
-
-Error sys_err(const char* what, const std::filesystem::path& p, int err) {
-  return Error{Errc::io_error, fmt("%s %s: %s", what, p.c_str(), std::strerror(err))};
-}
 
 // --- the key hash: two 64-bit lanes over 8-byte words, each word mixed (splitmix64's
 // finaliser) into both; 128 bits, so a collision (which would lose a key) is as unlikely as
@@ -186,7 +173,7 @@ Result<std::size_t> CleanerIo::read(int fd, std::byte* buf, std::size_t n, std::
                 : static_cast<int>(::pread(fd, buf + got, n - got, static_cast<off_t>(off + got)));
     if (!ring_ && r < 0) r = -errno;
     if (r == -EINTR || r == -EAGAIN) continue;
-    if (r < 0) return std::unexpected(sys_err("read", path, -r));
+    if (r < 0) return std::unexpected(sys_error("read", path, -r));
     if (r == 0) break;
     got += static_cast<std::size_t>(r);
   }
@@ -204,7 +191,7 @@ Result<void> CleanerIo::write(int fd, const std::byte* buf, std::size_t n, std::
                   : static_cast<int>(::pwrite(fd, p, n - done, static_cast<off_t>(off + done)));
     if (!ring_ && r < 0) r = -errno;
     if (r == -EINTR || r == -EAGAIN) continue;
-    if (r <= 0) return std::unexpected(sys_err("write", path, r == 0 ? EIO : -r));
+    if (r <= 0) return std::unexpected(sys_error("write", path, r == 0 ? EIO : -r));
     done += static_cast<std::size_t>(r);
   }
   bytes_written += n;
@@ -214,7 +201,7 @@ Result<void> CleanerIo::write(int fd, const std::byte* buf, std::size_t n, std::
 
 Result<void> CleanerIo::sync(int fd, const std::filesystem::path& path) {
   int r = ring_ ? submit(2, fd, nullptr, 0, 0) : (::fdatasync(fd) == 0 ? 0 : -errno);
-  if (r < 0) return std::unexpected(sys_err("fdatasync", path, -r));
+  if (r < 0) return std::unexpected(sys_error("fdatasync", path, -r));
   return {};
 }
 
@@ -307,7 +294,7 @@ class GroupWriter {
   }
   Result<void> open() {
     fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd_ < 0) return std::unexpected(sys_err("create", path_, errno));
+    if (fd_ < 0) return std::unexpected(sys_error("create", path_, errno));
     return {};
   }
   Result<void> add(std::span<const std::byte> b, const BatchInfo& info) {
@@ -332,7 +319,7 @@ class GroupWriter {
          {std::pair{".index", &ib_.offsets}, std::pair{".timeindex", &ib_.times}}) {
       auto p = cleaned_path(plan_.dir, group_.base, suffix);
       int fd = ::open(p.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-      if (fd < 0) return std::unexpected(sys_err("create", p, errno));
+      if (fd < 0) return std::unexpected(sys_error("create", p, errno));
       auto w = io_.write(fd, bytes->data(), bytes->size(), 0, p);
       auto s = w ? io_.sync(fd, p) : w;
       ::close(fd);

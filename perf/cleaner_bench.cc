@@ -8,6 +8,7 @@
 //     fdatasync each) while the pass runs vs the same probe with the cleaner idle: p50 and p99
 //     ratios.
 // Run it alone (nothing else of ours on the machine) and quote the load average with it.
+#include <fcntl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -58,11 +59,16 @@ double loadavg() {
 }
 
 // Writes keys x versions records in random key order per version, then closes (syncs) the log.
-void fill(io::Reactor& r, const fs::path& dir, const Args& a) {
+io::LogConfig compacted(const Args& a) {
   io::LogConfig cfg;
   cfg.segment_bytes = a.segment_bytes;
   cfg.cleanup_compact = true;
   cfg.cleanup_delete = false;
+  return cfg;
+}
+
+void fill(io::Reactor& r, const fs::path& dir, const Args& a) {
+  io::LogConfig cfg = compacted(a);
   cfg.fsync = false;  // close() syncs it all; the pass is what is measured
   auto log = io::Log::open(r, dir, cfg);
   if (!log) std::abort();
@@ -142,10 +148,8 @@ Latency probe(io::Reactor& r, io::Log& log, const std::atomic<bool>& stop, doubl
   return l;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  Args a;
+// false (after the usage) on an unknown flag.
+bool parse_args(int argc, char** argv, Args& a) {
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i], v = argv[i + 1];
     if (k == "--keys")
@@ -164,9 +168,39 @@ int main(int argc, char** argv) {
       std::fprintf(stderr,
                    "usage: cleaner_bench [--keys N] [--versions N] [--value-bytes N] "
                    "[--segment-bytes N] [--dir D] [--probe-seconds S]\n");
-      return 2;
+      return false;
     }
   }
+  return true;
+}
+
+// Baseline: a plain copy of the plan's segments through the same io (read, write, fdatasync).
+// Seconds.
+double copy_seconds(const io::CleanPlan& plan, const fs::path& out) {
+  io::CleanerIo cio;
+  std::vector<std::byte> buf(1u << 20);
+  const std::int64_t t0 = mono_ns();
+  for (const auto& s : plan.segments) {
+    int fd = ::open(out.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    for (std::uint64_t pos = 0; pos < s.size;) {
+      auto n = cio.read(s.file->fd, buf.data(), buf.size(), pos, s.file->path);
+      if (!n || *n == 0) break;
+      (void)cio.write(fd, buf.data(), *n, pos, out);
+      pos += *n;
+    }
+    (void)cio.sync(fd, out);
+    ::close(fd);
+  }
+  const double secs = static_cast<double>(mono_ns() - t0) / 1e9;
+  fs::remove(out);
+  return secs;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  if (!parse_args(argc, argv, a)) return 2;
   samsa::log::set_level(samsa::log::Level::warn);
   char tmpl[4096];
   std::snprintf(tmpl, sizeof tmpl, "%s/samsa-cleaner-bench-XXXXXX", a.dir.c_str());
@@ -181,11 +215,7 @@ int main(int argc, char** argv) {
   std::printf("wrote %" PRId64 " keys x %d versions in %.1f s\n", a.keys, a.versions,
               static_cast<double>(mono_ns() - t_fill) / 1e9);
 
-  io::LogConfig cfg;
-  cfg.segment_bytes = a.segment_bytes;
-  cfg.cleanup_compact = true;
-  cfg.cleanup_delete = false;
-  auto log = io::Log::open(r, root / "t-0", cfg,
+  auto log = io::Log::open(r, root / "t-0", compacted(a),
                            io::OpenOptions{.recovery_point = INT64_MAX, .clean_shutdown = true});
   auto other = io::Log::open(r, root / "p-0", io::LogConfig{});
   if (!log || !other) return 1;
@@ -197,28 +227,8 @@ int main(int argc, char** argv) {
   const double gb = static_cast<double>(plan->total_bytes) / 1e9;
   std::printf("cleanable: %zu segments, %.3f GB\n", plan->segments.size(), gb);
 
-  // Baseline 1: a plain copy of the same bytes through the same io.
-  double copy_s = 0;
-  {
-    io::CleanerIo cio;
-    std::vector<std::byte> buf(1u << 20);
-    const auto out = root / "copy";
-    const std::int64_t t0 = mono_ns();
-    for (const auto& s : plan->segments) {
-      int fd = ::open(out.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-      for (std::uint64_t pos = 0; pos < s.size;) {
-        auto n = cio.read(s.file->fd, buf.data(), buf.size(), pos, s.file->path);
-        if (!n || *n == 0) break;
-        (void)cio.write(fd, buf.data(), *n, pos, out);
-        pos += *n;
-      }
-      (void)cio.sync(fd, out);
-      ::close(fd);
-    }
-    copy_s = static_cast<double>(mono_ns() - t0) / 1e9;
-    fs::remove(out);
-  }
-  // Baseline 2: the probe with the cleaner idle.
+  // Baselines: a plain copy of the same bytes, and the probe with the cleaner idle.
+  const double copy_s = copy_seconds(*plan, root / "copy");
   std::atomic<bool> stop{false};
   const Latency idle = probe(r, **other, stop, a.probe_seconds);
 

@@ -149,27 +149,38 @@ class Compaction : public ::testing::Test {
     for (int i = 0; log->segment_count() == n; ++i)
       put("filler-" + std::to_string(fill_++), std::string(100, 'f'));
   }
+  // One pass, not committed: its plan (null when nothing was planned) and what it left.
+  struct Pass {
+    std::unique_ptr<CleanPlan> plan;
+    Result<CleanResult> result = std::unexpected(Error{Errc::not_found, "nothing planned"});
+  };
+  Pass run_pass(const Log::CleanRequest& req, std::size_t map_bytes = 1 << 20) {
+    Pass p;
+    p.plan = log->plan_cleaning(req);
+    if (!p.plan) return p;
+    OffsetMap map(map_bytes);
+    CleanerIo io;
+    p.result = clean_segments(*p.plan, map, io);
+    return p;
+  }
   // One pass (forced), committed. False when nothing was planned.
   bool clean(std::size_t map_bytes = 1 << 20, std::int64_t now = -1,
              std::int64_t producer_expiration_ms = 86400000, CleanResult* out = nullptr,
              std::int64_t limit = INT64_MAX) {
-    Log::CleanRequest req{.now_ms = now >= 0 ? now : wall_ms(),
-                          .cleanable_limit = limit,
-                          .producer_expiration_ms = producer_expiration_ms,
-                          .force = true};
-    auto plan = log->plan_cleaning(req);
-    if (!plan) return false;
-    OffsetMap map(map_bytes);
-    CleanerIo io;
-    auto res = clean_segments(*plan, map, io);
-    EXPECT_TRUE(res.has_value()) << res.error().detail;
-    if (!res) {
-      log->abort_cleaning(*plan);
+    Pass p = run_pass({.now_ms = now >= 0 ? now : wall_ms(),
+                       .cleanable_limit = limit,
+                       .producer_expiration_ms = producer_expiration_ms,
+                       .force = true},
+                      map_bytes);
+    if (!p.plan) return false;
+    EXPECT_TRUE(p.result.has_value()) << p.result.error().detail;
+    if (!p.result) {
+      log->abort_cleaning(*p.plan);
       return false;
     }
-    auto c = log->commit_cleaning(*plan, *res);
+    auto c = log->commit_cleaning(*p.plan, *p.result);
     EXPECT_TRUE(c.has_value()) << c.error().detail;
-    if (out) *out = *res;
+    if (out) *out = *p.result;
     return true;
   }
   // Latest record per key (filler keys included), as the log shows it.
@@ -418,14 +429,11 @@ TEST_F(Compaction, APassTheLogOutranIsDropped) {
   for (int v = 0; v < 4; ++v)
     put("k", std::to_string(v));
   roll();
-  auto plan = log->plan_cleaning({.now_ms = wall_ms(), .force = true});
-  ASSERT_TRUE(plan);
-  OffsetMap map(1 << 20);
-  CleanerIo io;
-  auto res = clean_segments(*plan, map, io);
-  ASSERT_TRUE(res.has_value());
+  Pass p = run_pass({.now_ms = wall_ms(), .force = true});
+  ASSERT_TRUE(p.plan);
+  ASSERT_TRUE(p.result.has_value());
   ASSERT_TRUE(log->truncate_to(2).has_value());
-  auto c = log->commit_cleaning(*plan, *res);
+  auto c = log->commit_cleaning(*p.plan, *p.result);
   ASSERT_FALSE(c.has_value());
   EXPECT_EQ(c.error().code, Errc::busy);
   EXPECT_FALSE(fs::exists(cleaned_path(ldir(), 0, ".log")));
@@ -441,12 +449,10 @@ TEST_F(Compaction, AnInterruptedSwapIsCompletedOrForgotten) {
         put("key" + std::to_string(k), std::to_string(v));
     roll();
     const auto before = records_of(read_all(*log));
-    auto plan = log->plan_cleaning({.now_ms = wall_ms(), .force = true});
-    ASSERT_TRUE(plan);
-    OffsetMap map(1 << 20);
-    CleanerIo io;
-    auto res = clean_segments(*plan, map, io);
-    ASSERT_TRUE(res.has_value());
+    Pass p = run_pass({.now_ms = wall_ms(), .force = true});
+    ASSERT_TRUE(p.plan);
+    ASSERT_TRUE(p.result.has_value());
+    const auto& res = p.result;
     ASSERT_FALSE(res->groups.empty());
     if (committed) {
       std::string m;
@@ -457,7 +463,7 @@ TEST_F(Compaction, AnInterruptedSwapIsCompletedOrForgotten) {
       fs::rename(ldir() / (detail::segment_name(res->groups[0].base) + ".log"),
                  ldir() / (detail::segment_name(res->groups[0].base) + ".log.deleted"));
     }
-    log->abort_cleaning(*plan);
+    log->abort_cleaning(*p.plan);
     reopen(false);
     EXPECT_FALSE(fs::exists(ldir() / kSwapManifest));
     EXPECT_FALSE(fs::exists(cleaned_path(ldir(), res->groups[0].base, ".log")));
