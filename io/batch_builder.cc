@@ -124,4 +124,24 @@ std::vector<std::byte> build_batch(std::span<const SimpleRecord> records,
   return buf;
 }
 
+std::vector<std::byte> build_txn_marker(std::int64_t producer_id, std::int16_t producer_epoch,
+                                        bool commit, std::int32_t coordinator_epoch,
+                                        std::int64_t timestamp) {
+  std::byte key[4], value[6];
+  store_be<std::int16_t>(key, 0);
+  store_be<std::int16_t>(key + 2, commit ? 1 : 0);
+  store_be<std::int16_t>(value, 0);
+  store_be<std::int32_t>(value + 2, coordinator_epoch);
+  BatchBuilder::Options o;
+  o.producer_id = producer_id;
+  o.producer_epoch = producer_epoch;
+  o.transactional = true;
+  o.control = true;
+  std::vector<std::byte> buf(batch::kHeaderSize + BatchBuilder::max_record_size(4, 6));
+  BatchBuilder b(buf, o);
+  b.add(timestamp, std::span<const std::byte>(key), std::span<const std::byte>(value));
+  buf.resize(b.finish().size());
+  return buf;
+}
+
 }  // namespace samsa::io

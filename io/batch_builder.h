@@ -75,6 +75,11 @@ struct SimpleRecord {
 std::vector<std::byte> build_batch(std::span<const SimpleRecord> records,
                                    BatchBuilder::Options opts = {});
 
+// A transaction marker batch (control + transactional), as WriteTxnMarkers writes it.
+std::vector<std::byte> build_txn_marker(std::int64_t producer_id, std::int16_t producer_epoch,
+                                        bool commit, std::int32_t coordinator_epoch,
+                                        std::int64_t timestamp);
+
 inline std::span<const std::byte> as_bytes(std::string_view s) {
   return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
 }

@@ -193,6 +193,9 @@ std::uint64_t Log::size_bytes() const {
 std::size_t Log::segment_count() const {
   return impl_->segs_.size();
 }
+std::int64_t Log::active_segment_base() const {
+  return impl_->active().base;
+}
 bool Log::fenced() const {
   return impl_->fence_.has_value();
 }

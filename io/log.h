@@ -218,7 +218,8 @@ class Log {
   // they are accepted, each batch's header goes to visit (if given), in order, from the walk
   // that places them (the caller need not walk them again).
   struct BatchVisitor {
-    virtual void on_batch(const BatchInfo& b) = 0;
+    // bytes: the whole batch as placed (offsets and all).
+    virtual void on_batch(const BatchInfo& b, std::span<const std::byte> bytes) = 0;
 
    protected:
     ~BatchVisitor() = default;
@@ -283,6 +284,8 @@ class Log {
   std::int64_t recovery_point() const;
   std::uint64_t size_bytes() const;
   std::size_t segment_count() const;
+  // Base offset of the active segment (the one the next append goes to, unless it rolls).
+  std::int64_t active_segment_base() const;
   bool fenced() const;
   const LogConfig& config() const;
   void set_config(const LogConfig& cfg);  // dynamic topic config changes

@@ -234,7 +234,7 @@ Result<AppendResult> Log::Impl::append(AppendOp* op, bool replicated, const Batc
     ib_.add(last, ts, pos, b.size());
     ring_.push(base, pos);
     if (s.size == 0) s.first_batch_timestamp = ts;
-    if (visit) visit->on_batch(first);
+    if (visit) visit->on_batch(first, b);
   } else {
     std::size_t p = 0;
     std::int64_t expect = base;
@@ -246,7 +246,7 @@ Result<AppendResult> Log::Impl::append(AppendOp* op, bool replicated, const Batc
               static_cast<std::uint64_t>(i.length));
       ring_.push(i.base_offset, pos + p);
       if (s.size == 0 && p == 0) s.first_batch_timestamp = i.max_timestamp;
-      if (visit) visit->on_batch(i);
+      if (visit) visit->on_batch(i, b.subspan(p, static_cast<std::size_t>(i.length)));
       p += static_cast<std::size_t>(i.length);
     }
   }

@@ -282,4 +282,26 @@ Result<std::span<const std::byte>> records_of(std::span<const std::byte> b,
 #endif
 }
 
+Result<TxnMarker> parse_txn_marker(std::span<const std::byte> b) {
+  std::vector<std::byte> storage;
+  auto recs = records_of(b, storage, 4096);
+  if (!recs) return std::unexpected(recs.error());
+  const BatchInfo info = parse_header(b.data());
+  RecordReader rr(*recs, info.record_count);
+  auto rec = rr.next();
+  if (!rec) return std::unexpected(rec.error());
+  if (!*rec || !(*rec)->key || (*rec)->key->size() < 4) {
+    return fail(Errc::invalid_record, "control batch without a marker key");
+  }
+  const auto key = *(*rec)->key;
+  const auto type = load_be<std::int16_t>(key.data() + 2);
+  if (type != 0 && type != 1) {
+    return fail(Errc::invalid_record, fmt("control record type %d is not a marker", type));
+  }
+  TxnMarker m{static_cast<ControlType>(type), -1};
+  if ((*rec)->value && (*rec)->value->size() >= 6)
+    m.coordinator_epoch = load_be<std::int32_t>((*rec)->value->data() + 2);
+  return m;
+}
+
 }  // namespace samsa::io::batch

@@ -133,4 +133,16 @@ Result<std::span<const std::byte>> records_of(std::span<const std::byte> b,
                                               std::vector<std::byte>& storage,
                                               std::size_t max_out = 64u << 20);
 
+// A transaction marker: the one record of a control batch (Kafka's EndTransactionMarker).
+// Key: int16 version (0) | int16 type; value: int16 version (0) | int32 coordinatorEpoch.
+// Other control types (KRaft's leader change, snapshot header/footer) are not markers.
+enum class ControlType : std::int16_t { abort = 0, commit = 1 };
+struct TxnMarker {
+  ControlType type = ControlType::abort;
+  std::int32_t coordinator_epoch = -1;
+};
+// The marker a complete control batch holds; Errc::invalid_record when it holds none (another
+// control type, a malformed record).
+Result<TxnMarker> parse_txn_marker(std::span<const std::byte> b);
+
 }  // namespace samsa::io::batch

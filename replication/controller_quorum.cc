@@ -477,7 +477,7 @@ void Controller::on_fetch_response(std::int64_t id, NodeId from, const quorum::F
   if (step == quorum::FollowerStep::append) {
     struct Note final : io::Log::BatchVisitor {
       explicit Note(quorum::RaftNode& n) : raft(n) {}
-      void on_batch(const io::BatchInfo& b) override {
+      void on_batch(const io::BatchInfo& b, std::span<const std::byte>) override {
         raft.note_batch(b.partition_leader_epoch, b.base_offset);
       }
       quorum::RaftNode& raft;

@@ -12,6 +12,7 @@
 #include "io/offload.h"
 #include "io/producer_snapshot.h"
 #include "io/record_batch.h"
+#include "io/segment.h"
 
 namespace samsa::replication {
 
@@ -51,7 +52,8 @@ Partition::Partition(io::Reactor& r, std::string topic, Uuid topic_id, std::int3
       index_(index),
       leader_epoch_(leader_epoch),
       log_(std::move(log)),
-      opts_(opts) {
+      opts_(opts),
+      txns_(log_->dir(), topic_ + "-" + std::to_string(index_)) {
   high_watermark_ = log_->durable_end_offset();
   // Duplicates whose originals are already durable answer on the next loop turn, never inside
   // append() itself (its caller is still filling in the op).
@@ -109,14 +111,16 @@ void Partition::load_producer_state() {
     ::unlink(io::producer_snapshot_path(dir, at).c_str());
     offsets.pop_back();
   }
+  // Open transactions as the snapshot saw them; the index keeps what lies before it.
+  txns_.load(start, from);
+  producers_.for_each([&](const ProducerEntry& e) {
+    if (e.current_txn_first_offset >= 0) txns_.begin(e.producer_id, e.current_txn_first_offset);
+  });
   std::size_t replayed = 0;
-  const std::int64_t now = wall_ms();
   auto r = log_->scan_batch_headers(from, [&](const io::BatchInfo& b) {
     const std::int64_t last = b.base_offset + b.last_offset_delta;
     if (last < from) return true;  // the batch holding `from` began before the snapshot
-    if (b.producer_id >= 0 && !b.is_control()) {
-      producers_.update(b, b.base_offset, last, b.max_timestamp >= 0 ? b.max_timestamp : now);
-    }
+    if (b.producer_id >= 0) note_producer_batch(b, b.base_offset, last, {});
     ++replayed;
     return true;
   });
@@ -125,10 +129,70 @@ void Partition::load_producer_state() {
               index_, from, r.error().detail.c_str());
   }
   producers_.evict_below(start);
+  txns_.on_high_watermark(high_watermark_);
   if (producers_.size() || replayed) {
-    LOG_DEBUG("%s-%d: %zu producers (snapshot at %" PRId64 ", %zu batches replayed)",
-              topic_.c_str(), index_, producers_.size(), from, replayed);
+    LOG_DEBUG("%s-%d: %zu producers, %zu open transactions (snapshot at %" PRId64
+              ", %zu batches replayed)",
+              topic_.c_str(), index_, producers_.size(), txns_.ongoing(), from, replayed);
   }
+}
+
+void Partition::rebuild_producer_state() {
+  producers_.clear();
+  load_producer_state();
+}
+
+void Partition::note_producer_batch(const io::BatchInfo& b, std::int64_t first, std::int64_t last,
+                                    std::span<const std::byte> bytes) {
+  if (b.is_control()) {
+    std::optional<io::batch::TxnMarker> m;
+    if (!bytes.empty()) {
+      auto parsed = io::batch::parse_txn_marker(bytes);
+      if (parsed) m = *parsed;
+    } else {
+      m = read_marker(b);
+    }
+    if (m) note_marker(b, *m, first);
+    return;
+  }
+  const std::int64_t ts = b.max_timestamp >= 0 ? b.max_timestamp : wall_ms();
+  if (producers_.update(b, first, last, ts)) txns_.begin(b.producer_id, first);
+}
+
+void Partition::note_marker(const io::BatchInfo& b, const io::batch::TxnMarker& m,
+                            std::int64_t offset) {
+  const std::int64_t first =
+      producers_.end_txn(b.producer_id, b.producer_epoch, m.coordinator_epoch, wall_ms());
+  // A marker for a transaction that wrote nothing here (or whose data retention removed) closes
+  // nothing; Kafka writes it all the same.
+  if (first < 0) return;
+  txns_.end(b.producer_id, first, offset, m.type == io::batch::ControlType::abort,
+            log_->active_segment_base());
+}
+
+std::optional<io::batch::TxnMarker> Partition::read_marker(const io::BatchInfo& b) const {
+  auto rr = log_->read(b.base_offset, static_cast<std::size_t>(b.length),
+                       b.base_offset + b.last_offset_delta + 1, true);
+  std::string why;
+  if (rr && !rr->slices.empty()) {
+    const io::Slice& s = rr->slices.front();
+    std::vector<std::byte> buf(s.length);
+    if (io::detail::pread_full(s.file->fd, buf.data(), buf.size(), s.position) ==
+        static_cast<ssize_t>(buf.size())) {
+      auto m = io::batch::parse_txn_marker(std::span<const std::byte>(buf).first(
+          std::min(buf.size(), static_cast<std::size_t>(b.length))));
+      if (m) return *m;
+      if (m.error().code == io::Errc::invalid_record) return std::nullopt;  // not a marker
+      why = m.error().detail;
+    } else {
+      why = "short read";
+    }
+  } else {
+    why = rr ? "not found" : rr.error().detail;
+  }
+  LOG_WARN("%s-%d: reading the control batch at offset %" PRId64 ": %s", topic_.c_str(), index_,
+           b.base_offset, why.c_str());
+  return std::nullopt;
 }
 
 // Writes the snapshot and drops those below the log start (their segments are gone). At a
@@ -158,10 +222,17 @@ void Partition::on_log_rolled(io::Log&, std::int64_t new_base) {
   // The batch that caused the roll is not in the table yet: the table is exactly the state
   // of every batch below new_base. A snapshot that a crash keeps from being written only
   // means replaying from the one before.
+  // Aborted-transaction entries the snapshot covers are synced first: after it, a restart no
+  // longer replays (and so no longer rebuilds) them.
   io::offload(
       reactor_, std::hash<std::string>{}(log_->dir().string()),
       [dir = log_->dir(), new_base, start = log_->log_start_offset(),
-       entries = producers_.snapshot()] { return store_snapshot(dir, new_base, start, entries); },
+       entries = producers_.snapshot(), txn_files = txns_.files_to_sync(new_base)] {
+        for (std::int64_t base : txn_files) {
+          if (auto r = io::sync_txn_index(dir, base); !r) return r;
+        }
+        return store_snapshot(dir, new_base, start, entries);
+      },
       [name = topic_ + "-" + std::to_string(index_), new_base](io::Result<void> r) {
         if (!r) {
           LOG_WARN("%s: producer snapshot at %" PRId64 ": %s", name.c_str(), new_base,
@@ -174,13 +245,93 @@ std::size_t Partition::expire_producers(std::int64_t now_ms) {
   const std::size_t before = producers_.size();
   producers_.evict_below(log_->log_start_offset());
   producers_.expire(now_ms, opts_.producer_expiration_ms);
+  txns_.evict_below(log_->log_start_offset());
   return before - producers_.size();
 }
 
 // ---------------------------------------------------------------------------------------------
 // Appends
 
-std::expected<io::AppendResult, AppendError> Partition::append(io::AppendOp* op) {
+std::expected<bool, AppendError> Partition::check_producer(io::AppendOp* op,
+                                                           const io::BatchInfo& info,
+                                                           AppendOrigin origin) {
+  auto refuse = [&](ErrorCode code, std::string msg) {
+    return std::unexpected(AppendError{code, std::move(msg), {}, log_->log_start_offset()});
+  };
+  if (info.is_control() != (origin == AppendOrigin::marker)) {
+    // Kafka's LogValidator: clients may not write control batches; a marker is one.
+    return std::unexpected(AppendError{ErrorCode::invalid_record,
+                                       origin == AppendOrigin::marker
+                                           ? "a transaction marker must be a control batch"
+                                           : "control batches are written only by the transaction "
+                                             "coordinator"});
+  }
+  if (origin == AppendOrigin::marker) {
+    if (info.producer_id < 0 || !info.is_transactional())
+      return std::unexpected(
+          AppendError{ErrorCode::invalid_record, "a marker names a transactional producer"});
+    auto m = io::batch::parse_txn_marker(op->batch);
+    if (!m) return std::unexpected(AppendError{ErrorCode::invalid_record, m.error().detail});
+    const ErrorCode e =
+        producers_.check_marker(info.producer_id, info.producer_epoch, m->coordinator_epoch);
+    if (e != ErrorCode::none) {
+      return refuse(e, "marker of producer " + std::to_string(info.producer_id) + " epoch " +
+                           std::to_string(info.producer_epoch) + " refused");
+    }
+    return false;
+  }
+  if (info.producer_id < 0 || !opts_.sequence_check) return false;
+  ProducerCheck c = producers_.check(info);
+  // The coordinator's own transactional writes carry no sequences (Kafka's AppendOrigin
+  // COORDINATOR): only the epoch fences them.
+  if (origin == AppendOrigin::coordinator && c.verdict != ProducerVerdict::invalid_epoch)
+    return false;
+  switch (c.verdict) {
+    case ProducerVerdict::append:
+      return false;
+    case ProducerVerdict::duplicate:
+      if (!is_retry_of(c.duplicate, info, op->batch)) {
+        ++duplicate_mismatches_;
+        LOG_WARN("%s-%d: a batch of producer %" PRId64
+                 " epoch %d repeats sequences %d..%d "
+                 "(offsets %" PRId64 "..%" PRId64
+                 ") with other contents (%d records, CRC "
+                 "0x%08x; stored: %d records, CRC 0x%08x): refused, not a retry; is the "
+                 "producer id in use twice?",
+                 topic_.c_str(), index_, info.producer_id, info.producer_epoch,
+                 c.duplicate.first_seq, c.duplicate.last_seq, c.duplicate.first_offset,
+                 c.duplicate.last_offset, info.record_count, info.crc, c.duplicate.record_count,
+                 c.duplicate.crc);
+        return refuse(ErrorCode::out_of_order_sequence_number,
+                      "The batch repeats the sequence numbers of a stored batch of this producer "
+                      "with other contents.");
+      }
+      LOG_DEBUG("%s-%d: duplicate batch of producer %" PRId64
+                " (sequences %d..%d) at offset "
+                "%" PRId64,
+                topic_.c_str(), index_, info.producer_id, c.duplicate.first_seq,
+                c.duplicate.last_seq, c.duplicate.first_offset);
+      // Kafka answers a duplicate with the original batch's timestamp in logAppendTimeMs,
+      // whatever the topic's timestamp type.
+      op->result = io::AppendResult{c.duplicate.first_offset, c.duplicate.last_offset,
+                                    c.duplicate.timestamp, log_->log_start_offset()};
+      op->error.reset();
+      op->next = dup_head_;
+      dup_head_ = op;
+      if (!dup_timer_.armed()) reactor_.arm(&dup_timer_, 0);
+      return true;
+    case ProducerVerdict::out_of_order:
+      return refuse(ErrorCode::out_of_order_sequence_number, std::move(c.message));
+    case ProducerVerdict::invalid_epoch:
+      return refuse(ErrorCode::invalid_producer_epoch, std::move(c.message));
+    case ProducerVerdict::invalid_txn_state:
+      return refuse(ErrorCode::invalid_txn_state, std::move(c.message));
+  }
+  return false;
+}
+
+std::expected<io::AppendResult, AppendError> Partition::append(io::AppendOp* op,
+                                                               AppendOrigin origin) {
   auto info = log_->prepare(op);
   if (!info) {
     const io::Errc e = info.error().code;
@@ -188,59 +339,9 @@ std::expected<io::AppendResult, AppendError> Partition::append(io::AppendOp* op)
         AppendError{kafka_error_of(e), std::move(info.error().detail), e,
                     e == io::Errc::invalid_timestamp ? log_->log_start_offset() : -1});
   }
-  if (info->producer_id >= 0 && opts_.sequence_check) {
-    if (info->is_transactional()) {
-      return std::unexpected(
-          AppendError{ErrorCode::invalid_txn_state, "transactional batches are not supported yet"});
-    }
-    ProducerCheck c = producers_.check(*info);
-    switch (c.verdict) {
-      case ProducerVerdict::append:
-        break;
-      case ProducerVerdict::duplicate:
-        if (!is_retry_of(c.duplicate, *info, op->batch)) {
-          ++duplicate_mismatches_;
-          LOG_WARN("%s-%d: a batch of producer %" PRId64
-                   " epoch %d repeats sequences %d..%d "
-                   "(offsets %" PRId64 "..%" PRId64
-                   ") with other contents (%d records, CRC "
-                   "0x%08x; stored: %d records, CRC 0x%08x): refused, not a retry; is the "
-                   "producer id in use twice?",
-                   topic_.c_str(), index_, info->producer_id, info->producer_epoch,
-                   c.duplicate.first_seq, c.duplicate.last_seq, c.duplicate.first_offset,
-                   c.duplicate.last_offset, info->record_count, info->crc, c.duplicate.record_count,
-                   c.duplicate.crc);
-          return std::unexpected(AppendError{
-              ErrorCode::out_of_order_sequence_number,
-              "The batch repeats the sequence numbers of a stored batch of this producer with "
-              "other contents.",
-              {},
-              log_->log_start_offset()});
-        }
-        LOG_DEBUG("%s-%d: duplicate batch of producer %" PRId64
-                  " (sequences %d..%d) at offset "
-                  "%" PRId64,
-                  topic_.c_str(), index_, info->producer_id, c.duplicate.first_seq,
-                  c.duplicate.last_seq, c.duplicate.first_offset);
-        // Kafka answers a duplicate with the original batch's timestamp in logAppendTimeMs,
-        // whatever the topic's timestamp type.
-        op->result = io::AppendResult{c.duplicate.first_offset, c.duplicate.last_offset,
-                                      c.duplicate.timestamp, log_->log_start_offset()};
-        op->error.reset();
-        op->next = dup_head_;
-        dup_head_ = op;
-        if (!dup_timer_.armed()) reactor_.arm(&dup_timer_, 0);
-        return op->result;
-      case ProducerVerdict::out_of_order:
-        return std::unexpected(AppendError{ErrorCode::out_of_order_sequence_number,
-                                           std::move(c.message),
-                                           {},
-                                           log_->log_start_offset()});
-      case ProducerVerdict::invalid_epoch:
-        return std::unexpected(AppendError{
-            ErrorCode::invalid_producer_epoch, std::move(c.message), {}, log_->log_start_offset()});
-    }
-  }
+  auto dup = check_producer(op, *info, origin);
+  if (!dup) return std::unexpected(std::move(dup.error()));
+  if (*dup) return op->result;  // a duplicate, answered as its original once that is written
   // The leader stamps its epoch into partitionLeaderEpoch (outside the CRC, as in Kafka):
   // followers and OffsetForLeaderEpoch rely on it to find where logs diverge.
   store_be<std::int32_t>(op->batch.data() + io::batch::kPartitionLeaderEpoch, leader_epoch_);
@@ -249,10 +350,7 @@ std::expected<io::AppendResult, AppendError> Partition::append(io::AppendOp* op)
     return std::unexpected(
         AppendError{kafka_error_of(r.error().code), std::move(r.error().detail), r.error().code});
   }
-  if (info->producer_id >= 0) {
-    const std::int64_t ts = info->max_timestamp >= 0 ? info->max_timestamp : wall_ms();
-    producers_.update(*info, r->base_offset, r->last_offset, ts);
-  }
+  if (info->producer_id >= 0) note_producer_batch(*info, r->base_offset, r->last_offset, op->batch);
   // The first batch of a new epoch starts that epoch in leader-epoch-checkpoint (rare: once
   // per leadership change, so its small synchronous file write stays off the common path).
   auto& epochs = log_->leader_epochs();
@@ -270,11 +368,10 @@ io::Result<io::AppendResult> Partition::append_replicated(io::AppendOp* op) {
   // recorded them, and each batch's epoch for the replica's leader-epoch cache.
   struct Note final : io::Log::BatchVisitor {
     explicit Note(Partition& p) : part(p) {}
-    void on_batch(const io::BatchInfo& info) override {
-      if (info.producer_id >= 0) {
-        part.producers_.update(info, info.base_offset, info.base_offset + info.last_offset_delta,
-                               info.max_timestamp >= 0 ? info.max_timestamp : wall_ms());
-      }
+    void on_batch(const io::BatchInfo& info, std::span<const std::byte> bytes) override {
+      if (info.producer_id >= 0)
+        part.note_producer_batch(info, info.base_offset, info.base_offset + info.last_offset_delta,
+                                 bytes);
       if (part.replica_)
         part.replica_->note_replicated_batch(info.partition_leader_epoch, info.base_offset);
     }
@@ -417,7 +514,8 @@ void Partition::settle_commit_waiters(bool close) {
 
 void Partition::enable_replica(const ReplicaOptions& o, bool replica_hw) {
   if (replica_) return;
-  replica_log_ = std::make_unique<IoReplicaLog>(*log_);
+  // A truncation takes back batches the producer state and the open transactions counted.
+  replica_log_ = std::make_unique<IoReplicaLog>(*log_, [this] { rebuild_producer_state(); });
   replica_ = std::make_unique<ReplicaState>(o, *replica_log_);
   replica_hw_ = replica_hw;
 }
@@ -446,6 +544,7 @@ void Partition::update_high_watermark() {
   if (commit_head_) settle_commit_waiters();
   if (hw == high_watermark_) return;
   high_watermark_ = hw;
+  txns_.on_high_watermark(hw);
   wake_all(waiters_);
   // A follower's parked fetch carries the HW too: it learns of the move at once.
   wake_all(log_waiters_);
@@ -454,7 +553,15 @@ void Partition::update_high_watermark() {
 io::Result<void> Partition::close() {
   settle_commit_waiters(true);
   auto r = log_->close();
-  if (r) write_snapshot(log_->log_end_offset());
+  if (!r) return r;
+  for (std::int64_t base : txns_.files_to_sync(INT64_MAX)) {
+    if (auto s = io::sync_txn_index(log_->dir(), base); !s) {
+      // Without the entries durable, the snapshot must not claim to cover them.
+      LOG_WARN("%s-%d: %s", topic_.c_str(), index_, s.error().detail.c_str());
+      return r;
+    }
+  }
+  write_snapshot(log_->log_end_offset());
   return r;
 }
 

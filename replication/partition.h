@@ -16,10 +16,12 @@
 #include "base/kafka_errors.h"
 #include "io/log.h"
 #include "io/reactor.h"
+#include "io/record_batch.h"
 #include "replication/metadata_records.h"
 #include "replication/producer_state.h"
 #include "replication/replica_log.h"
 #include "replication/replica_state.h"
+#include "replication/txn_state.h"
 
 namespace samsa::replication {
 
@@ -62,6 +64,13 @@ kafka::ErrorCode kafka_error_of(io::Errc e);
 
 class Partition;
 
+// Who wrote a batch a leader appends: what it may hold and which producer checks apply.
+enum class AppendOrigin : std::uint8_t {
+  client,       // a Produce: no control batches; idempotent and transactional checks
+  coordinator,  // the group coordinator's records (TxnOffsetCommit: transactional, no sequences)
+  marker,       // WriteTxnMarkers: one control batch ending a producer's transaction
+};
+
 // One partition's batch of a Produce request. The caller embeds it (no allocation per
 // partition) and keeps it and the batch bytes alive until `produced` runs, exactly once, on
 // the partition's reactor (possibly inside Partition::produce, for an immediate refusal).
@@ -70,6 +79,7 @@ struct ProduceOp : io::AppendOp {
   // 0 and 1: answered once the batch is written; -1 (all): once it is synced and, on a
   // replicated partition, held by the ISR (at least min.insync.replicas of it).
   std::int16_t acks = 1;
+  AppendOrigin origin = AppendOrigin::client;
   // acks=all waiting for the ISR gets REQUEST_TIMED_OUT at this time (mono_ns), as from
   // Kafka's produce purgatory (the records may still commit).
   std::int64_t deadline_ns = 0;
@@ -113,6 +123,8 @@ struct ReadOutcome {
   std::int64_t log_end_seen = -1;  // a follower's read: the written end it was answered from
   std::optional<io::LeaderEpochCache::EpochEnd> diverging;
   std::vector<io::Slice> slices;
+  // read_committed: the aborted transactions the records returned overlap.
+  std::vector<io::AbortedTxn> aborted;
   std::size_t bytes = 0;
 };
 
@@ -192,7 +204,8 @@ class Partition final : private io::Log::Listener {
   // producer's batch is checked against its sequence and epoch first; a duplicate of one of
   // its last five batches is not stored again: op->result gets the original offsets and
   // op->done runs once those are written (acks=1) or durable (acks=all), like a fresh append.
-  std::expected<io::AppendResult, AppendError> append(io::AppendOp* op);
+  std::expected<io::AppendResult, AppendError> append(io::AppendOp* op,
+                                                      AppendOrigin origin = AppendOrigin::client);
   // Follower append of batches copied from the leader (offsets kept, io::Log::append_replicated),
   // recording their producers as the leader did (so this replica removes duplicates once it
   // leads) and their epochs in the ReplicaState, in one walk over the batch headers.
@@ -218,8 +231,10 @@ class Partition final : private io::Log::Listener {
   ReplicaState* replica() { return replica_.get(); }
   const ReplicaState* replica() const { return replica_.get(); }
   std::int64_t log_start_offset() const { return log_->log_start_offset(); }
-  // Last stable offset: equal to the high watermark until transactions exist.
-  std::int64_t last_stable_offset() const { return high_watermark_; }
+  // Last stable offset: below the first transaction still open (or closed by a marker the high
+  // watermark has not passed), at most the high watermark. read_committed reads below it.
+  std::int64_t last_stable_offset() const { return txns_.last_stable(high_watermark_); }
+  const PartitionTxns& txns() const { return txns_; }
 
   void add_waiter(PartitionWaiter* w);
   void remove_waiter(PartitionWaiter* w);
@@ -246,6 +261,19 @@ class Partition final : private io::Log::Listener {
   void on_log_advanced(io::Log& log) override;
   void on_log_rolled(io::Log& log, std::int64_t new_base) override;
   void load_producer_state();
+  // After a truncation: the producers and transactions as of the new log end.
+  void rebuild_producer_state();
+  // An appended, replicated or replayed batch of a producer: its state, and the transaction it
+  // opens. A control batch (bytes: the whole batch) closes one instead.
+  void note_producer_batch(const io::BatchInfo& b, std::int64_t first, std::int64_t last,
+                           std::span<const std::byte> bytes);
+  void note_marker(const io::BatchInfo& b, const io::batch::TxnMarker& m, std::int64_t offset);
+  // The marker of a control batch the log holds (read from its file: replay only).
+  std::optional<io::batch::TxnMarker> read_marker(const io::BatchInfo& b) const;
+  // A leader append's producer checks (AppendOrigin decides which): false to go ahead, true
+  // for a duplicate (queued, answered as its original), or why the batch is refused.
+  std::expected<bool, AppendError> check_producer(io::AppendOp* op, const io::BatchInfo& info,
+                                                  AppendOrigin origin);
   static void wake_all(PartitionWaiter*& head);
   void write_snapshot(std::int64_t offset);
   void complete_duplicates();
@@ -294,6 +322,7 @@ class Partition final : private io::Log::Listener {
   CommitWaiter* commit_tail_ = nullptr;
   std::int64_t log_woken_end_ = -1;  // the written end log_waiters_ last saw
   ProducerStateTable producers_;
+  PartitionTxns txns_;
   std::uint64_t duplicate_mismatches_ = 0;
   // Duplicate batches waiting for their originals to be written/durable (AppendOp::next).
   io::AppendOp* dup_head_ = nullptr;

@@ -32,7 +32,7 @@ void Partition::produce(ProduceOp* op) {
   }
   op->durability = all ? io::Durability::durable : io::Durability::written;
   op->done = &Partition::on_produce_written;
-  auto r = append(op);
+  auto r = append(op, op->origin);
   if (!r) {
     op->error = r.error().code;
     op->message = std::move(r.error().message);
@@ -98,7 +98,7 @@ std::int64_t Partition::read_limit(const ReadArgs& args, ReadOutcome& out) {
     auto a = replica_->on_replica_fetch(*args.replica, mono_ms());
     update_high_watermark();
     out.high_watermark = high_watermark_;
-    out.last_stable = high_watermark_;
+    out.last_stable = last_stable_offset();
     out.log_start = log_->log_start_offset();
     out.log_end_seen = log_->written_end_offset();
     out.diverging = a.diverging;
@@ -120,6 +120,7 @@ std::int64_t Partition::read_limit(const ReadArgs& args, ReadOutcome& out) {
 bool Partition::read(const ReadArgs& args, ReadOutcome& out, io::ReadAhead* ra) {
   SAMSA_ASSERT(io::Reactor::current() == &reactor_);
   out.slices.clear();
+  out.aborted.clear();
   out.bytes = 0;
   out.error = ErrorCode::none;
   out.diverging.reset();
@@ -139,6 +140,9 @@ bool Partition::read(const ReadArgs& args, ReadOutcome& out, io::ReadAhead* ra) 
   out.slices = std::move(r->slices);
   for (const auto& s : out.slices)
     out.bytes += s.length;
+  // The consumer drops the records of aborted transactions the batches returned overlap.
+  if (args.read_committed && !args.replica && !out.slices.empty())
+    txns_.aborted_in(args.offset, out.slices.back().last_offset + 1, out.aborted);
   return true;
 }
 

@@ -46,6 +46,13 @@ ProducerCheck ProducerStateTable::check(const io::BatchInfo& b) const {
   auto it = producers_.find(b.producer_id);
   if (it == producers_.end()) return out;  // unknown producer: any sequence (Kafka 4)
   const ProducerEntry& e = it->second;
+  if (!b.is_transactional() && e.current_txn_first_offset >= 0 && b.producer_epoch >= e.epoch) {
+    out.verdict = ProducerVerdict::invalid_txn_state;
+    out.message = fmt("Expected transactional write from producer %" PRId64 " at offset %" PRId64
+                      " in partition with an open transaction",
+                      b.producer_id, e.current_txn_first_offset);
+    return out;
+  }
   const std::int32_t first = b.base_sequence;
   const std::int32_t last = last_sequence_of(b);
   if (b.producer_epoch == e.epoch) {
@@ -88,9 +95,9 @@ ProducerCheck ProducerStateTable::check(const io::BatchInfo& b) const {
   return out;
 }
 
-void ProducerStateTable::update(const io::BatchInfo& b, std::int64_t first_offset,
+bool ProducerStateTable::update(const io::BatchInfo& b, std::int64_t first_offset,
                                 std::int64_t last_offset, std::int64_t timestamp) {
-  if (b.producer_id < 0) return;
+  if (b.producer_id < 0) return false;
   ProducerEntry& e = producers_[b.producer_id];
   e.producer_id = b.producer_id;
   if (b.producer_epoch != e.epoch) {
@@ -100,6 +107,35 @@ void ProducerStateTable::update(const io::BatchInfo& b, std::int64_t first_offse
   }
   e.push(ProducerBatch{b.base_sequence, last_sequence_of(b), first_offset, last_offset, timestamp,
                        b.record_count, b.crc, b.log_append_time()});
+  if (!b.is_transactional() || e.current_txn_first_offset >= 0) return false;
+  e.current_txn_first_offset = first_offset;
+  return true;
+}
+
+kafka::ErrorCode ProducerStateTable::check_marker(std::int64_t producer_id, std::int16_t epoch,
+                                                  std::int32_t coordinator_epoch) const {
+  const ProducerEntry* e = find(producer_id);
+  if (!e) return kafka::ErrorCode::none;
+  if (epoch < e->epoch) return kafka::ErrorCode::invalid_producer_epoch;
+  if (coordinator_epoch < e->coordinator_epoch)
+    return kafka::ErrorCode::transaction_coordinator_fenced;
+  return kafka::ErrorCode::none;
+}
+
+std::int64_t ProducerStateTable::end_txn(std::int64_t producer_id, std::int16_t epoch,
+                                         std::int32_t coordinator_epoch, std::int64_t timestamp) {
+  ProducerEntry& e = producers_[producer_id];
+  e.producer_id = producer_id;
+  if (epoch != e.epoch) {
+    e.epoch = epoch;
+    e.clear_batches();
+  }
+  e.coordinator_epoch = coordinator_epoch;
+  const std::int64_t first = e.current_txn_first_offset;
+  e.current_txn_first_offset = -1;
+  // A producer known only from its markers still expires like one that wrote.
+  if (e.count == 0) e.last_marker_ms = timestamp;
+  return first;
 }
 
 bool same_batch(const ProducerBatch& stored, const io::BatchInfo& retry,
@@ -116,7 +152,8 @@ std::size_t ProducerStateTable::expire(std::int64_t now_ms, std::int64_t expirat
   std::size_t n = 0;
   for (auto it = producers_.begin(); it != producers_.end();) {
     const ProducerEntry& e = it->second;
-    if (e.current_txn_first_offset < 0 && now_ms - e.last_timestamp() >= expiration_ms) {
+    const std::int64_t last = e.count ? e.last_timestamp() : e.last_marker_ms;
+    if (e.current_txn_first_offset < 0 && now_ms - last >= expiration_ms) {
       it = producers_.erase(it);
       ++n;
     } else {
@@ -129,7 +166,7 @@ std::size_t ProducerStateTable::expire(std::int64_t now_ms, std::int64_t expirat
 void ProducerStateTable::evict_below(std::int64_t log_start) {
   for (auto it = producers_.begin(); it != producers_.end();) {
     ProducerEntry& e = it->second;
-    if (e.last_offset() < log_start) {
+    if (e.last_offset() < log_start && e.current_txn_first_offset < 0 && e.count) {
       it = producers_.erase(it);
       continue;
     }
@@ -147,7 +184,8 @@ std::vector<io::ProducerSnapshotEntry> ProducerStateTable::snapshot() const {
   for (const auto& [id, e] : producers_) {
     if (e.count == 0) {
       // An epoch without batches still fences older epochs.
-      out.push_back({id, e.epoch, -1, -1, 0, -1, e.coordinator_epoch, e.current_txn_first_offset});
+      out.push_back({id, e.epoch, -1, -1, 0, e.last_marker_ms, e.coordinator_epoch,
+                     e.current_txn_first_offset});
       continue;
     }
     for (std::size_t i = 0; i < e.count; ++i) {
@@ -172,7 +210,10 @@ void ProducerStateTable::load(std::span<const io::ProducerSnapshotEntry> entries
     }
     e.coordinator_epoch = s.coordinator_epoch;
     e.current_txn_first_offset = s.current_txn_first_offset;
-    if (s.last_offset < 0) continue;
+    if (s.last_offset < 0) {
+      e.last_marker_ms = s.timestamp;
+      continue;
+    }
     const std::int64_t first = static_cast<std::int64_t>(s.last_sequence) - s.offset_delta;
     // Kafka's entries carry only the last offset; the batch's first offset is last minus the
     // records it held, which for idempotent batches is the sequence span.

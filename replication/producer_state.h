@@ -10,7 +10,11 @@
 //   - a new epoch must start at sequence 0, unless the partition knows nothing of the producer;
 //   - in the same epoch the first sequence must follow the last one (wrapping at INT32_MAX),
 //     else OUT_OF_ORDER_SEQUENCE_NUMBER;
-//   - a producer the partition holds no state for is accepted at any sequence (Kafka 4).
+//   - a producer the partition holds no state for is accepted at any sequence (Kafka 4);
+//   - a non-transactional batch of a producer with a transaction open here is
+//     INVALID_TXN_STATE (KIP-98).
+// Transactions: the first transactional batch of a producer opens its transaction here
+// (current_txn_first_offset); its marker (end_txn) closes it, after check_marker.
 // update() records every appended batch (leader appends, replay from the log, followers).
 // Batches without a producer id (-1) are not idempotent and are never checked.
 //
@@ -25,6 +29,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/kafka_errors.h"
 #include "io/log.h"
 #include "io/producer_snapshot.h"
 
@@ -58,6 +63,8 @@ struct ProducerEntry {
   std::int16_t epoch = -1;
   std::int32_t coordinator_epoch = -1;
   std::int64_t current_txn_first_offset = -1;
+  // Wall clock of the last marker, what expiry measures for a producer with no batches here.
+  std::int64_t last_marker_ms = -1;
   // The last batches, oldest first (a small ring; count <= kMaxBatches).
   std::array<ProducerBatch, kMaxBatches> batches{};
   std::uint8_t head = 0;
@@ -72,7 +79,13 @@ struct ProducerEntry {
   void clear_batches() { head = count = 0; }
 };
 
-enum class ProducerVerdict : std::uint8_t { append, duplicate, out_of_order, invalid_epoch };
+enum class ProducerVerdict : std::uint8_t {
+  append,
+  duplicate,
+  out_of_order,
+  invalid_epoch,
+  invalid_txn_state
+};
 
 struct ProducerCheck {
   ProducerVerdict verdict = ProducerVerdict::append;
@@ -85,9 +98,22 @@ class ProducerStateTable {
   // What a client's batch would do. Pure: nothing changes until update().
   ProducerCheck check(const io::BatchInfo& b) const;
   // Records an appended batch holding offsets [first_offset, last_offset]; timestamp is what
-  // expiry measures (the batch's max timestamp, or the append time when it has none).
-  void update(const io::BatchInfo& b, std::int64_t first_offset, std::int64_t last_offset,
+  // expiry measures (the batch's max timestamp, or the append time when it has none). True when
+  // the batch opened a transaction (the producer's first transactional batch since its last
+  // marker): the caller records it in PartitionTxns.
+  bool update(const io::BatchInfo& b, std::int64_t first_offset, std::int64_t last_offset,
               std::int64_t timestamp);
+
+  // Whether a transaction marker of this producer, epoch and coordinator epoch may be written:
+  // INVALID_PRODUCER_EPOCH for an older producer epoch, TRANSACTION_COORDINATOR_FENCED for an
+  // older coordinator epoch (a zombie coordinator), else none.
+  kafka::ErrorCode check_marker(std::int64_t producer_id, std::int16_t epoch,
+                                std::int32_t coordinator_epoch) const;
+  // A marker written at marker_offset: the producer takes its epoch (a bumped one forgets
+  // the old epoch's batches) and coordinator epoch, and its transaction closes. Returns the
+  // first offset of the transaction it closed, or -1 when none was open here.
+  std::int64_t end_txn(std::int64_t producer_id, std::int16_t epoch, std::int32_t coordinator_epoch,
+                       std::int64_t timestamp);
 
   // Drops producers whose last batch is older than expiration_ms (by its timestamp against
   // now_ms), as producer.id.expiration.ms does. Returns how many.

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 
 #include "io/leader_epoch.h"
@@ -39,7 +40,10 @@ class ReplicaLog {
 // An io::Log as a ReplicaLog (the daemon's).
 class IoReplicaLog final : public ReplicaLog {
  public:
-  explicit IoReplicaLog(io::Log& log) : log_(log) {}
+  // after_truncate runs after every successful truncation (the partition rebuilds the state
+  // it derives from the log).
+  explicit IoReplicaLog(io::Log& log, std::function<void()> after_truncate = {})
+      : log_(log), after_truncate_(std::move(after_truncate)) {}
   std::int64_t log_start_offset() const override { return log_.log_start_offset(); }
   std::int64_t log_end_offset() const override { return log_.log_end_offset(); }
   std::int64_t durable_end_offset() const override { return log_.durable_end_offset(); }
@@ -53,10 +57,15 @@ class IoReplicaLog final : public ReplicaLog {
   io::Result<void> assign_epoch(std::int32_t epoch, std::int64_t start_offset) override {
     return log_.leader_epochs().assign(epoch, start_offset);
   }
-  io::Result<void> truncate_to(std::int64_t offset) override { return log_.truncate_to(offset); }
+  io::Result<void> truncate_to(std::int64_t offset) override {
+    auto r = log_.truncate_to(offset);
+    if (r && after_truncate_) after_truncate_();
+    return r;
+  }
 
  private:
   io::Log& log_;
+  std::function<void()> after_truncate_;
 };
 
 }  // namespace samsa::replication
