@@ -151,6 +151,10 @@ struct CommitRequest {
   // OffsetCommit v9+ answers GROUP_ID_NOT_FOUND (older versions ILLEGAL_GENERATION) for a
   // member commit to a group that does not exist.
   bool group_id_not_found_for_unknown_group = false;
+  // TxnOffsetCommit (KIP-98, KIP-447): the offsets are written in the producer's transaction
+  // and become visible only once its COMMIT marker reaches the group's partition.
+  std::int64_t producer_id = -1;
+  std::int16_t producer_epoch = -1;
 };
 
 // One error per requested partition, in request order.
@@ -307,6 +311,9 @@ class GroupCoordinator {
   void describe_groups(std::vector<std::string> groups, Done<std::vector<DescribedGroup>> done);
   void delete_groups(std::vector<std::string> groups, Done<std::vector<DeleteGroupResult>> done);
   void delete_offsets(OffsetDeleteRequest req, Done<OffsetDeleteResult> done);
+  // A transaction marker of producer_id was written to partition p of __consumer_offsets: the
+  // offsets its TxnOffsetCommits left pending there are committed (commit) or dropped.
+  void complete_txn(std::int32_t p, std::int64_t producer_id, bool commit);
   // Producer ids of idempotent producers (InitProducerId without a transactional id) are
   // handed out on this thread too (DESIGN.md: the coordinator owns producer ids).
   ProducerIdManager& producer_ids() { return producer_ids_; }
@@ -424,9 +431,14 @@ class GroupCoordinator {
 
   // Storage.
   GroupValue group_value(const Group& g) const;
+  // producer_id/epoch: a transactional batch of that producer (TxnOffsetCommit).
   void store_records(std::int32_t partition,
                      const std::vector<std::pair<Bytes, std::optional<Bytes>>>& records,
-                     OffsetsStore::AppendDone done);
+                     OffsetsStore::AppendDone done, std::int64_t producer_id = -1,
+                     std::int16_t producer_epoch = -1);
+  // TxnOffsetCommit's member checks (Kafka's: a named member must exist, a given generation
+  // must be the group's); none to go ahead.
+  ErrorCode check_txn_commit(const Group& g, const CommitRequest& req) const;
 
   io::Reactor& reactor_;
   Options opts_;

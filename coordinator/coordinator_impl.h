@@ -74,6 +74,13 @@ struct GroupCoordinator::Group {
   std::map<std::string, std::string> static_members;  // group.instance.id -> member id
   std::set<std::string> pending_sync;  // members that have not sent SyncGroup this generation
   std::map<std::pair<std::string, std::int32_t>, OffsetValue> offsets;
+  // TxnOffsetCommits awaiting their transaction's marker, per producer id.
+  std::map<std::int64_t, std::map<std::pair<std::string, std::int32_t>, OffsetValue>> pending_txn;
+  bool has_pending(const std::string& topic, std::int32_t partition) const {
+    for (const auto& [pid, m] : pending_txn)
+      if (m.contains({topic, partition})) return true;
+    return false;
+  }
   std::uint64_t next_join_seq = 0;
 
   GroupTimer join_timer;  // rebalance timeout, or the initial delay

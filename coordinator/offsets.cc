@@ -28,7 +28,9 @@ void GroupCoordinator::commit_offsets(CommitRequest req, Done<CommitResult> done
     g = create_group(req.group_id);
   }
   if (g->state == GroupState::dead) return fail_all(ErrorCode::coordinator_not_available);
-  if (!(req.generation < 0 && g->state == GroupState::empty)) {
+  if (req.producer_id >= 0) {
+    if (auto e = check_txn_commit(*g, req); e != ErrorCode::none) return fail_all(e);
+  } else if (!(req.generation < 0 && g->state == GroupState::empty)) {
     if (req.generation >= 0 || !req.member_id.empty() || req.group_instance_id) {
       if (auto e = validate_member(*g, req.member_id, req.group_instance_id); e != ErrorCode::none)
         return fail_all(e);
@@ -64,6 +66,8 @@ void GroupCoordinator::commit_offsets(CommitRequest req, Done<CommitResult> done
   if (records.empty()) return done(std::move(out));
   const std::string group_id = g->id;
   const std::uint64_t inc = g->incarnation;
+  const std::int64_t pid = req.producer_id;
+  const std::int16_t epoch = req.producer_epoch;
   store_records(
       g->partition, records,
       [this, group_id, inc, req = std::move(req), values = std::move(values), out = std::move(out),
@@ -75,11 +79,40 @@ void GroupCoordinator::commit_offsets(CommitRequest req, Done<CommitResult> done
             out[i] = store_error(*err);
           } else if (same) {
             const CommitPartition& p = req.partitions[i];
-            g->offsets[{p.topic, p.partition}] = std::move(v);
+            if (req.producer_id >= 0) {
+              g->pending_txn[req.producer_id][{p.topic, p.partition}] = std::move(v);
+            } else {
+              g->offsets[{p.topic, p.partition}] = std::move(v);
+            }
           }
         }
         done(std::move(out));
-      });
+      },
+      pid, epoch);
+}
+
+ErrorCode GroupCoordinator::check_txn_commit(const Group& g, const CommitRequest& req) const {
+  if (!req.member_id.empty() && !g.member(req.member_id)) return ErrorCode::unknown_member_id;
+  if (req.group_instance_id) {
+    auto it = g.static_members.find(*req.group_instance_id);
+    if (it != g.static_members.end() && it->second != req.member_id)
+      return ErrorCode::fenced_instance_id;
+  }
+  if (req.generation >= 0 && req.generation != g.generation) return ErrorCode::illegal_generation;
+  return ErrorCode::none;
+}
+
+void GroupCoordinator::complete_txn(std::int32_t p, std::int64_t producer_id, bool commit) {
+  for (auto& [id, g] : groups_) {
+    if (g->partition != p) continue;
+    auto it = g->pending_txn.find(producer_id);
+    if (it == g->pending_txn.end()) continue;
+    if (commit) {
+      for (auto& [tp, v] : it->second)
+        g->offsets[tp] = std::move(v);
+    }
+    g->pending_txn.erase(it);
+  }
 }
 
 void GroupCoordinator::fetch_offsets(FetchRequest req, Done<FetchResult> done) {
@@ -92,8 +125,9 @@ void GroupCoordinator::fetch_offsets(FetchRequest req, Done<FetchResult> done) {
     res.error = e;
     return done(std::move(res));
   }
-  // Commits become visible only once durable and there are no transactional offsets yet, so
-  // every offset answered is stable: require_stable needs nothing more.
+  // Commits become visible once durable, transactional ones once their transaction commits;
+  // require_stable refuses a partition with one still pending (UNSTABLE_OFFSET_COMMIT,
+  // retriable: the consumer asks again once the transaction has ended).
   const Group* g = find_group(req.group_id);
   if (g && g->state == GroupState::dead) g = nullptr;
   auto put = [&](const std::string& topic, std::int32_t partition, const OffsetValue* v) {
@@ -120,6 +154,9 @@ void GroupCoordinator::fetch_offsets(FetchRequest req, Done<FetchResult> done) {
           if (it != g->offsets.end()) v = &it->second;
         }
         put(t.topic, p, v);
+        if (req.require_stable && g && g->has_pending(t.topic, p)) {
+          res.offsets.back() = FetchedOffset{t.topic, p, -1, -1, "", ErrorCode::unstable_offset_commit};
+        }
       }
     }
   }

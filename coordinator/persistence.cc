@@ -125,7 +125,13 @@ void GroupCoordinator::load_partition(std::int32_t p) {
 void GroupCoordinator::replay_batch(std::int32_t p, std::span<const std::byte> batch) {
   if (batch.size() < io::batch::kHeaderSize) return;
   const io::BatchInfo info = io::batch::parse_header(batch.data());
-  if (info.is_control()) return;
+  if (info.is_control()) {
+    // A transaction's marker: its pending offsets are committed or dropped, as when it was
+    // written.
+    if (auto m = io::batch::parse_txn_marker(batch); m && info.producer_id >= 0)
+      complete_txn(p, info.producer_id, m->type == io::batch::ControlType::commit);
+    return;
+  }
   std::vector<std::byte> storage;
   auto records = io::batch::records_of(batch, storage);
   if (!records) {
@@ -165,7 +171,11 @@ void GroupCoordinator::replay_batch(std::int32_t p, std::span<const std::byte> b
         continue;
       }
       if (!g) g = create_group(ok->group);
-      g->offsets[{ok->topic, ok->partition}] = std::move(*v);
+      if (info.is_transactional() && info.producer_id >= 0) {
+        g->pending_txn[info.producer_id][{ok->topic, ok->partition}] = std::move(*v);
+      } else {
+        g->offsets[{ok->topic, ok->partition}] = std::move(*v);
+      }
     } else if (auto* gk = std::get_if<GroupKey>(&*key)) {
       if (!r.value) {
         // The group is gone; offsets written after the tombstone (there are none in what
@@ -307,12 +317,18 @@ GroupValue GroupCoordinator::group_value(const Group& g) const {
 
 void GroupCoordinator::store_records(
     std::int32_t partition, const std::vector<std::pair<Bytes, std::optional<Bytes>>>& records,
-    OffsetsStore::AppendDone done) {
+    OffsetsStore::AppendDone done, std::int64_t producer_id, std::int16_t producer_epoch) {
   std::size_t size = io::batch::kHeaderSize;
   for (const auto& [k, v] : records)
     size += io::BatchBuilder::max_record_size(k.size(), v ? v->size() : 0);
   std::vector<std::byte> buf(size);
-  io::BatchBuilder b(buf);
+  io::BatchBuilder::Options bo;
+  if (producer_id >= 0) {
+    bo.producer_id = producer_id;
+    bo.producer_epoch = producer_epoch;
+    bo.transactional = true;
+  }
+  io::BatchBuilder b(buf, bo);
   const std::int64_t now = wall_ms();
   for (const auto& [k, v] : records) {
     io::BatchBuilder::Bytes value = std::nullopt;

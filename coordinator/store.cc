@@ -27,6 +27,7 @@ constexpr std::int64_t kCommitTimeoutMs = 5000;
 // end, has passed it, so a committed offset survives the loss of this leader).
 struct PendingAppend : replication::ProduceOp {
   std::vector<std::byte> bytes;
+  const std::string* topic = nullptr;
   OffsetsStore::AppendDone reply;
   io::Reactor* home = nullptr;
 };
@@ -54,7 +55,7 @@ void on_produced(replication::ProduceOp* p) {
                         : op->error == kafka::ErrorCode::not_leader_or_follower
                             ? io::Errc::not_found
                             : io::Errc::io_error;
-  finish_append(op, io::Error{code, std::string(kOffsetsTopic) + ": the write was not taken (" +
+  finish_append(op, io::Error{code, *op->topic + ": the write was not taken (" +
                                         std::string(kafka::error_name(op->error)) +
                                         (op->message.empty() ? "" : ": " + op->message) + ")"});
 }
@@ -85,13 +86,18 @@ void PartitionStore::append(std::int32_t partition, std::vector<std::byte> batch
   op->bytes = std::move(batch);
   op->reply = std::move(done);
   op->home = &home_;
+  op->topic = &topic_;
   run_on_(partition, [op, partition](replication::Partition* part) {
     if (!part) {
-      finish_append(op,
-                    io::Error{io::Errc::not_found, std::string(kOffsetsTopic) + "-" +
-                                                       std::to_string(partition) + " is not open"});
+      finish_append(op, io::Error{io::Errc::not_found,
+                                  *op->topic + "-" + std::to_string(partition) + " is not open"});
       return;
     }
+    // TxnOffsetCommit's records carry the producer's id and epoch, not its sequences.
+    if (op->bytes.size() > io::batch::kAttributes + 1 &&
+        (load_be<std::int16_t>(op->bytes.data() + io::batch::kAttributes) &
+         io::batch::kTransactionalBit))
+      op->origin = replication::AppendOrigin::coordinator;
     // Kafka writes the group's records with acks=all and offsets.commit.timeout.ms.
     op->batch = op->bytes;
     op->acks = -1;
@@ -130,8 +136,8 @@ void PartitionStore::load_step(Load* l) {
   };
   run_on_(l->partition, [this, home, l, finish](replication::Partition* part) mutable {
     if (!part) {
-      finish(io::Error{io::Errc::not_found, std::string(kOffsetsTopic) + "-" +
-                                                std::to_string(l->partition) + " is not open"});
+      finish(io::Error{io::Errc::not_found,
+                       topic_ + "-" + std::to_string(l->partition) + " is not open"});
       return;
     }
     if (l->end < 0) {

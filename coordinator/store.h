@@ -11,6 +11,7 @@
 #include <functional>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "io/log.h"
@@ -46,7 +47,9 @@ class PartitionStore final : public OffsetsStore {
   using RunOn = std::function<void(std::int32_t partition, PartitionFn fn)>;
 
   // home: the coordinator's reactor (results are posted to it).
-  PartitionStore(io::Reactor& home, RunOn run_on) : home_(home), run_on_(std::move(run_on)) {}
+  // topic: the internal topic the partitions belong to (its name goes into errors).
+  PartitionStore(io::Reactor& home, RunOn run_on, std::string topic = "__consumer_offsets")
+      : home_(home), run_on_(std::move(run_on)), topic_(std::move(topic)) {}
 
   void append(std::int32_t partition, std::vector<std::byte> batch, AppendDone done) override;
   void load(std::int32_t partition, BatchVisitor visit, LoadDone done) override;
@@ -58,6 +61,7 @@ class PartitionStore final : public OffsetsStore {
 
   io::Reactor& home_;
   RunOn run_on_;
+  std::string topic_;
 };
 
 }  // namespace samsa::coordinator

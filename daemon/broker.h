@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "coordinator/coordinator.h"
+#include "coordinator/txn_coordinator.h"
 #include "daemon/api/fetch_sessions.h"
 #include "daemon/cluster/isr_keeper.h"
 #include "daemon/cluster/quorum_peers.h"
@@ -88,6 +89,9 @@ struct ReactorContext {
   // epochs, as last told to the group coordinator (Broker::follow_offsets_leaders).
   std::map<std::int32_t, std::int32_t> offsets_led;
   bool offsets_seen = false;  // the coordinator was told the topic's partition count
+  // The same for __transaction_state and the transaction coordinator.
+  std::map<std::int32_t, std::int32_t> txn_led;
+  bool txn_seen = false;
 
   void park(ParkedRequest* p) {
     p->parked_prev = nullptr;
@@ -184,6 +188,9 @@ class Broker {
   // Runs f(coordinator) on the group coordinator's thread.
   template <class F>
   void on_coordinator(F&& f);
+  // Runs f(txn coordinator) on the same thread (the transaction coordinator lives there too).
+  template <class F>
+  void on_txn_coordinator(F&& f);
 
   const std::string& cluster_id() const { return cluster_id_; }
   // A broker node (process.roles=broker): sends a request frame to the controller and calls
@@ -226,6 +233,8 @@ class Broker {
   void start_group_coordinator();
   void create_offsets_topic();
   void follow_offsets_leaders(ReactorContext& ctx);
+  // The same for __transaction_state and the transaction coordinator (broker_txns.cc).
+  void follow_txn_leaders(ReactorContext& ctx);
   void publish(replication::ImagePtr image);
   std::string open_listeners(ReactorContext& ctx, bool controller_only);
   void open_controller_listeners();
@@ -269,6 +278,7 @@ class Broker {
   std::unique_ptr<io::Reactor> coordinator_reactor_owned_;  // outlives the thread, as above
   io::Reactor* coordinator_reactor_ = nullptr;
   std::unique_ptr<coordinator::GroupCoordinator> coordinator_;
+  std::unique_ptr<coordinator::TxnCoordinator> txn_coordinator_;  // uses coordinator_'s ids
   std::string coordinator_error_;
   bool coordinator_ready_ = false;
 
@@ -330,6 +340,12 @@ void Broker::on_coordinator(F&& f) {
   coordinator_reactor_->post_fn([this, f = std::forward<F>(f)]() mutable { f(*coordinator_); });
 }
 
+template <class F>
+void Broker::on_txn_coordinator(F&& f) {
+  coordinator_reactor_->post_fn(
+      [this, f = std::forward<F>(f)]() mutable { f(*txn_coordinator_); });
+}
+
 // The group coordinator's options from the configuration (start and every settings change).
 coordinator::GroupCoordinator::Options coordinator_options(const Config& c);
 
@@ -338,5 +354,9 @@ coordinator::GroupCoordinator::Options coordinator_options(const Config& c);
 inline constexpr std::int16_t kClusterOffsetsReplicationFactor = 3;
 // __consumer_offsets as samsad creates it (broker_groups.cc).
 replication::TopicSpec offsets_topic_spec(const Config& cfg, bool cluster);
+// __transaction_state as samsad creates it, and the transaction coordinator's options
+// (broker_txns.cc).
+replication::TopicSpec txn_state_topic_spec(const Config& cfg, bool cluster);
+coordinator::TxnCoordinator::Options txn_coordinator_options(const Config& c);
 
 }  // namespace samsa::daemon

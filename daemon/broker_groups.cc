@@ -46,33 +46,39 @@ void Broker::start_group_coordinator() {
     on_controller([this](replication::Controller&) { create_offsets_topic(); });
     return;
   }
-  const replication::TopicSpec spec = offsets_topic_spec(config(), false);
-  on_controller([this, spec](replication::Controller& c) {
-    const std::int32_t partitions = spec.partitions;
-    auto begin = [this](std::int32_t n) {
-      on_coordinator([n](coordinator::GroupCoordinator& g) { g.start(n); });
-    };
-    const std::string name(coordinator::kOffsetsTopic);
-    if (const auto* t = c.image()->topic(name)) {
-      const auto n = static_cast<std::int32_t>(t->partitions.size());
-      if (n != partitions)
-        LOG_WARN("%s has %d partitions, offsets.topic.num.partitions says %d; keeping %d",
-                 name.c_str(), n, partitions, n);
-      begin(n);
-      return;
-    }
-    c.create_topics({spec}, false, [&c, name, begin](std::vector<replication::TopicOutcome> out) {
-      const auto& o = out.front();
-      if (o.error == kafka::ErrorCode::none) {
-        LOG_INFO("created %s with %d partitions", name.c_str(), o.partitions);
-        begin(o.partitions);
-      } else if (const auto* t = c.image()->topic(name)) {
-        begin(static_cast<std::int32_t>(t->partitions.size()));
-      } else {
-        LOG_ERROR("cannot create %s (%s): consumer groups are unavailable", name.c_str(),
-                  o.message.c_str());
+  // A single node creates each internal topic through its own controller, then starts the
+  // coordinator that serves it on every partition.
+  auto ensure = [this](replication::TopicSpec spec, std::function<void(std::int32_t)> begin) {
+    on_controller([spec = std::move(spec), begin = std::move(begin)](replication::Controller& c) {
+      const std::int32_t partitions = spec.partitions;
+      if (const auto* t = c.image()->topic(spec.name)) {
+        const auto n = static_cast<std::int32_t>(t->partitions.size());
+        if (n != partitions)
+          LOG_WARN("%s has %d partitions, the configuration says %d; keeping %d",
+                   spec.name.c_str(), n, partitions, n);
+        begin(n);
+        return;
       }
+      c.create_topics({spec}, false,
+                      [&c, name = spec.name, begin](std::vector<replication::TopicOutcome> out) {
+                        const auto& o = out.front();
+                        if (o.error == kafka::ErrorCode::none) {
+                          LOG_INFO("created %s with %d partitions", name.c_str(), o.partitions);
+                          begin(o.partitions);
+                        } else if (const auto* t = c.image()->topic(name)) {
+                          begin(static_cast<std::int32_t>(t->partitions.size()));
+                        } else {
+                          LOG_ERROR("cannot create %s (%s): its coordinator is unavailable",
+                                    name.c_str(), o.message.c_str());
+                        }
+                      });
     });
+  };
+  ensure(offsets_topic_spec(config(), false), [this](std::int32_t n) {
+    on_coordinator([n](coordinator::GroupCoordinator& g) { g.start(n); });
+  });
+  ensure(txn_state_topic_spec(config(), false), [this](std::int32_t n) {
+    on_txn_coordinator([n](coordinator::TxnCoordinator& t) { t.start(n); });
   });
 }
 
@@ -82,7 +88,9 @@ void Broker::start_group_coordinator() {
 // (said once) and asks again every second.
 void Broker::create_offsets_topic() {
   if (stopping_.load() || !controller_) return;
-  const replication::TopicSpec spec = offsets_topic_spec(config(), true);
+  // __transaction_state is created the same way, once __consumer_offsets exists.
+  replication::TopicSpec spec = offsets_topic_spec(config(), true);
+  if (controller_->image()->topic(spec.name)) spec = txn_state_topic_spec(config(), true);
   if (controller_->image()->topic(spec.name)) return;
   std::size_t live = 0;
   for (const auto& [id, b] : controller_->image()->brokers())
@@ -133,9 +141,13 @@ void Broker::create_offsets_topic() {
           const auto e = static_cast<kafka::ErrorCode>(out.topics.front().error_code);
           if (e == kafka::ErrorCode::none) {
             LOG_INFO("created %s with %d partitions of %d replicas", name.c_str(), partitions, rf);
+            create_offsets_topic();  // the next internal topic, if one is missing
             return;
           }
-          if (e == kafka::ErrorCode::topic_already_exists) return;  // another broker's doing
+          if (e == kafka::ErrorCode::topic_already_exists) {
+            create_offsets_topic();  // another broker's doing
+            return;
+          }
           why = std::string(kafka::error_name(e)) + ": " +
                 out.topics.front().error_message.value_or("");
         } else {
@@ -152,51 +164,86 @@ void Broker::create_offsets_topic() {
   });
 }
 
+namespace {
+
+struct LeaderChange {
+  std::int32_t partition;
+  std::int32_t epoch;
+  bool leads;
+};
+
+// Which partitions of an internal topic this shard's replicas started or stopped leading since
+// `led` (updated); start: the topic's partition count the first time this reactor sees it.
+std::vector<LeaderChange> leader_changes(ReactorContext& ctx, std::string_view topic,
+                                         std::map<std::int32_t, std::int32_t>& led, bool& seen,
+                                         std::int32_t& start) {
+  std::vector<LeaderChange> changes;
+  start = 0;
+  const replication::TopicState* t = ctx.image->topic(topic);
+  if (!t) {
+    for (const auto& [p, epoch] : led)
+      changes.push_back({p, INT32_MAX, false});
+    led.clear();
+    return changes;
+  }
+  if (!seen) {
+    seen = true;
+    start = static_cast<std::int32_t>(t->partitions.size());
+  }
+  for (const auto& ps : t->partitions) {
+    if (!ctx.shard->owns(topic, ps.partition)) continue;
+    const bool leads = ctx.shard->find(topic, ps.partition) != nullptr;
+    auto it = led.find(ps.partition);
+    if (leads && (it == led.end() || it->second != ps.leader_epoch)) {
+      led[ps.partition] = ps.leader_epoch;
+      changes.push_back({ps.partition, ps.leader_epoch, true});
+    } else if (!leads && it != led.end()) {
+      led.erase(it);
+      changes.push_back({ps.partition, ps.leader_epoch, false});
+    }
+  }
+  return changes;
+}
+
+}  // namespace
+
 // A cluster broker's reactor, after applying an image: tells the coordinator which partitions
 // of __consumer_offsets this shard's replicas now lead (and in which leader epoch) and which they
 // stopped leading. "Leads" is what Shard::find says: this process's registration, unfenced, is
 // the partition's leader, so the coordinator writes exactly where clients may produce.
 void Broker::follow_offsets_leaders(ReactorContext& ctx) {
-  const replication::TopicState* t = ctx.image->topic(coordinator::kOffsetsTopic);
-  struct Change {
-    std::int32_t partition;
-    std::int32_t epoch;
-    bool leads;
-  };
-  std::vector<Change> changes;
-  std::int32_t start = 0;  // the partition count, when this reactor first sees the topic
-  if (!t) {
-    for (const auto& [p, epoch] : ctx.offsets_led)
-      changes.push_back({p, INT32_MAX, false});
-    ctx.offsets_led.clear();
-  } else {
-    if (!ctx.offsets_seen) {
-      ctx.offsets_seen = true;
-      start = static_cast<std::int32_t>(t->partitions.size());
-    }
-    for (const auto& ps : t->partitions) {
-      if (!ctx.shard->owns(coordinator::kOffsetsTopic, ps.partition)) continue;
-      const bool leads = ctx.shard->find(coordinator::kOffsetsTopic, ps.partition) != nullptr;
-      auto it = ctx.offsets_led.find(ps.partition);
-      if (leads && (it == ctx.offsets_led.end() || it->second != ps.leader_epoch)) {
-        ctx.offsets_led[ps.partition] = ps.leader_epoch;
-        changes.push_back({ps.partition, ps.leader_epoch, true});
-      } else if (!leads && it != ctx.offsets_led.end()) {
-        ctx.offsets_led.erase(it);
-        changes.push_back({ps.partition, ps.leader_epoch, false});
-      }
-    }
-  }
+  std::int32_t start = 0;
+  auto changes =
+      leader_changes(ctx, coordinator::kOffsetsTopic, ctx.offsets_led, ctx.offsets_seen, start);
   if (changes.empty() && start == 0) return;
   // start() ignores repeats, so every reactor may send it; each sends it before its own
   // elections, and the coordinator's queue keeps one sender's order.
   on_coordinator([start, changes = std::move(changes)](coordinator::GroupCoordinator& g) {
     if (start > 0) g.start(start, coordinator::GroupCoordinator::Leadership::elected);
-    for (const Change& c : changes) {
+    for (const LeaderChange& c : changes) {
       if (c.leads) {
         g.activate(c.partition, c.epoch);
       } else {
         g.deactivate(c.partition, c.epoch);
+      }
+    }
+  });
+}
+
+// The same for __transaction_state: the transaction coordinator serves the transactional ids
+// of the partitions led here, with the leader epoch as its coordinator epoch.
+void Broker::follow_txn_leaders(ReactorContext& ctx) {
+  std::int32_t start = 0;
+  auto changes =
+      leader_changes(ctx, coordinator::kTxnStateTopic, ctx.txn_led, ctx.txn_seen, start);
+  if (changes.empty() && start == 0) return;
+  on_txn_coordinator([start, changes = std::move(changes)](coordinator::TxnCoordinator& t) {
+    if (start > 0) t.start(start, coordinator::TxnCoordinator::Leadership::elected);
+    for (const LeaderChange& c : changes) {
+      if (c.leads) {
+        t.activate(c.partition, c.epoch);
+      } else {
+        t.deactivate(c.partition, c.epoch);
       }
     }
   });

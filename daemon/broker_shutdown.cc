@@ -63,7 +63,10 @@ void Broker::drain_requests(const std::vector<ReactorThread*>& running) {
   };
   // Group requests parked in the coordinator (a JoinGroup waits up to its rebalance timeout)
   // are answered now, so the wait below is for real work only.
-  if (coordinator_reactor_) on_coordinator([](coordinator::GroupCoordinator& g) { g.shutdown(); });
+  if (coordinator_reactor_) {
+    on_coordinator([](coordinator::GroupCoordinator& g) { g.shutdown(); });
+    on_txn_coordinator([](coordinator::TxnCoordinator& t) { t.shutdown(); });
+  }
   // A controller node: brokers' metadata long polls answer at once from now on.
   if (controller_reactor_ && controller_)
     on_controller([](replication::Controller& c) { c.stop_waiting_reads(); });

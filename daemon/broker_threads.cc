@@ -9,6 +9,7 @@
 #include "daemon/api/dispatch.h"
 #include "daemon/api/quorum_describe.h"
 #include "daemon/broker.h"
+#include "daemon/txn_markers.h"
 #include "daemon/broker_internal.h"
 #include "daemon/cluster/cluster_link.h"
 #include "net/kafka/gen/allocate_producer_ids_request.h"
@@ -383,12 +384,25 @@ void Broker::run_coordinator() {
     };
     coordinator_ = std::make_unique<coordinator::GroupCoordinator>(
         *reactor, coordinator_options(config()), std::move(store), std::move(allocate_ids));
+    auto txn_store = std::make_unique<coordinator::PartitionStore>(
+        *reactor,
+        [this](std::int32_t p, coordinator::PartitionStore::PartitionFn fn) {
+          on_reactor(owner(coordinator::kTxnStateTopic, p),
+                     [p, fn = std::move(fn)](ReactorContext& ctx) mutable {
+                       fn(ctx.shard ? ctx.shard->find(coordinator::kTxnStateTopic, p) : nullptr);
+                     });
+        },
+        std::string(coordinator::kTxnStateTopic));
+    txn_coordinator_ = std::make_unique<coordinator::TxnCoordinator>(
+        *reactor, txn_coordinator_options(config()), std::move(txn_store),
+        coordinator_->producer_ids(), make_marker_writer(*this));
     coordinator_ready_ = true;
   }
   cv_.notify_all();
   LoopBeat beat(*reactor, coordinator_beats_);
   reactor->run();
   beat.stop();
+  txn_coordinator_.reset();
   coordinator_.reset();
 }
 
@@ -461,7 +475,10 @@ void Broker::publish(replication::ImagePtr image) {
       ctx.image = image;
       ctx.shard->apply(image);
       if (ctx.fetcher) ctx.fetcher->reconcile();
-      if (ctx.settings->cluster_broker()) follow_offsets_leaders(ctx);
+      if (ctx.settings->cluster_broker()) {
+        follow_offsets_leaders(ctx);
+        follow_txn_leaders(ctx);
+      }
       if (!t->ready && !ctx.shutting_down) {
         std::string error = open_listeners(ctx, false);
         std::lock_guard lk(mu_);

@@ -340,7 +340,18 @@ std::uint64_t encode_part(Request& r, std::int8_t isolation, const Part& p, std:
   pd.high_watermark = p.out.high_watermark;
   pd.last_stable_offset = p.out.last_stable;
   pd.log_start_offset = p.out.log_start;
-  if (isolation == 0) pd.aborted_transactions = std::nullopt;
+  if (isolation == 0) {
+    pd.aborted_transactions = std::nullopt;
+  } else {
+    // read_committed: the aborted transactions the records overlap (the consumer drops theirs).
+    pd.aborted_transactions.emplace();
+    for (const io::AbortedTxn& a : p.out.aborted) {
+      kafka::FetchResponse::AbortedTransaction at;
+      at.producer_id = a.producer_id;
+      at.first_offset = a.first_offset;
+      pd.aborted_transactions->push_back(at);
+    }
+  }
   pd.records.set_empty();
   if (p.out.diverging) {
     pd.diverging_epoch.epoch = p.out.diverging->epoch;

@@ -10,6 +10,7 @@
 
 #include "base/log.h"
 #include "coordinator/coordinator.h"
+#include "coordinator/txn_records.h"
 #include "daemon/api/handlers/handlers.h"
 #include "daemon/api/handlers/round_trip.h"
 #include "daemon/broker.h"
@@ -47,7 +48,6 @@ using kafka::ErrorCode;
 // FindCoordinator key types.
 constexpr std::int8_t kGroupKey = 0;
 constexpr std::int8_t kTransactionKey = 1;
-constexpr const char* kNoTransactions = "transactions are not supported by samsa yet";
 constexpr std::int8_t kShareKey = 2;
 
 // What DescribeGroups reports as authorized operations on a group when asked (no ACLs yet:
@@ -84,13 +84,15 @@ struct Coordinator {
   std::int32_t port = -1;
 };
 
-// Where group `key` is coordinated: the leader of its __consumer_offsets partition (this node on
-// a single node, once the topic exists), at its endpoint on the listener the client came
-// through; nullopt while the topic does not exist or the partition has no live leader.
-std::optional<Coordinator> group_coordinator(const Request& r, std::string_view key) {
+// Where `key` is coordinated: the leader of its partition of `topic` (__consumer_offsets for a
+// group, __transaction_state for a transactional id; this node on a single node, once the
+// topic exists), at its endpoint on the listener the client came through; nullopt while the
+// topic does not exist or the partition has no live leader.
+std::optional<Coordinator> coordinator_of(const Request& r, std::string_view topic,
+                                          std::string_view key) {
   const auto& s = *r.rc.settings;
   const std::size_t listener = std::min(r.dispatcher.listener(), s.advertised.size() - 1);
-  const replication::TopicState* t = r.rc.image->topic(coordinator::kOffsetsTopic);
+  const replication::TopicState* t = r.rc.image->topic(topic);
   if (!t || t->partitions.empty()) return std::nullopt;
   if (!s.clustered()) {
     const Endpoint& ep = s.advertised[listener];
@@ -121,14 +123,13 @@ void find_coordinator(RequestPtr r) {
   // Until the topic exists (the first moments after the first start) or while the group's
   // partition has no leader (a failover), clients retry.
   auto answer = [&](std::int8_t type, std::string_view key) -> Answer {
-    if (type == kGroupKey) {
-      if (auto c = group_coordinator(*r, key)) return {ErrorCode::none, ok_message, std::move(*c)};
+    if (type == kGroupKey || type == kTransactionKey) {
+      const std::string_view topic =
+          type == kGroupKey ? coordinator::kOffsetsTopic : coordinator::kTxnStateTopic;
+      if (auto c = coordinator_of(*r, topic, key))
+        return {ErrorCode::none, ok_message, std::move(*c)};
       return {ErrorCode::coordinator_not_available, "The coordinator is not available.", {}};
     }
-    // Transactions are not served yet. COORDINATOR_NOT_AVAILABLE would make clients retry
-    // until they time out; UNSUPPORTED_VERSION is not retriable, so the Java client's
-    // initTransactions() fails at once, naming the error.
-    if (type == kTransactionKey) return {ErrorCode::unsupported_version, kNoTransactions, {}};
     if (type == kShareKey)
       return {ErrorCode::coordinator_not_available, "The coordinator is not available.", {}};
     return {ErrorCode::invalid_request,
@@ -591,20 +592,13 @@ void offset_delete(RequestPtr r) {
 namespace samsa::daemon::handlers {
 
 // InitProducerId without a transactional id: a fresh producer id at epoch 0 (also when an
-// idempotent producer asks to bump its epoch, v3+: Kafka gives it a new id too). Transactions
-// are not served yet: a transactional id gets UNSUPPORTED_VERSION, which clients do not retry
-// (as their coordinator lookup does).
+// idempotent producer asks to bump its epoch, v3+: Kafka gives it a new id too). With one, the
+// transaction coordinator answers (transactions.cc).
 void init_producer_id(RequestPtr r) {
   kafka::InitProducerIdRequest body;
   if (!r->decode(body)) return;
   if (body.transactional_id) {
-    LOG_INFO("InitProducerId for transactional id %s from %s refused: %s",
-             body.transactional_id->c_str(), r->conn->peer().c_str(), kNoTransactions);
-    kafka::InitProducerIdResponse resp;
-    resp.error_code = kafka::code(ErrorCode::unsupported_version);
-    resp.producer_id = -1;
-    resp.producer_epoch = -1;
-    r->reply(resp);
+    init_transactional_producer(std::move(r), std::move(body));
     return;
   }
   using Result = std::expected<std::int64_t, ErrorCode>;

@@ -7,6 +7,7 @@
 
 #include "daemon/api/dispatch.h"
 #include "daemon/settings.h"
+#include "net/kafka/gen/init_producer_id_request.h"
 #include "replication/topic_config.h"
 
 namespace samsa::daemon::handlers {
@@ -49,6 +50,13 @@ void delete_groups(RequestPtr r);
 void offset_delete(RequestPtr r);
 // Producer ids for idempotent producers (groups.cc: the coordinator thread hands them out).
 void init_producer_id(RequestPtr r);
+// Transactions (transactions.cc).
+void init_transactional_producer(RequestPtr r, kafka::InitProducerIdRequest body);
+void add_partitions_to_txn(RequestPtr r);
+void add_offsets_to_txn(RequestPtr r);
+void end_txn(RequestPtr r);
+void txn_offset_commit(RequestPtr r);
+void write_txn_markers(RequestPtr r);
 // Idempotent producers' state per partition (producers.cc).
 void describe_producers(RequestPtr r);
 

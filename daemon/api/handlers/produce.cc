@@ -144,9 +144,6 @@ void produce(RequestPtr r) {
       s.topic = topic ? std::string_view(topic->name) : std::string_view(t.name);
       if (!acks_ok) {
         s.error = ErrorCode::invalid_required_acks;
-      } else if (body.transactional_id) {
-        s.error = ErrorCode::transactional_id_authorization_failed;
-        s.message = "transactions are not supported by samsa yet";
       } else if (!topic) {
         s.error = req.version() >= 13 ? ErrorCode::unknown_topic_id
                                       : ErrorCode::unknown_topic_or_partition;

@@ -1,0 +1,609 @@
+#include "coordinator/txn_coordinator.h"
+
+#include <algorithm>
+#include <cinttypes>
+
+#include "base/assert.h"
+#include "base/clock.h"
+#include "base/log.h"
+#include "io/batch_builder.h"
+#include "io/record_batch.h"
+
+namespace samsa::coordinator {
+
+struct TxnCoordinator::Txn {
+  struct RetryTimer : io::Timer {
+    TxnCoordinator* self = nullptr;
+    Txn* txn = nullptr;
+  } retry;
+  std::string id;
+  std::int32_t partition = 0;
+  TxnValue v;  // as durable in __transaction_state
+  // A transition or a round of markers is in flight: other requests get CONCURRENT_TRANSACTIONS.
+  bool busy = false;
+  // Partitions whose marker is still to be written (the round in flight or the next retry).
+  std::vector<MarkerWriter::Target> unmarked;
+};
+
+namespace {
+
+std::vector<std::byte> one_record_batch(const Bytes& key, const std::optional<Bytes>& value) {
+  std::vector<std::byte> buf(io::batch::kHeaderSize +
+                             io::BatchBuilder::max_record_size(key.size(), value ? value->size() : 0));
+  io::BatchBuilder b(buf);
+  io::BatchBuilder::Bytes v = std::nullopt;
+  if (value) v = std::span<const std::byte>(*value);
+  b.add(wall_ms(), std::span<const std::byte>(key), v);
+  buf.resize(b.finish().size());
+  return buf;
+}
+
+bool marker_done(ErrorCode e) {
+  switch (e) {
+    case ErrorCode::none:
+    // Kafka's marker handler gives up on these too: the partition is gone, or a newer producer
+    // epoch or coordinator wrote there since (this round is moot).
+    case ErrorCode::unknown_topic_id:
+    case ErrorCode::invalid_producer_epoch:
+    case ErrorCode::transaction_coordinator_fenced:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+TxnCoordinator::TxnCoordinator(io::Reactor& r, Options opts, std::unique_ptr<OffsetsStore> store,
+                               ProducerIdManager& ids, std::unique_ptr<MarkerWriter> markers)
+    : reactor_(r),
+      opts_(opts),
+      store_(std::move(store)),
+      ids_(ids),
+      markers_(std::move(markers)) {
+  abort_timer_.self = this;
+  abort_timer_.fn = &TxnCoordinator::on_abort_timer;
+}
+
+TxnCoordinator::~TxnCoordinator() {
+  if (abort_timer_.armed()) reactor_.disarm(&abort_timer_);
+  for (auto& [id, t] : txns_)
+    if (t->retry.armed()) reactor_.disarm(&t->retry);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Leadership and loading
+
+void TxnCoordinator::start(std::int32_t partitions, Leadership leadership) {
+  if (partitions_ > 0 || partitions <= 0) return;
+  partitions_ = partitions;
+  slots_.assign(static_cast<std::size_t>(partitions), Slot{});
+  if (leadership == Leadership::all) {
+    LOG_INFO("transaction coordinator: loading %d partitions of %s", partitions,
+             kTxnStateTopic.data());
+    for (std::int32_t p = 0; p < partitions; ++p)
+      activate(p, 0);
+  }
+  reactor_.arm(&abort_timer_, mono_ns() + opts_.abort_check_interval_ms * 1'000'000);
+}
+
+bool TxnCoordinator::loaded() const {
+  return std::none_of(slots_.begin(), slots_.end(),
+                      [](const Slot& s) { return s.state == LoadState::loading; });
+}
+
+void TxnCoordinator::activate(std::int32_t p, std::int32_t leader_epoch) {
+  if (shutting_down_ || p < 0 || p >= partitions_) return;
+  Slot& s = slots_[static_cast<std::size_t>(p)];
+  if (leader_epoch < s.epoch) return;  // stale
+  if (s.state != LoadState::inactive && s.state != LoadState::failed) {
+    s.epoch = leader_epoch;
+    return;
+  }
+  s.state = LoadState::loading;
+  s.epoch = leader_epoch;
+  ++s.term;
+  load_partition(p);
+}
+
+void TxnCoordinator::deactivate(std::int32_t p, std::int32_t leader_epoch) {
+  if (p < 0 || p >= partitions_) return;
+  Slot& s = slots_[static_cast<std::size_t>(p)];
+  if (leader_epoch < s.epoch) return;
+  s.epoch = leader_epoch;
+  if (s.state == LoadState::inactive) return;
+  s.state = LoadState::inactive;
+  ++s.term;
+  unload_partition(p);
+}
+
+void TxnCoordinator::unload_partition(std::int32_t p) {
+  std::size_t n = 0;
+  for (auto it = txns_.begin(); it != txns_.end();) {
+    if (it->second->partition != p) {
+      ++it;
+      continue;
+    }
+    if (it->second->retry.armed()) reactor_.disarm(&it->second->retry);
+    it = txns_.erase(it);
+    ++n;
+  }
+  LOG_INFO("transaction coordinator: unloaded %s-%d: %zu transactional ids", kTxnStateTopic.data(),
+           p, n);
+}
+
+void TxnCoordinator::shutdown() {
+  shutting_down_ = true;
+}
+
+void TxnCoordinator::load_partition(std::int32_t p) {
+  const std::uint64_t term = slots_[static_cast<std::size_t>(p)].term;
+  store_->load(
+      p,
+      [this, p, term](std::span<const std::byte> batch) {
+        if (slots_[static_cast<std::size_t>(p)].term == term) replay_batch(p, batch);
+      },
+      [this, p, term](std::optional<io::Error> err) { on_loaded(p, term, std::move(err)); });
+}
+
+void TxnCoordinator::replay_batch(std::int32_t p, std::span<const std::byte> batch) {
+  if (batch.size() < io::batch::kHeaderSize) return;
+  const io::BatchInfo info = io::batch::parse_header(batch.data());
+  if (info.is_control()) return;
+  std::vector<std::byte> storage;
+  auto records = io::batch::records_of(batch, storage);
+  if (!records) {
+    LOG_ERROR("%s-%d: skipping an unreadable batch at offset %" PRId64 ": %s",
+              kTxnStateTopic.data(), p, info.base_offset, records.error().detail.c_str());
+    return;
+  }
+  io::batch::RecordReader reader(*records, info.record_count);
+  for (;;) {
+    auto rec = reader.next();
+    if (!rec || !*rec) break;
+    const io::batch::Record& r = **rec;
+    if (!r.key) continue;
+    auto id = decode_txn_key(*r.key);
+    if (!id) {
+      LOG_WARN("%s-%d: skipping a record at offset %" PRId64 ": %s", kTxnStateTopic.data(), p,
+               info.base_offset + r.offset_delta, id.error().c_str());
+      continue;
+    }
+    if (!r.value) {
+      txns_.erase(*id);
+      continue;
+    }
+    auto v = decode_txn_value(*r.value);
+    if (!v) {
+      LOG_WARN("%s-%d: skipping the state of %s: %s", kTxnStateTopic.data(), p, id->c_str(),
+               v.error().c_str());
+      continue;
+    }
+    auto& t = txns_[*id];
+    if (!t) t = new_txn(*id, p);
+    t->v = std::move(*v);
+  }
+}
+
+void TxnCoordinator::on_loaded(std::int32_t p, std::uint64_t term, std::optional<io::Error> err) {
+  Slot& s = slots_[static_cast<std::size_t>(p)];
+  if (s.term != term) return;
+  if (err) {
+    LOG_WARN("transaction coordinator: loading %s-%d: %s; retrying", kTxnStateTopic.data(), p,
+             err->detail.c_str());
+    unload_partition(p);
+    // Loaded again by the abort timer's next pass (rare: a partition that cannot be read).
+    s.state = LoadState::failed;
+    return;
+  }
+  s.state = LoadState::loaded;
+  std::size_t n = 0, resumed = 0;
+  for (auto& [id, t] : txns_) {
+    if (t->partition != p) continue;
+    ++n;
+    // A transaction left between its Prepare* and its Complete*: finish writing its markers.
+    if (t->v.state == TxnState::prepare_commit || t->v.state == TxnState::prepare_abort) {
+      send_markers(*t);
+      ++resumed;
+    }
+  }
+  LOG_INFO("transaction coordinator: loaded %s-%d (coordinator epoch %d): %zu transactional ids, "
+           "%zu completions resumed",
+           kTxnStateTopic.data(), p, s.epoch, n, resumed);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Requests
+
+ErrorCode TxnCoordinator::check_id(std::string_view id) const {
+  if (shutting_down_ || partitions_ == 0) return ErrorCode::coordinator_not_available;
+  if (id.empty()) return ErrorCode::invalid_request;
+  const Slot& s = slots_[static_cast<std::size_t>(partition_of(id))];
+  switch (s.state) {
+    case LoadState::inactive:
+      return ErrorCode::not_coordinator;
+    case LoadState::loading:
+    case LoadState::failed:
+      return ErrorCode::coordinator_load_in_progress;
+    case LoadState::loaded:
+      break;
+  }
+  return ErrorCode::none;
+}
+
+std::unique_ptr<TxnCoordinator::Txn> TxnCoordinator::new_txn(const std::string& id,
+                                                             std::int32_t p) {
+  auto t = std::make_unique<Txn>();
+  t->id = id;
+  t->partition = p;
+  t->retry.self = this;
+  t->retry.txn = t.get();
+  // The next round of markers (or of the completion) after a failed one.
+  t->retry.fn = [](io::Timer* timer) {
+    auto* rt = static_cast<Txn::RetryTimer*>(timer);
+    rt->txn->busy = false;
+    rt->self->send_markers(*rt->txn);
+  };
+  return t;
+}
+
+TxnCoordinator::Txn* TxnCoordinator::find(std::string_view id) {
+  auto it = txns_.find(std::string(id));
+  return it == txns_.end() ? nullptr : it->second.get();
+}
+
+void TxnCoordinator::transition(Txn& t, TxnValue next,
+                                std::move_only_function<void(ErrorCode)> done) {
+  SAMSA_ASSERT(!t.busy);
+  t.busy = true;
+  next.last_update_ms = wall_ms();
+  const std::uint64_t term = slots_[static_cast<std::size_t>(t.partition)].term;
+  store_->append(
+      t.partition, one_record_batch(encode_txn_key(t.id), encode_txn_value(next)),
+      [this, id = t.id, p = t.partition, term, next = std::move(next),
+       done = std::move(done)](std::optional<io::Error> err) mutable {
+        // Leadership moved meanwhile: the new coordinator replays whatever the log kept.
+        Txn* t = find(id);
+        if (!t || slots_[static_cast<std::size_t>(p)].term != term) {
+          done(ErrorCode::not_coordinator);
+          return;
+        }
+        t->busy = false;
+        if (err) {
+          LOG_WARN("transaction coordinator: writing the state of %s: %s", id.c_str(),
+                   err->detail.c_str());
+          done(err->code == io::Errc::not_found ? ErrorCode::not_coordinator
+                                                : ErrorCode::coordinator_not_available);
+          return;
+        }
+        t->v = std::move(next);
+        done(ErrorCode::none);
+      });
+}
+
+void TxnCoordinator::init_producer_id(TxnInitRequest req, Done<TxnInitResult> done) {
+  if (ErrorCode e = check_id(req.transactional_id); e != ErrorCode::none) {
+    done({e});
+    return;
+  }
+  if (req.timeout_ms <= 0 || req.timeout_ms > opts_.max_timeout_ms) {
+    done({ErrorCode::invalid_transaction_timeout});
+    return;
+  }
+  Txn* t = find(req.transactional_id);
+  if (!t) {
+    // A new transactional id: a producer id of its own, at epoch 0.
+    ids_.next([this, req = std::move(req),
+               done = std::move(done)](std::expected<std::int64_t, ErrorCode> pid) mutable {
+      if (!pid) return done({pid.error()});
+      if (ErrorCode e = check_id(req.transactional_id); e != ErrorCode::none) return done({e});
+      if (find(req.transactional_id)) return done({ErrorCode::concurrent_transactions});
+      auto& slot = txns_[req.transactional_id];
+      slot = new_txn(req.transactional_id, partition_of(req.transactional_id));
+      Txn& nt = *slot;
+      nt.v = TxnValue{*pid, -1, req.timeout_ms, TxnState::empty, {}, wall_ms(), -1};
+      TxnValue next = nt.v;
+      next.producer_epoch = 0;
+      transition(nt, next, [done = std::move(done), pid = *pid](ErrorCode e) mutable {
+        if (e != ErrorCode::none) return done({e});
+        done({ErrorCode::none, pid, 0});
+      });
+    });
+    return;
+  }
+  if (t->busy) return done({ErrorCode::concurrent_transactions});
+  // KIP-360: a producer naming its id and epoch must be the current one.
+  if (req.producer_id >= 0 &&
+      (req.producer_id != t->v.producer_id || req.producer_epoch != t->v.producer_epoch))
+    return done({ErrorCode::producer_fenced});
+  switch (t->v.state) {
+    case TxnState::ongoing:
+      // A new incarnation of the producer: its predecessor's transaction is aborted (and the
+      // predecessor fenced); the client retries and gets its epoch once that is done.
+      fence_and_abort(*t, "a new producer with its transactional id started");
+      return done({ErrorCode::concurrent_transactions});
+    case TxnState::prepare_commit:
+    case TxnState::prepare_abort:
+    case TxnState::prepare_epoch_fence:
+      return done({ErrorCode::concurrent_transactions});
+    default:
+      break;
+  }
+  TxnValue next = t->v;
+  next.timeout_ms = req.timeout_ms;
+  next.state = TxnState::empty;
+  next.partitions.clear();
+  next.start_ms = -1;
+  auto finish = [this, id = t->id, done = std::move(done)](TxnValue next) mutable {
+    Txn* t = find(id);
+    if (!t || t->busy) return done({ErrorCode::concurrent_transactions});
+    const std::int64_t pid = next.producer_id;
+    const std::int16_t epoch = next.producer_epoch;
+    transition(*t, std::move(next), [done = std::move(done), pid, epoch](ErrorCode e) mutable {
+      if (e != ErrorCode::none) return done({e});
+      done({ErrorCode::none, pid, epoch});
+    });
+  };
+  if (t->v.producer_epoch < INT16_MAX - 1) {
+    ++next.producer_epoch;
+    finish(std::move(next));
+    return;
+  }
+  // The epoch is exhausted: a new producer id starts at epoch 0, as in Kafka.
+  ids_.next([next = std::move(next), finish = std::move(finish)](
+                std::expected<std::int64_t, ErrorCode> pid) mutable {
+    if (!pid) {
+      next.producer_id = -1;
+      next.producer_epoch = -1;
+    } else {
+      next.producer_id = *pid;
+      next.producer_epoch = 0;
+    }
+    finish(std::move(next));
+  });
+}
+
+void TxnCoordinator::add_partitions(TxnAddRequest req, Done<TxnAddResult> done) {
+  // Owns a copy of the partitions: it outlives req in the write's callback.
+  auto all = [parts = req.partitions](ErrorCode e) {
+    TxnAddResult out;
+    for (const auto& [topic, ps] : parts)
+      for (std::int32_t p : ps)
+        out[topic][p] = e;
+    return out;
+  };
+  if (ErrorCode e = check_id(req.transactional_id); e != ErrorCode::none) return done(all(e));
+  Txn* t = find(req.transactional_id);
+  if (!t || t->v.producer_id != req.producer_id)
+    return done(all(ErrorCode::invalid_producer_id_mapping));
+  if (t->v.producer_epoch != req.producer_epoch) return done(all(ErrorCode::producer_fenced));
+  if (req.verify_only) {
+    TxnAddResult out;
+    for (const auto& [topic, parts] : req.partitions) {
+      auto it = t->v.partitions.find(topic);
+      for (std::int32_t p : parts) {
+        const bool in = t->v.state == TxnState::ongoing && it != t->v.partitions.end() &&
+                        it->second.contains(p);
+        out[topic][p] = in ? ErrorCode::none : ErrorCode::invalid_txn_state;
+      }
+    }
+    return done(std::move(out));
+  }
+  if (t->busy || t->v.state == TxnState::prepare_commit || t->v.state == TxnState::prepare_abort ||
+      t->v.state == TxnState::prepare_epoch_fence)
+    return done(all(ErrorCode::concurrent_transactions));
+  TxnValue next = t->v;
+  if (next.state != TxnState::ongoing) {
+    next.state = TxnState::ongoing;
+    next.partitions.clear();
+    next.start_ms = wall_ms();
+  }
+  bool added = false;
+  for (const auto& [topic, parts] : req.partitions)
+    for (std::int32_t p : parts)
+      added |= next.partitions[topic].insert(p).second;
+  if (!added && t->v.state == TxnState::ongoing) return done(all(ErrorCode::none));
+  transition(*t, std::move(next),
+             [done = std::move(done), all = std::move(all)](ErrorCode e) mutable { done(all(e)); });
+}
+
+void TxnCoordinator::end_txn(TxnEndRequest req, Done<ErrorCode> done) {
+  if (ErrorCode e = check_id(req.transactional_id); e != ErrorCode::none) return done(e);
+  Txn* t = find(req.transactional_id);
+  if (!t || t->v.producer_id != req.producer_id)
+    return done(ErrorCode::invalid_producer_id_mapping);
+  if (t->v.producer_epoch != req.producer_epoch) return done(ErrorCode::producer_fenced);
+  if (t->busy) return done(ErrorCode::concurrent_transactions);
+  switch (t->v.state) {
+    case TxnState::ongoing:
+      break;
+    case TxnState::complete_commit:  // a retry of an EndTxn that succeeded
+      return done(req.commit ? ErrorCode::none : ErrorCode::invalid_txn_state);
+    case TxnState::complete_abort:
+      return done(req.commit ? ErrorCode::invalid_txn_state : ErrorCode::none);
+    case TxnState::prepare_commit:
+    case TxnState::prepare_abort:
+    case TxnState::prepare_epoch_fence:
+      return done(ErrorCode::concurrent_transactions);
+    default:
+      return done(ErrorCode::invalid_txn_state);
+  }
+  TxnValue next = t->v;
+  next.state = req.commit ? TxnState::prepare_commit : TxnState::prepare_abort;
+  transition(*t, std::move(next),
+             [this, id = t->id, done = std::move(done)](ErrorCode e) mutable {
+               // Answered once the decision is durable; the markers follow (as Kafka does with
+               // transaction version 1).
+               done(e);
+               if (e != ErrorCode::none) return;
+               if (Txn* t = find(id)) send_markers(*t);
+             });
+}
+
+void TxnCoordinator::fence_and_abort(Txn& t, const char* why) {
+  SAMSA_ASSERT(t.v.state == TxnState::ongoing && !t.busy);
+  LOG_INFO("transaction coordinator: aborting the transaction of %s (producer %" PRId64
+           " epoch %d): %s",
+           t.id.c_str(), t.v.producer_id, t.v.producer_epoch, why);
+  TxnValue next = t.v;
+  // The epoch bump fences the producer that opened the transaction (Kafka's PrepareEpochFence,
+  // written as PrepareAbort with the new epoch).
+  if (next.producer_epoch < INT16_MAX) ++next.producer_epoch;
+  next.state = TxnState::prepare_abort;
+  transition(t, std::move(next), [this, id = t.id](ErrorCode e) {
+    if (e != ErrorCode::none) return;  // tried again by the next timer pass
+    if (Txn* t = find(id)) send_markers(*t);
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Markers and completion
+
+void TxnCoordinator::send_markers(Txn& t) {
+  if (t.v.state != TxnState::prepare_commit && t.v.state != TxnState::prepare_abort) return;
+  const Slot& s = slots_[static_cast<std::size_t>(t.partition)];
+  if (s.state != LoadState::loaded) return;
+  if (t.unmarked.empty()) {
+    for (const auto& [topic, parts] : t.v.partitions)
+      for (std::int32_t p : parts)
+        t.unmarked.push_back({topic, p});
+  }
+  if (t.unmarked.empty()) {
+    complete(t);
+    return;
+  }
+  t.busy = true;
+  const MarkerWriter::Marker m{t.v.producer_id, t.v.producer_epoch,
+                               t.v.state == TxnState::prepare_commit, s.epoch};
+  auto targets = t.unmarked;
+  markers_->write(m, targets,
+                  [this, id = t.id, term = s.term, targets](std::vector<ErrorCode> errors) mutable {
+                    on_markers(id, term, std::move(targets), std::move(errors));
+                  });
+}
+
+void TxnCoordinator::on_markers(const std::string& id, std::uint64_t term,
+                                std::vector<MarkerWriter::Target> sent,
+                                std::vector<ErrorCode> errors) {
+  Txn* t = find(id);
+  if (!t || slots_[static_cast<std::size_t>(t->partition)].term != term) return;
+  t->busy = false;
+  std::vector<MarkerWriter::Target> left;
+  for (std::size_t i = 0; i < sent.size(); ++i) {
+    const ErrorCode e = i < errors.size() ? errors[i] : ErrorCode::unknown_server_error;
+    if (marker_done(e)) {
+      if (e != ErrorCode::none) {
+        LOG_WARN("transaction coordinator: marker of %s for %s-%d: %s; not retried", id.c_str(),
+                 sent[i].topic.c_str(), sent[i].partition,
+                 std::string(kafka::error_name(e)).c_str());
+      }
+      ++stats_.markers_written;
+      continue;
+    }
+    left.push_back(std::move(sent[i]));
+  }
+  t->unmarked = std::move(left);
+  if (t->unmarked.empty()) {
+    complete(*t);
+    return;
+  }
+  ++stats_.marker_retries;
+  t->busy = true;  // the retry timer owns the next round
+  reactor_.arm(&t->retry, mono_ns() + opts_.marker_retry_ms * 1'000'000);
+}
+
+void TxnCoordinator::complete(Txn& t) {
+  const bool commit = t.v.state == TxnState::prepare_commit;
+  TxnValue next = t.v;
+  next.state = commit ? TxnState::complete_commit : TxnState::complete_abort;
+  next.partitions.clear();
+  transition(t, std::move(next), [this, commit, id = t.id](ErrorCode e) {
+    if (e != ErrorCode::none) {
+      // Still Prepare*: the markers are written again (harmless) and the completion retried.
+      if (Txn* t = find(id); t && !t->busy) {
+        t->busy = true;
+        reactor_.arm(&t->retry, mono_ns() + opts_.marker_retry_ms * 1'000'000);
+      }
+      return;
+    }
+    ++(commit ? stats_.commits : stats_.aborts);
+  });
+}
+
+void TxnCoordinator::abort_timed_out(std::int64_t now_ms) {
+  std::vector<Txn*> due;
+  for (auto& [id, t] : txns_) {
+    if (t->busy || slots_[static_cast<std::size_t>(t->partition)].state != LoadState::loaded)
+      continue;
+    if (t->v.state == TxnState::ongoing && t->v.start_ms >= 0 &&
+        now_ms - t->v.start_ms > t->v.timeout_ms)
+      due.push_back(t.get());
+  }
+  for (Txn* t : due) {
+    ++stats_.timed_out;
+    fence_and_abort(*t, "it ran longer than its transaction.timeout.ms");
+  }
+}
+
+void TxnCoordinator::on_abort_timer(io::Timer* timer) {
+  auto* self = static_cast<AbortTimer*>(timer)->self;
+  if (self->shutting_down_) return;
+  for (std::size_t p = 0; p < self->slots_.size(); ++p) {
+    if (self->slots_[p].state != LoadState::failed) continue;
+    self->slots_[p].state = LoadState::inactive;
+    self->activate(static_cast<std::int32_t>(p), self->slots_[p].epoch);
+  }
+  self->abort_timed_out(wall_ms());
+  self->reactor_.arm(&self->abort_timer_,
+                     mono_ns() + self->opts_.abort_check_interval_ms * 1'000'000);
+}
+
+// ---------------------------------------------------------------------------------------------
+// DescribeTransactions, ListTransactions
+
+void TxnCoordinator::describe(std::vector<std::string> ids, Done<std::vector<DescribedTxn>> done) {
+  std::vector<DescribedTxn> out;
+  for (auto& id : ids) {
+    DescribedTxn d;
+    d.transactional_id = id;
+    d.error = check_id(id);
+    if (d.error == ErrorCode::none) {
+      if (const Txn* t = find(id)) {
+        d.state = std::string(txn_state_name(t->v.state));
+        d.timeout_ms = t->v.timeout_ms;
+        d.start_ms = t->v.start_ms;
+        d.producer_id = t->v.producer_id;
+        d.producer_epoch = t->v.producer_epoch;
+        d.partitions = t->v.partitions;
+      } else {
+        d.error = ErrorCode::transactional_id_not_found;
+      }
+    }
+    out.push_back(std::move(d));
+  }
+  done(std::move(out));
+}
+
+void TxnCoordinator::list(TxnListRequest req, Done<std::vector<ListedTxn>> done) {
+  std::vector<ListedTxn> out;
+  const std::int64_t now = wall_ms();
+  for (const auto& [id, t] : txns_) {
+    if (slots_[static_cast<std::size_t>(t->partition)].state != LoadState::loaded) continue;
+    const std::string_view state = txn_state_name(t->v.state);
+    if (!req.states.empty() && std::none_of(req.states.begin(), req.states.end(), [&](auto& s) {
+          return txn_state_from_name(s) == t->v.state;
+        }))
+      continue;
+    if (!req.producer_ids.empty() &&
+        std::find(req.producer_ids.begin(), req.producer_ids.end(), t->v.producer_id) ==
+            req.producer_ids.end())
+      continue;
+    if (req.duration_filter_ms >= 0 &&
+        (t->v.start_ms < 0 || now - t->v.start_ms <= req.duration_filter_ms))
+      continue;
+    out.push_back({id, t->v.producer_id, std::string(state)});
+  }
+  done(std::move(out));
+}
+
+}  // namespace samsa::coordinator

@@ -1,0 +1,327 @@
+// Transactions: InitProducerId with a transactional id, AddPartitionsToTxn, AddOffsetsToTxn,
+// EndTxn (the transaction coordinator, coordinator/txn_coordinator.h), TxnOffsetCommit (the
+// group coordinator) and WriteTxnMarkers (the partitions' leaders, daemon/txn_markers.h).
+// Each decodes here, checks what needs this reactor's image (unknown topics), hands the work
+// to the coordinator thread and answers on this reactor. Versions are served up to the last one
+// of transaction version 1; an older version that does not know PRODUCER_FENCED gets
+// INVALID_PRODUCER_EPOCH, as Kafka answers it.
+#include <memory>
+
+#include "base/log.h"
+#include "coordinator/txn_coordinator.h"
+#include "daemon/api/handlers/fan_out.h"
+#include "daemon/api/handlers/handlers.h"
+#include "daemon/api/handlers/round_trip.h"
+#include "daemon/broker.h"
+#include "daemon/txn_markers.h"
+#include "net/kafka/gen/add_offsets_to_txn_request.h"
+#include "net/kafka/gen/add_offsets_to_txn_response.h"
+#include "net/kafka/gen/add_partitions_to_txn_request.h"
+#include "net/kafka/gen/add_partitions_to_txn_response.h"
+#include "net/kafka/gen/end_txn_request.h"
+#include "net/kafka/gen/end_txn_response.h"
+#include "net/kafka/gen/init_producer_id_request.h"
+#include "net/kafka/gen/init_producer_id_response.h"
+#include "net/kafka/gen/txn_offset_commit_request.h"
+#include "net/kafka/gen/txn_offset_commit_response.h"
+#include "net/kafka/gen/write_txn_markers_request.h"
+#include "net/kafka/gen/write_txn_markers_response.h"
+
+namespace samsa::daemon::handlers {
+namespace {
+
+using coordinator::TxnCoordinator;
+using kafka::ErrorCode;
+
+// PRODUCER_FENCED is known from these versions on (KIP-588); older ones get
+// INVALID_PRODUCER_EPOCH.
+ErrorCode for_version(ErrorCode e, std::int16_t version, std::int16_t fenced_from) {
+  if (e == ErrorCode::producer_fenced && version < fenced_from)
+    return ErrorCode::invalid_producer_epoch;
+  return e;
+}
+
+template <class Result, class Start, class Answer>
+void via_txn_coordinator(RequestPtr r, Start start, Answer answer) {
+  Broker& b = *r->rc.broker;
+  round_trip<Result>(
+      std::move(r), [&b](auto f) { b.on_txn_coordinator(std::move(f)); }, std::move(start),
+      std::move(answer));
+}
+
+bool partition_exists(const Request& r, const std::string& topic, std::int32_t partition) {
+  const replication::TopicState* t = r.rc.image->topic(topic);
+  return t && partition >= 0 && static_cast<std::size_t>(partition) < t->partitions.size();
+}
+
+}  // namespace
+
+void init_transactional_producer(RequestPtr r, kafka::InitProducerIdRequest body) {
+  coordinator::TxnInitRequest req;
+  req.transactional_id = std::move(*body.transactional_id);
+  req.timeout_ms = body.transaction_timeout_ms;
+  req.producer_id = body.producer_id;
+  req.producer_epoch = body.producer_epoch;
+  via_txn_coordinator<coordinator::TxnInitResult>(
+      std::move(r),
+      [req = std::move(req)](TxnCoordinator& c, auto done) mutable {
+        c.init_producer_id(std::move(req), std::move(done));
+      },
+      [](RequestPtr r, coordinator::TxnInitResult res) {
+        kafka::InitProducerIdResponse resp;
+        resp.error_code = kafka::code(for_version(res.error, r->version(), 4));
+        resp.producer_id = res.error == ErrorCode::none ? res.producer_id : -1;
+        resp.producer_epoch = res.error == ErrorCode::none ? res.producer_epoch : -1;
+        r->reply(resp);
+      });
+}
+
+void add_partitions_to_txn(RequestPtr r) {
+  kafka::AddPartitionsToTxnRequest body;
+  if (!r->decode(body)) return;
+  const std::int16_t v = r->version();
+  // v0-3: one transaction, the client's; v4+: a batch of them (the brokers' form).
+  if (v < 4) {
+    kafka::AddPartitionsToTxnRequest::AddPartitionsToTxnTransaction t;
+    t.transactional_id = std::move(body.v3_and_below_transactional_id);
+    t.producer_id = body.v3_and_below_producer_id;
+    t.producer_epoch = body.v3_and_below_producer_epoch;
+    t.topics = std::move(body.v3_and_below_topics);
+    body.transactions.clear();
+    body.transactions.push_back(std::move(t));
+  }
+  struct Ctx {
+    std::vector<coordinator::TxnAddResult> results;
+    std::size_t left = 0;
+  };
+  auto ctx = std::make_shared<Ctx>();
+  ctx->results.resize(body.transactions.size());
+  std::vector<coordinator::TxnAddRequest> asks;
+  std::vector<std::size_t> ask_index;
+  for (std::size_t i = 0; i < body.transactions.size(); ++i) {
+    auto& t = body.transactions[i];
+    coordinator::TxnAddRequest a;
+    a.transactional_id = t.transactional_id;
+    a.producer_id = t.producer_id;
+    a.producer_epoch = t.producer_epoch;
+    a.verify_only = t.verify_only;
+    bool unknown = false;
+    for (const auto& tp : t.topics)
+      for (std::int32_t p : tp.partitions) {
+        a.partitions[tp.name].insert(p);
+        unknown |= !partition_exists(*r, tp.name, p);
+      }
+    if (unknown) {
+      // Kafka's answer: the unknown ones say so, the others were not attempted.
+      for (const auto& [topic, parts] : a.partitions)
+        for (std::int32_t p : parts)
+          ctx->results[i][topic][p] = partition_exists(*r, topic, p)
+                                          ? ErrorCode::operation_not_attempted
+                                          : ErrorCode::unknown_topic_or_partition;
+      continue;
+    }
+    asks.push_back(std::move(a));
+    ask_index.push_back(i);
+  }
+  auto answer = [body = std::move(body)](RequestPtr r, std::shared_ptr<Ctx> ctx) {
+    const std::int16_t v = r->version();
+    kafka::AddPartitionsToTxnResponse resp;
+    auto topics = [&](const coordinator::TxnAddResult& res) {
+      std::vector<kafka::AddPartitionsToTxnResponse::AddPartitionsToTxnTopicResult> out;
+      for (const auto& [topic, parts] : res) {
+        kafka::AddPartitionsToTxnResponse::AddPartitionsToTxnTopicResult tr;
+        tr.name = topic;
+        for (const auto& [p, e] : parts)
+          tr.results_by_partition.push_back({p, kafka::code(for_version(e, v, 2))});
+        out.push_back(std::move(tr));
+      }
+      return out;
+    };
+    if (v < 4) {
+      resp.results_by_topic_v3_and_below = topics(ctx->results.front());
+    } else {
+      for (std::size_t i = 0; i < body.transactions.size(); ++i)
+        resp.results_by_transaction.push_back(
+            {body.transactions[i].transactional_id, topics(ctx->results[i])});
+    }
+    r->reply(resp);
+  };
+  via_txn_coordinator<std::shared_ptr<Ctx>>(
+      std::move(r),
+      [ctx, asks = std::move(asks), ask_index = std::move(ask_index)](TxnCoordinator& c,
+                                                                      auto done) mutable {
+        auto shared_done = std::make_shared<decltype(done)>(std::move(done));
+        ctx->left = asks.size();
+        if (ctx->left == 0) return (*shared_done)(ctx);
+        for (std::size_t k = 0; k < asks.size(); ++k) {
+          c.add_partitions(std::move(asks[k]), [ctx, shared_done, i = ask_index[k]](
+                                                   coordinator::TxnAddResult res) {
+            ctx->results[i] = std::move(res);
+            if (--ctx->left == 0) (*shared_done)(ctx);
+          });
+        }
+      },
+      std::move(answer));
+}
+
+void add_offsets_to_txn(RequestPtr r) {
+  kafka::AddOffsetsToTxnRequest body;
+  if (!r->decode(body)) return;
+  // The group's partition of __consumer_offsets joins the transaction (its marker completes
+  // the TxnOffsetCommits made in it).
+  const replication::TopicState* t = r->rc.image->topic(coordinator::kOffsetsTopic);
+  if (!t || t->partitions.empty()) {
+    kafka::AddOffsetsToTxnResponse resp;
+    resp.error_code = kafka::code(ErrorCode::coordinator_not_available);
+    r->reply(resp);
+    return;
+  }
+  coordinator::TxnAddRequest a;
+  a.transactional_id = std::move(body.transactional_id);
+  a.producer_id = body.producer_id;
+  a.producer_epoch = body.producer_epoch;
+  a.partitions[std::string(coordinator::kOffsetsTopic)].insert(coordinator::partition_for(
+      body.group_id, static_cast<std::int32_t>(t->partitions.size())));
+  via_txn_coordinator<coordinator::TxnAddResult>(
+      std::move(r),
+      [a = std::move(a)](TxnCoordinator& c, auto done) mutable {
+        c.add_partitions(std::move(a), std::move(done));
+      },
+      [](RequestPtr r, coordinator::TxnAddResult res) {
+        kafka::AddOffsetsToTxnResponse resp;
+        ErrorCode e = ErrorCode::none;
+        for (const auto& [topic, parts] : res)
+          for (const auto& [p, pe] : parts)
+            e = pe;
+        resp.error_code = kafka::code(for_version(e, r->version(), 2));
+        r->reply(resp);
+      });
+}
+
+void end_txn(RequestPtr r) {
+  kafka::EndTxnRequest body;
+  if (!r->decode(body)) return;
+  coordinator::TxnEndRequest req{std::move(body.transactional_id), body.producer_id,
+                                 body.producer_epoch, body.committed};
+  via_txn_coordinator<ErrorCode>(
+      std::move(r),
+      [req = std::move(req)](TxnCoordinator& c, auto done) mutable {
+        c.end_txn(std::move(req), std::move(done));
+      },
+      [](RequestPtr r, ErrorCode e) {
+        kafka::EndTxnResponse resp;
+        resp.error_code = kafka::code(for_version(e, r->version(), 2));
+        r->reply(resp);
+      });
+}
+
+void txn_offset_commit(RequestPtr r) {
+  kafka::TxnOffsetCommitRequest body;
+  if (!r->decode(body)) return;
+  coordinator::CommitRequest cr;
+  cr.group_id = body.group_id;
+  cr.generation = body.generation_id;
+  cr.member_id = body.member_id;
+  cr.group_instance_id = body.group_instance_id;
+  cr.producer_id = body.producer_id;
+  cr.producer_epoch = body.producer_epoch;
+  std::vector<ErrorCode> early;  // UNKNOWN_TOPIC_OR_PARTITION found here, per partition
+  for (const auto& t : body.topics)
+    for (const auto& p : t.partitions) {
+      cr.partitions.push_back({t.name, p.partition_index, p.committed_offset,
+                               p.committed_leader_epoch, p.committed_metadata});
+      early.push_back(partition_exists(*r, t.name, p.partition_index)
+                          ? ErrorCode::none
+                          : ErrorCode::unknown_topic_or_partition);
+    }
+  auto answer = [body = std::move(body), early](RequestPtr r, coordinator::CommitResult res) {
+    kafka::TxnOffsetCommitResponse resp;
+    std::size_t i = 0;
+    for (const auto& t : body.topics) {
+      kafka::TxnOffsetCommitResponse::TxnOffsetCommitResponseTopic tr;
+      tr.name = t.name;
+      for (const auto& p : t.partitions) {
+        const ErrorCode e = early[i] != ErrorCode::none ? early[i]
+                            : i < res.size()            ? res[i]
+                                                        : ErrorCode::unknown_server_error;
+        ++i;
+        tr.partitions.push_back({p.partition_index, kafka::code(for_version(e, r->version(), 3))});
+      }
+      resp.topics.push_back(std::move(tr));
+    }
+    r->reply(resp);
+  };
+  if (std::any_of(early.begin(), early.end(), [](ErrorCode e) { return e != ErrorCode::none; })) {
+    answer(std::move(r), coordinator::CommitResult(early.size(), ErrorCode::operation_not_attempted));
+    return;
+  }
+  via_coordinator<coordinator::CommitResult>(
+      std::move(r),
+      [cr = std::move(cr)](coordinator::GroupCoordinator& g, auto done) mutable {
+        g.commit_offsets(std::move(cr), std::move(done));
+      },
+      std::move(answer));
+}
+
+// WriteTxnMarkers from another broker's transaction coordinator: each partition's marker on
+// the shard that owns it, answered once all are held by their ISRs (or refused).
+void write_txn_markers(RequestPtr r) {
+  struct Item {
+    std::size_t marker = 0;
+    std::string topic;
+    std::int32_t partition = 0;
+    ErrorCode error = ErrorCode::none;
+  };
+  struct Ctx {
+    RequestPtr req;
+    kafka::WriteTxnMarkersRequest body;
+    std::vector<Item> items;
+  };
+  auto ctx = std::make_unique<Ctx>();
+  if (!r->decode(ctx->body)) return;
+  ctx->req = std::move(r);
+  for (std::size_t m = 0; m < ctx->body.markers.size(); ++m)
+    for (const auto& t : ctx->body.markers[m].topics)
+      for (std::int32_t p : t.partition_indexes)
+        ctx->items.push_back({m, t.name, p,
+                              partition_exists(*ctx->req, t.name, p)
+                                  ? ErrorCode::none
+                                  : ErrorCode::unknown_topic_or_partition});
+  const std::size_t n = ctx->items.size();
+  fan_out_to_shards_async(
+      std::move(ctx), n,
+      [](const Ctx& c, std::size_t i) -> std::optional<std::size_t> {
+        if (c.items[i].error != ErrorCode::none) return std::nullopt;
+        return c.req->rc.broker->owner(c.items[i].topic, c.items[i].partition);
+      },
+      [](ReactorContext& shard, Ctx& c, std::size_t i, ItemDone item_done) {
+        Item& it = c.items[i];
+        const auto& wm = c.body.markers[it.marker];
+        const coordinator::MarkerWriter::Marker m{wm.producer_id, wm.producer_epoch,
+                                                  wm.transaction_result, wm.coordinator_epoch};
+        write_marker_on_shard(shard, it.topic, it.partition, m,
+                              [&it, item_done](ErrorCode e) mutable {
+                                it.error = e;
+                                item_done();
+                              });
+      },
+      [](std::unique_ptr<Ctx> c) {
+        kafka::WriteTxnMarkersResponse resp;
+        std::size_t i = 0;
+        for (const auto& m : c->body.markers) {
+          kafka::WriteTxnMarkersResponse::WritableTxnMarkerResult mr;
+          mr.producer_id = m.producer_id;
+          for (const auto& t : m.topics) {
+            kafka::WriteTxnMarkersResponse::WritableTxnMarkerTopicResult tr;
+            tr.name = t.name;
+            for (std::int32_t p : t.partition_indexes)
+              tr.partitions.push_back({p, kafka::code(c->items[i++].error)});
+            mr.topics.push_back(std::move(tr));
+          }
+          resp.markers.push_back(std::move(mr));
+        }
+        c->req->reply(resp);
+      });
+}
+
+}  // namespace samsa::daemon::handlers
