@@ -155,7 +155,8 @@ void GroupCoordinator::fetch_offsets(FetchRequest req, Done<FetchResult> done) {
         }
         put(t.topic, p, v);
         if (req.require_stable && g && g->has_pending(t.topic, p)) {
-          res.offsets.back() = FetchedOffset{t.topic, p, -1, -1, "", ErrorCode::unstable_offset_commit};
+          res.offsets.back() =
+              FetchedOffset{t.topic, p, -1, -1, "", ErrorCode::unstable_offset_commit};
         }
       }
     }

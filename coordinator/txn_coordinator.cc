@@ -28,8 +28,8 @@ struct TxnCoordinator::Txn {
 namespace {
 
 std::vector<std::byte> one_record_batch(const Bytes& key, const std::optional<Bytes>& value) {
-  std::vector<std::byte> buf(io::batch::kHeaderSize +
-                             io::BatchBuilder::max_record_size(key.size(), value ? value->size() : 0));
+  std::vector<std::byte> buf(io::batch::kHeaderSize + io::BatchBuilder::max_record_size(
+                                                          key.size(), value ? value->size() : 0));
   io::BatchBuilder b(buf);
   io::BatchBuilder::Bytes v = std::nullopt;
   if (value) v = std::span<const std::byte>(*value);
@@ -56,11 +56,7 @@ bool marker_done(ErrorCode e) {
 
 TxnCoordinator::TxnCoordinator(io::Reactor& r, Options opts, std::unique_ptr<OffsetsStore> store,
                                ProducerIdManager& ids, std::unique_ptr<MarkerWriter> markers)
-    : reactor_(r),
-      opts_(opts),
-      store_(std::move(store)),
-      ids_(ids),
-      markers_(std::move(markers)) {
+    : reactor_(r), opts_(opts), store_(std::move(store)), ids_(ids), markers_(std::move(markers)) {
   abort_timer_.self = this;
   abort_timer_.fn = &TxnCoordinator::on_abort_timer;
 }
@@ -207,9 +203,10 @@ void TxnCoordinator::on_loaded(std::int32_t p, std::uint64_t term, std::optional
       ++resumed;
     }
   }
-  LOG_INFO("transaction coordinator: loaded %s-%d (coordinator epoch %d): %zu transactional ids, "
-           "%zu completions resumed",
-           kTxnStateTopic.data(), p, s.epoch, n, resumed);
+  LOG_INFO(
+      "transaction coordinator: loaded %s-%d (coordinator epoch %d): %zu transactional ids, "
+      "%zu completions resumed",
+      kTxnStateTopic.data(), p, s.epoch, n, resumed);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -258,27 +255,26 @@ void TxnCoordinator::transition(Txn& t, TxnValue next,
   t.busy = true;
   next.last_update_ms = wall_ms();
   const std::uint64_t term = slots_[static_cast<std::size_t>(t.partition)].term;
-  store_->append(
-      t.partition, one_record_batch(encode_txn_key(t.id), encode_txn_value(next)),
-      [this, id = t.id, p = t.partition, term, next = std::move(next),
-       done = std::move(done)](std::optional<io::Error> err) mutable {
-        // Leadership moved meanwhile: the new coordinator replays whatever the log kept.
-        Txn* t = find(id);
-        if (!t || slots_[static_cast<std::size_t>(p)].term != term) {
-          done(ErrorCode::not_coordinator);
-          return;
-        }
-        t->busy = false;
-        if (err) {
-          LOG_WARN("transaction coordinator: writing the state of %s: %s", id.c_str(),
-                   err->detail.c_str());
-          done(err->code == io::Errc::not_found ? ErrorCode::not_coordinator
-                                                : ErrorCode::coordinator_not_available);
-          return;
-        }
-        t->v = std::move(next);
-        done(ErrorCode::none);
-      });
+  store_->append(t.partition, one_record_batch(encode_txn_key(t.id), encode_txn_value(next)),
+                 [this, id = t.id, p = t.partition, term, next = std::move(next),
+                  done = std::move(done)](std::optional<io::Error> err) mutable {
+                   // Leadership moved meanwhile: the new coordinator replays whatever the log kept.
+                   Txn* t = find(id);
+                   if (!t || slots_[static_cast<std::size_t>(p)].term != term) {
+                     done(ErrorCode::not_coordinator);
+                     return;
+                   }
+                   t->busy = false;
+                   if (err) {
+                     LOG_WARN("transaction coordinator: writing the state of %s: %s", id.c_str(),
+                              err->detail.c_str());
+                     done(err->code == io::Errc::not_found ? ErrorCode::not_coordinator
+                                                           : ErrorCode::coordinator_not_available);
+                     return;
+                   }
+                   t->v = std::move(next);
+                   done(ErrorCode::none);
+                 });
 }
 
 void TxnCoordinator::init_producer_id(TxnInitRequest req, Done<TxnInitResult> done) {
@@ -350,8 +346,8 @@ void TxnCoordinator::init_producer_id(TxnInitRequest req, Done<TxnInitResult> do
     return;
   }
   // The epoch is exhausted: a new producer id starts at epoch 0, as in Kafka.
-  ids_.next([next = std::move(next), finish = std::move(finish)](
-                std::expected<std::int64_t, ErrorCode> pid) mutable {
+  ids_.next([next = std::move(next),
+             finish = std::move(finish)](std::expected<std::int64_t, ErrorCode> pid) mutable {
     if (!pid) {
       next.producer_id = -1;
       next.producer_epoch = -1;
@@ -430,14 +426,13 @@ void TxnCoordinator::end_txn(TxnEndRequest req, Done<ErrorCode> done) {
   }
   TxnValue next = t->v;
   next.state = req.commit ? TxnState::prepare_commit : TxnState::prepare_abort;
-  transition(*t, std::move(next),
-             [this, id = t->id, done = std::move(done)](ErrorCode e) mutable {
-               // Answered once the decision is durable; the markers follow (as Kafka does with
-               // transaction version 1).
-               done(e);
-               if (e != ErrorCode::none) return;
-               if (Txn* t = find(id)) send_markers(*t);
-             });
+  transition(*t, std::move(next), [this, id = t->id, done = std::move(done)](ErrorCode e) mutable {
+    // Answered once the decision is durable; the markers follow (as Kafka does with
+    // transaction version 1).
+    done(e);
+    if (e != ErrorCode::none) return;
+    if (Txn* t = find(id)) send_markers(*t);
+  });
 }
 
 void TxnCoordinator::fence_and_abort(Txn& t, const char* why) {
@@ -594,9 +589,8 @@ void TxnCoordinator::list(TxnListRequest req, Done<std::vector<ListedTxn>> done)
           return txn_state_from_name(s) == t->v.state;
         }))
       continue;
-    if (!req.producer_ids.empty() &&
-        std::find(req.producer_ids.begin(), req.producer_ids.end(), t->v.producer_id) ==
-            req.producer_ids.end())
+    if (!req.producer_ids.empty() && std::find(req.producer_ids.begin(), req.producer_ids.end(),
+                                               t->v.producer_id) == req.producer_ids.end())
       continue;
     if (req.duration_filter_ms >= 0 &&
         (t->v.start_ms < 0 || now - t->v.start_ms <= req.duration_filter_ms))

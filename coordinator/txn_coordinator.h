@@ -113,8 +113,8 @@ struct ListedTxn {
 class TxnCoordinator {
  public:
   struct Options {
-    std::int32_t max_timeout_ms = 900000;             // transaction.max.timeout.ms
-    std::int64_t abort_check_interval_ms = 10000;     // ...abort.timed.out...interval.ms
+    std::int32_t max_timeout_ms = 900000;                    // transaction.max.timeout.ms
+    std::int64_t abort_check_interval_ms = 10000;            // ...abort.timed.out...interval.ms
     std::int64_t id_expiration_ms = 7LL * 24 * 3600 * 1000;  // transactional.id.expiration.ms
     std::int64_t marker_retry_ms = 100;
     std::int64_t load_retry_ms = 1000;

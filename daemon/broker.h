@@ -188,6 +188,9 @@ class Broker {
   // Runs f(coordinator) on the group coordinator's thread.
   template <class F>
   void on_coordinator(F&& f);
+  // FindCoordinator for a transactional id found no __transaction_state: create it (once;
+  // any thread). Kafka creates it on that first request too.
+  void want_txn_state_topic();
   // Runs f(txn coordinator) on the same thread (the transaction coordinator lives there too).
   template <class F>
   void on_txn_coordinator(F&& f);
@@ -235,6 +238,9 @@ class Broker {
   void follow_offsets_leaders(ReactorContext& ctx);
   // The same for __transaction_state and the transaction coordinator (broker_txns.cc).
   void follow_txn_leaders(ReactorContext& ctx);
+  void ensure_internal_topic(replication::TopicSpec spec, bool create,
+                             std::function<void(std::int32_t)> begin);
+  std::atomic<bool> txn_topic_wanted_{false};
   void publish(replication::ImagePtr image);
   std::string open_listeners(ReactorContext& ctx, bool controller_only);
   void open_controller_listeners();
@@ -342,8 +348,7 @@ void Broker::on_coordinator(F&& f) {
 
 template <class F>
 void Broker::on_txn_coordinator(F&& f) {
-  coordinator_reactor_->post_fn(
-      [this, f = std::forward<F>(f)]() mutable { f(*txn_coordinator_); });
+  coordinator_reactor_->post_fn([this, f = std::forward<F>(f)]() mutable { f(*txn_coordinator_); });
 }
 
 // The group coordinator's options from the configuration (start and every settings change).

@@ -46,38 +46,55 @@ void Broker::start_group_coordinator() {
     on_controller([this](replication::Controller&) { create_offsets_topic(); });
     return;
   }
-  // A single node creates each internal topic through its own controller, then starts the
-  // coordinator that serves it on every partition.
-  auto ensure = [this](replication::TopicSpec spec, std::function<void(std::int32_t)> begin) {
-    on_controller([spec = std::move(spec), begin = std::move(begin)](replication::Controller& c) {
-      const std::int32_t partitions = spec.partitions;
-      if (const auto* t = c.image()->topic(spec.name)) {
-        const auto n = static_cast<std::int32_t>(t->partitions.size());
-        if (n != partitions)
-          LOG_WARN("%s has %d partitions, the configuration says %d; keeping %d",
-                   spec.name.c_str(), n, partitions, n);
-        begin(n);
-        return;
-      }
-      c.create_topics({spec}, false,
-                      [&c, name = spec.name, begin](std::vector<replication::TopicOutcome> out) {
-                        const auto& o = out.front();
-                        if (o.error == kafka::ErrorCode::none) {
-                          LOG_INFO("created %s with %d partitions", name.c_str(), o.partitions);
-                          begin(o.partitions);
-                        } else if (const auto* t = c.image()->topic(name)) {
-                          begin(static_cast<std::int32_t>(t->partitions.size()));
-                        } else {
-                          LOG_ERROR("cannot create %s (%s): its coordinator is unavailable",
-                                    name.c_str(), o.message.c_str());
-                        }
-                      });
-    });
-  };
-  ensure(offsets_topic_spec(config(), false), [this](std::int32_t n) {
+  ensure_internal_topic(offsets_topic_spec(config(), false), true, [this](std::int32_t n) {
     on_coordinator([n](coordinator::GroupCoordinator& g) { g.start(n); });
   });
-  ensure(txn_state_topic_spec(config(), false), [this](std::int32_t n) {
+  // __transaction_state is created when the first transactional id looks for its coordinator
+  // (want_txn_state_topic), as Kafka does; once it exists it is served from the start.
+  ensure_internal_topic(txn_state_topic_spec(config(), false), false, [this](std::int32_t n) {
+    on_txn_coordinator([n](coordinator::TxnCoordinator& t) { t.start(n); });
+  });
+}
+
+// A single node: creates an internal topic through its own controller (create: else only if
+// it exists already), then begin(its partition count) starts the coordinator serving it.
+void Broker::ensure_internal_topic(replication::TopicSpec spec, bool create,
+                                   std::function<void(std::int32_t)> begin) {
+  on_controller(
+      [spec = std::move(spec), create, begin = std::move(begin)](replication::Controller& c) {
+        const std::int32_t partitions = spec.partitions;
+        if (const auto* t = c.image()->topic(spec.name)) {
+          const auto n = static_cast<std::int32_t>(t->partitions.size());
+          if (n != partitions)
+            LOG_WARN("%s has %d partitions, the configuration says %d; keeping %d",
+                     spec.name.c_str(), n, partitions, n);
+          begin(n);
+          return;
+        }
+        if (!create) return;
+        c.create_topics({spec}, false,
+                        [&c, name = spec.name, begin](std::vector<replication::TopicOutcome> out) {
+                          const auto& o = out.front();
+                          if (o.error == kafka::ErrorCode::none) {
+                            LOG_INFO("created %s with %d partitions", name.c_str(), o.partitions);
+                            begin(o.partitions);
+                          } else if (const auto* t = c.image()->topic(name)) {
+                            begin(static_cast<std::int32_t>(t->partitions.size()));
+                          } else {
+                            LOG_ERROR("cannot create %s (%s): its coordinator is unavailable",
+                                      name.c_str(), o.message.c_str());
+                          }
+                        });
+      });
+}
+
+void Broker::want_txn_state_topic() {
+  if (txn_topic_wanted_.exchange(true) || settings()->controller_only()) return;
+  if (settings()->cluster_broker()) {
+    on_controller([this](replication::Controller&) { create_offsets_topic(); });
+    return;
+  }
+  ensure_internal_topic(txn_state_topic_spec(config(), false), true, [this](std::int32_t n) {
     on_txn_coordinator([n](coordinator::TxnCoordinator& t) { t.start(n); });
   });
 }
@@ -88,9 +105,13 @@ void Broker::start_group_coordinator() {
 // (said once) and asks again every second.
 void Broker::create_offsets_topic() {
   if (stopping_.load() || !controller_) return;
-  // __transaction_state is created the same way, once __consumer_offsets exists.
+  // __transaction_state the same way, once __consumer_offsets exists and a transactional id
+  // asked for its coordinator.
   replication::TopicSpec spec = offsets_topic_spec(config(), true);
-  if (controller_->image()->topic(spec.name)) spec = txn_state_topic_spec(config(), true);
+  if (controller_->image()->topic(spec.name)) {
+    if (!txn_topic_wanted_.load()) return;
+    spec = txn_state_topic_spec(config(), true);
+  }
   if (controller_->image()->topic(spec.name)) return;
   std::size_t live = 0;
   for (const auto& [id, b] : controller_->image()->brokers())
@@ -234,8 +255,7 @@ void Broker::follow_offsets_leaders(ReactorContext& ctx) {
 // of the partitions led here, with the leader epoch as its coordinator epoch.
 void Broker::follow_txn_leaders(ReactorContext& ctx) {
   std::int32_t start = 0;
-  auto changes =
-      leader_changes(ctx, coordinator::kTxnStateTopic, ctx.txn_led, ctx.txn_seen, start);
+  auto changes = leader_changes(ctx, coordinator::kTxnStateTopic, ctx.txn_led, ctx.txn_seen, start);
   if (changes.empty() && start == 0) return;
   on_txn_coordinator([start, changes = std::move(changes)](coordinator::TxnCoordinator& t) {
     if (start > 0) t.start(start, coordinator::TxnCoordinator::Leadership::elected);

@@ -17,10 +17,10 @@ namespace samsa::daemon {
 replication::TopicSpec txn_state_topic_spec(const Config& cfg, bool cluster) {
   const auto partitions =
       static_cast<std::int32_t>(cfg.get_int("transaction.state.log.num.partitions"));
-  const auto rf = static_cast<std::int16_t>(
-      cluster && !cfg.is_set("transaction.state.log.replication.factor")
-          ? kClusterOffsetsReplicationFactor
-          : cfg.get_int("transaction.state.log.replication.factor"));
+  const auto rf =
+      static_cast<std::int16_t>(cluster && !cfg.is_set("transaction.state.log.replication.factor")
+                                    ? kClusterOffsetsReplicationFactor
+                                    : cfg.get_int("transaction.state.log.replication.factor"));
   // As Kafka creates it: compacted, transaction.state.log.segment.bytes (100 MiB).
   return replication::TopicSpec{
       std::string(coordinator::kTxnStateTopic),
@@ -115,20 +115,17 @@ class ShardMarkerWriter final : public coordinator::MarkerWriter {
     Broker* b = &b_;
     for (std::size_t i = 0; i < targets.size(); ++i) {
       const Target& t = targets[i];
-      b->on_reactor(b->owner(t.topic, t.partition),
-                    [b, round, i, m, topic = t.topic, partition = t.partition](
-                        ReactorContext& ctx) mutable {
-                      write_marker_on_shard(ctx, topic, partition, m,
-                                            [b, round, i](kafka::ErrorCode e) {
-                                              // Counted on the coordinator's thread.
-                                              b->on_txn_coordinator(
-                                                  [round, i, e](coordinator::TxnCoordinator&) {
-                                                    round->errors[i] = e;
-                                                    if (--round->left == 0)
-                                                      round->done(std::move(round->errors));
-                                                  });
-                                            });
-                    });
+      b->on_reactor(
+          b->owner(t.topic, t.partition),
+          [b, round, i, m, topic = t.topic, partition = t.partition](ReactorContext& ctx) mutable {
+            write_marker_on_shard(ctx, topic, partition, m, [b, round, i](kafka::ErrorCode e) {
+              // Counted on the coordinator's thread.
+              b->on_txn_coordinator([round, i, e](coordinator::TxnCoordinator&) {
+                round->errors[i] = e;
+                if (--round->left == 0) round->done(std::move(round->errors));
+              });
+            });
+          });
     }
   }
 

@@ -128,6 +128,8 @@ void find_coordinator(RequestPtr r) {
           type == kGroupKey ? coordinator::kOffsetsTopic : coordinator::kTxnStateTopic;
       if (auto c = coordinator_of(*r, topic, key))
         return {ErrorCode::none, ok_message, std::move(*c)};
+      if (type == kTransactionKey && !r->rc.image->topic(topic))
+        r->rc.broker->want_txn_state_topic();
       return {ErrorCode::coordinator_not_available, "The coordinator is not available.", {}};
     }
     if (type == kShareKey)

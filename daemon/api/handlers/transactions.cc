@@ -154,11 +154,11 @@ void add_partitions_to_txn(RequestPtr r) {
         ctx->left = asks.size();
         if (ctx->left == 0) return (*shared_done)(ctx);
         for (std::size_t k = 0; k < asks.size(); ++k) {
-          c.add_partitions(std::move(asks[k]), [ctx, shared_done, i = ask_index[k]](
-                                                   coordinator::TxnAddResult res) {
-            ctx->results[i] = std::move(res);
-            if (--ctx->left == 0) (*shared_done)(ctx);
-          });
+          c.add_partitions(std::move(asks[k]),
+                           [ctx, shared_done, i = ask_index[k]](coordinator::TxnAddResult res) {
+                             ctx->results[i] = std::move(res);
+                             if (--ctx->left == 0) (*shared_done)(ctx);
+                           });
         }
       },
       std::move(answer));
@@ -180,8 +180,8 @@ void add_offsets_to_txn(RequestPtr r) {
   a.transactional_id = std::move(body.transactional_id);
   a.producer_id = body.producer_id;
   a.producer_epoch = body.producer_epoch;
-  a.partitions[std::string(coordinator::kOffsetsTopic)].insert(coordinator::partition_for(
-      body.group_id, static_cast<std::int32_t>(t->partitions.size())));
+  a.partitions[std::string(coordinator::kOffsetsTopic)].insert(
+      coordinator::partition_for(body.group_id, static_cast<std::int32_t>(t->partitions.size())));
   via_txn_coordinator<coordinator::TxnAddResult>(
       std::move(r),
       [a = std::move(a)](TxnCoordinator& c, auto done) mutable {
@@ -252,7 +252,8 @@ void txn_offset_commit(RequestPtr r) {
     r->reply(resp);
   };
   if (std::any_of(early.begin(), early.end(), [](ErrorCode e) { return e != ErrorCode::none; })) {
-    answer(std::move(r), coordinator::CommitResult(early.size(), ErrorCode::operation_not_attempted));
+    answer(std::move(r),
+           coordinator::CommitResult(early.size(), ErrorCode::operation_not_attempted));
     return;
   }
   via_coordinator<coordinator::CommitResult>(

@@ -1,0 +1,221 @@
+#!/usr/bin/env python3
+"""Transactions in samsad (single node), with librdkafka (confluent-kafka) as the client:
+
+- commit and abort: a read_committed consumer sees exactly the committed records, in order,
+  and none of an aborted transaction; a read_uncommitted one sees both; ListOffsets with
+  read_committed (the consumer's watermarks) stops at the last stable offset while a
+  transaction is open;
+- offsets sent in a transaction (send_offsets_to_transaction, TxnOffsetCommit) are committed
+  with it, and not at all when it aborts;
+- a zombie: a second producer with the same transactional.id fences the first, whose open
+  transaction is aborted and whose commit fails;
+- a producer that goes silent inside a transaction: the coordinator aborts it after
+  transaction.timeout.ms and the last stable offset moves on (nothing hangs);
+- kill -9 of samsad in the middle of a transaction, and a clean restart: committed records stay
+  visible, aborted ones stay hidden (the .txnindex files and __transaction_state are replayed),
+  and the transaction that was open is aborted after its timeout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import admin_harness as h  # noqa: E402
+
+TOPIC = "txn"
+PARTS = 3
+
+
+def consume(boot: str, isolation: str, topic: str = TOPIC, want: int | None = None,
+            timeout: float = 20) -> list[str]:
+    from confluent_kafka import Consumer
+    c = Consumer({"bootstrap.servers": boot, "group.id": f"reader-{time.time()}",
+                  "isolation.level": isolation, "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False, "enable.partition.eof": True})
+    c.subscribe([topic])
+    got: list[str] = []
+    eofs: set[int] = set()
+    end = time.time() + timeout
+    while time.time() < end:
+        m = c.poll(0.5)
+        if m is None:
+            continue
+        if m.error():
+            if m.error().code() == -191:  # _PARTITION_EOF
+                eofs.add(m.partition())
+                if len(eofs) == PARTS and (want is None or len(got) >= want):
+                    break
+            continue
+        got.append(m.value().decode())
+        if want is not None and len(got) >= want and len(eofs) == PARTS:
+            break
+    c.close()
+    return got
+
+
+def lso(boot: str, partition: int, topic: str = TOPIC) -> int:
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": boot, "group.id": "lso",
+                  "isolation.level": "read_committed"})
+    try:
+        return c.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1]
+    finally:
+        c.close()
+
+
+def producer(boot: str, tid: str, timeout_ms: int = 60000):
+    from confluent_kafka import Producer
+    p = Producer({"bootstrap.servers": boot, "transactional.id": tid,
+                  "transaction.timeout.ms": timeout_ms, "linger.ms": 5})
+    p.init_transactions(30)
+    return p
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--samsad", required=True)
+    args = ap.parse_args()
+    check = h.Checks("transactions")
+    try:
+        import confluent_kafka  # noqa: F401
+    except ImportError:
+        return h.missing(check, "confluent_kafka")
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    broker = h.Samsad(args.samsad, {
+        "transaction.state.log.num.partitions": "8",
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500"})
+
+    def body(b):
+        boot = f"127.0.0.1:{b.port}"
+        admin = AdminClient({"bootstrap.servers": boot})
+        fs = admin.create_topics([NewTopic(TOPIC, PARTS, 1), NewTopic("input", 1, 1)])
+        for f in fs.values():
+            f.result(30)
+        committed: list[str] = []
+        aborted: list[str] = []
+
+        # Commit, abort, commit with offsets, abort with offsets.
+        p = producer(boot, "tx-main")
+        grp = Consumer({"bootstrap.servers": boot, "group.id": "ctp"})
+        for round_, (commit, offset) in enumerate([(True, None), (False, None), (True, 7),
+                                                   (False, 9), (True, 11)]):
+            p.begin_transaction()
+            vals = [f"r{round_}-{i}" for i in range(30)]
+            for i, v in enumerate(vals):
+                p.produce(TOPIC, value=v, partition=i % PARTS)
+            if offset is not None:
+                p.send_offsets_to_transaction([TopicPartition("input", 0, offset)],
+                                              grp.consumer_group_metadata(), 30)
+            if commit:
+                p.commit_transaction(30)
+                committed += vals
+            else:
+                p.flush(30)
+                p.abort_transaction(30)
+                aborted += vals
+        got = consume(boot, "read_committed", want=len(committed))
+        check(sorted(got) == sorted(committed),
+              f"read_committed sees exactly the {len(committed)} committed records "
+              f"(got {len(got)}, aborted among them: {len(set(got) & set(aborted))})")
+        per_part = {}
+        for v in got:
+            r, i = v[1:].split("-")
+            per_part.setdefault(int(i) % PARTS, []).append((int(r), int(i)))
+        check(all(x == sorted(x) for x in per_part.values()), "in order within each partition")
+        unc = consume(boot, "read_uncommitted", want=len(committed) + len(aborted))
+        check(len(unc) == len(committed) + len(aborted),
+              f"read_uncommitted sees the aborted records too ({len(unc)})")
+        off = grp.committed([TopicPartition("input", 0)], 10)[0].offset
+        check(off == 11, f"offsets committed in transactions: the last committed one ({off})")
+
+        # An open transaction holds the LSO; its commit releases it.
+        p.begin_transaction()
+        p.produce(TOPIC, value="open-0", partition=0)
+        p.flush(30)
+        # (librdkafka's default isolation is read_committed: ask for the HW explicitly.)
+        hw = Consumer({"bootstrap.servers": boot, "group.id": "hw",
+                       "isolation.level": "read_uncommitted"}).get_watermark_offsets(
+            TopicPartition(TOPIC, 0), timeout=10)[1]
+        stable = lso(boot, 0)
+        check(stable < hw, f"read_committed end (LSO {stable}) stays below the HW ({hw}) "
+                           "while a transaction is open")
+        p.commit_transaction(30)
+        committed.append("open-0")
+        # EndTxn is answered once the decision is durable; the markers follow at once.
+        t0 = time.time()
+        while time.time() - t0 < 5 and lso(boot, 0) != hw + 1:
+            time.sleep(0.05)
+        check(lso(boot, 0) == hw + 1, f"after the commit the LSO passes the marker "
+                                      f"({time.time() - t0:.2f} s)")
+
+        # A zombie is fenced by a new producer with its transactional.id.
+        z = producer(boot, "tx-zombie")
+        z.begin_transaction()
+        z.produce(TOPIC, value="zombie-0", partition=1)
+        z.flush(30)
+        aborted.append("zombie-0")
+        n = producer(boot, "tx-zombie")  # fences z, aborts its transaction
+        fenced = False
+        try:
+            z.commit_transaction(10)
+        except KafkaException as e:
+            fenced = True
+            check(e.args[0].fatal() or e.args[0].txn_requires_abort(),
+                  f"the zombie's commit fails ({e.args[0].name()})")
+        check(fenced, "the zombie cannot commit")
+        n.begin_transaction()
+        n.produce(TOPIC, value="new-0", partition=1)
+        n.commit_transaction(30)
+        committed.append("new-0")
+
+        # A silent producer: aborted after its timeout, the LSO moves on.
+        s = producer(boot, "tx-silent", timeout_ms=2000)
+        s.begin_transaction()
+        s.produce(TOPIC, value="silent-0", partition=2)
+        s.flush(30)
+        aborted.append("silent-0")
+        before = lso(boot, 2)
+        t0 = time.time()
+        while time.time() - t0 < 15 and lso(boot, 2) <= before:
+            time.sleep(0.2)
+        waited = time.time() - t0
+        check(lso(boot, 2) > before, f"the coordinator aborted the silent transaction; the LSO "
+                                     f"moved after {waited:.1f} s (timeout 2 s)")
+
+        # kill -9 in the middle of a transaction.
+        k = producer(boot, "tx-killed", timeout_ms=3000)
+        k.begin_transaction()
+        k.produce(TOPIC, value="killed-0", partition=0)
+        k.flush(30)
+        aborted.append("killed-0")
+        b.kill()
+        b.start()
+        check(bool(glob.glob(os.path.join(b.work, "**", "*.txnindex"), recursive=True)),
+              "aborted transactions are indexed in .txnindex files")
+        t0 = time.time()
+        got = []
+        while time.time() - t0 < 20:
+            got = consume(boot, "read_committed", want=len(committed), timeout=5)
+            if sorted(got) == sorted(committed):
+                break
+        check(sorted(got) == sorted(committed),
+              f"after kill -9: exactly the committed records ({len(got)} of {len(committed)}), "
+              f"the open transaction aborted by its timeout after "
+              f"{time.time() - t0:.1f} s")
+        b.restart()
+        got = consume(boot, "read_committed", want=len(committed))
+        check(sorted(got) == sorted(committed), "after a clean restart: the same")
+
+    return h.run_checked(check, broker, body)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
