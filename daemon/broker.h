@@ -22,6 +22,7 @@
 #include "coordinator/coordinator.h"
 #include "coordinator/txn_coordinator.h"
 #include "daemon/api/fetch_sessions.h"
+#include "daemon/cluster/broker_sender.h"
 #include "daemon/cluster/isr_keeper.h"
 #include "daemon/cluster/quorum_peers.h"
 #include "daemon/cluster/replica_fetcher.h"
@@ -68,6 +69,9 @@ struct ReactorContext {
   std::unique_ptr<replication::Shard> shard;
   // A cluster broker's follower side: fetches its followed partitions from their leaders.
   std::unique_ptr<cluster::ReplicaFetcher> fetcher;
+  // Requests to other brokers (reactor 0 of a cluster broker only: the transaction
+  // coordinator's WriteTxnMarkers).
+  std::unique_ptr<cluster::BrokerSender> sender;
   // A cluster broker's leader side of ISR changes: AlterPartition through the cluster link.
   std::unique_ptr<cluster::IsrKeeper> isr_keeper;
   replication::ImagePtr image;

@@ -107,6 +107,7 @@ void Broker::close_logs(const std::vector<ReactorThread*>& running) {
     t->ctx->reactor->post_fn([t] {
       ReactorContext& ctx = *t->ctx;
       if (ctx.fetcher) ctx.fetcher->stop();  // no more appends to the logs about to close
+      if (ctx.sender) ctx.sender->stop();
       ctx.shard->close_all();
       struct Poll : io::Timer {
         ReactorContext* ctx;

@@ -74,6 +74,8 @@ void Broker::make_shard(ReactorContext& ctx) {
   // link, start_link).
   fo.connect = backend_->client_factory();
   ctx.fetcher = std::make_unique<cluster::ReplicaFetcher>(*ctx.reactor, *ctx.shard, std::move(fo));
+  if (ctx.index == 0)
+    ctx.sender = std::make_unique<cluster::BrokerSender>(*ctx.reactor, backend_->client_factory());
   cluster::IsrKeeper::Options ko;
   ko.node_id = settings_->node_id;
   const std::size_t index = ctx.index;
@@ -143,6 +145,7 @@ void Broker::run_reactor(ReactorThread* t) {
   ctx.dispatchers.clear();
   ctx.isr_keeper.reset();
   ctx.fetcher.reset();  // its appends completed when the shard closed its logs
+  ctx.sender.reset();
   ctx.shard.reset();
 }
 

@@ -5,12 +5,18 @@
 // (broker_groups.cc).
 #include "daemon/txn_markers.h"
 
+#include <atomic>
+#include <map>
 #include <memory>
 
 #include "base/clock.h"
 #include "base/log.h"
 #include "daemon/broker.h"
 #include "io/batch_builder.h"
+#include "net/kafka/api.h"
+#include "net/kafka/gen/write_txn_markers_request.h"
+#include "net/kafka/gen/write_txn_markers_response.h"
+#include "net/kafka/wire.h"
 
 namespace samsa::daemon {
 
@@ -96,40 +102,128 @@ void write_marker_on_shard(ReactorContext& shard, const std::string& topic, std:
 
 namespace {
 
-// The coordinator's markers, written on the shards that own the partitions. A partition led
-// by another broker answers NOT_LEADER_OR_FOLLOWER here (retried by the coordinator).
+// The coordinator's markers. Reactor 0 looks up each partition's leader in its image: those
+// led here are written on the shards that own them, the others go to their leaders in one
+// WriteTxnMarkers per broker (inter.broker.listener.name, BrokerSender), as Kafka's
+// TransactionMarkerChannelManager sends them. Every outcome is counted on the coordinator's
+// thread; failures are retried by the coordinator.
 class ShardMarkerWriter final : public coordinator::MarkerWriter {
  public:
   explicit ShardMarkerWriter(Broker& b) : b_(b) {}
 
   void write(const Marker& m, std::vector<Target> targets, Done done) override {
-    struct Round {
-      std::vector<kafka::ErrorCode> errors;
-      std::size_t left = 0;
-      Done done;
-    };
     auto round = std::make_shared<Round>();
     round->errors.assign(targets.size(), kafka::ErrorCode::none);
     round->left = targets.size();
     round->done = std::move(done);
-    Broker* b = &b_;
-    for (std::size_t i = 0; i < targets.size(); ++i) {
-      const Target& t = targets[i];
-      b->on_reactor(
-          b->owner(t.topic, t.partition),
-          [b, round, i, m, topic = t.topic, partition = t.partition](ReactorContext& ctx) mutable {
-            write_marker_on_shard(ctx, topic, partition, m, [b, round, i](kafka::ErrorCode e) {
-              // Counted on the coordinator's thread.
-              b->on_txn_coordinator([round, i, e](coordinator::TxnCoordinator&) {
-                round->errors[i] = e;
-                if (--round->left == 0) round->done(std::move(round->errors));
-              });
-            });
-          });
-    }
+    round->b = &b_;
+    b_.on_reactor(0, [round, m, targets = std::move(targets)](ReactorContext& ctx) mutable {
+      route(ctx, round, m, std::move(targets));
+    });
   }
 
  private:
+  struct Round {
+    Broker* b = nullptr;
+    std::vector<kafka::ErrorCode> errors;
+    std::size_t left = 0;
+    Done done;
+    // Any thread: target i's outcome, counted on the coordinator's thread.
+    void finish(std::size_t i, kafka::ErrorCode e, const std::shared_ptr<Round>& self) {
+      b->on_txn_coordinator([self, i, e](coordinator::TxnCoordinator&) {
+        self->errors[i] = e;
+        if (--self->left == 0) self->done(std::move(self->errors));
+      });
+    }
+  };
+
+  static void route(ReactorContext& ctx, const std::shared_ptr<Round>& round, const Marker& m,
+                    std::vector<Target> targets) {
+    Broker* b = round->b;
+    const auto& s = *ctx.settings;
+    std::map<std::int32_t, std::vector<std::size_t>> remote;  // leader -> target indexes
+    for (std::size_t i = 0; i < targets.size(); ++i) {
+      const Target& t = targets[i];
+      const replication::TopicState* topic = ctx.image->topic(t.topic);
+      if (!topic || t.partition < 0 ||
+          static_cast<std::size_t>(t.partition) >= topic->partitions.size()) {
+        round->finish(i, kafka::ErrorCode::unknown_topic_id, round);  // deleted: nothing to mark
+        continue;
+      }
+      const std::int32_t leader = topic->partitions[static_cast<std::size_t>(t.partition)].leader;
+      if (!s.clustered() || leader == s.node_id) {
+        b->on_reactor(b->owner(t.topic, t.partition), [round, i, m, t](ReactorContext& shard) {
+          write_marker_on_shard(shard, t.topic, t.partition, m,
+                                [round, i](kafka::ErrorCode e) { round->finish(i, e, round); });
+        });
+      } else if (leader < 0 || !ctx.sender) {
+        round->finish(i, kafka::ErrorCode::not_leader_or_follower, round);
+      } else {
+        remote[leader].push_back(i);
+      }
+    }
+    for (auto& [leader, idx] : remote)
+      send_remote(ctx, round, m, targets, leader, idx);
+  }
+
+  static void send_remote(ReactorContext& ctx, const std::shared_ptr<Round>& round, const Marker& m,
+                          const std::vector<Target>& targets, std::int32_t leader,
+                          const std::vector<std::size_t>& idx) {
+    auto fail = [&](kafka::ErrorCode e) {
+      for (std::size_t i : idx)
+        round->finish(i, e, round);
+    };
+    auto br = ctx.image->brokers().find(leader);
+    const replication::BrokerEndpoint* ep = nullptr;
+    if (br != ctx.image->brokers().end())
+      for (const auto& e : br->second.endpoints)
+        if (e.name == ctx.settings->cluster.inter_broker_listener) ep = &e;
+    if (!ep) return fail(kafka::ErrorCode::not_leader_or_follower);
+    kafka::WriteTxnMarkersRequest req;
+    kafka::WriteTxnMarkersRequest::WritableTxnMarker wm;
+    wm.producer_id = m.producer_id;
+    wm.producer_epoch = m.producer_epoch;
+    wm.transaction_result = m.commit;
+    wm.coordinator_epoch = m.coordinator_epoch;
+    std::map<std::string, std::vector<std::int32_t>> by_topic;
+    for (std::size_t i : idx)
+      by_topic[targets[i].topic].push_back(targets[i].partition);
+    for (auto& [topic, parts] : by_topic)
+      wm.topics.push_back({topic, parts});
+    req.markers.push_back(std::move(wm));
+    static std::atomic<std::int32_t> correlation{0};
+    auto frame = kafka::flatten_to_buffer(
+        kafka::encode_request(req, 1, ++correlation, "samsa-txn-coordinator"));
+    // Which target each answered (topic, partition) is.
+    std::map<std::pair<std::string, std::int32_t>, std::size_t> where;
+    for (std::size_t i : idx)
+      where[{targets[i].topic, targets[i].partition}] = i;
+    ctx.sender->send(
+        leader, ep->host, static_cast<std::uint16_t>(ep->port), std::move(frame),
+        [round, idx, where = std::move(where)](std::optional<net::Buffer> resp) {
+          std::vector<bool> answered(idx.size(), false);
+          if (resp) {
+            auto h = kafka::decode_response_header(resp->span(),
+                                                   kafka::WriteTxnMarkersResponse::kApiKey, 1);
+            kafka::WriteTxnMarkersResponse out;
+            if (h.ok() &&
+                kafka::decode_response_body(resp->span(), h, 1, out) == kafka::DecodeError::none) {
+              for (const auto& mr : out.markers)
+                for (const auto& tr : mr.topics)
+                  for (const auto& pr : tr.partitions) {
+                    auto it = where.find({tr.name, pr.partition_index});
+                    if (it == where.end()) continue;
+                    round->finish(it->second, static_cast<kafka::ErrorCode>(pr.error_code), round);
+                    for (std::size_t k = 0; k < idx.size(); ++k)
+                      if (idx[k] == it->second) answered[k] = true;
+                  }
+            }
+          }
+          for (std::size_t k = 0; k < idx.size(); ++k)
+            if (!answered[k]) round->finish(idx[k], kafka::ErrorCode::network_exception, round);
+        });
+  }
+
   Broker& b_;
 };
 
