@@ -58,6 +58,8 @@ const std::array kHandlers = {
     ApiHandler{key(ApiKey::end_txn), 0, 4, &handlers::end_txn},
     ApiHandler{key(ApiKey::txn_offset_commit), 0, 4, &handlers::txn_offset_commit},
     ApiHandler{key(ApiKey::write_txn_markers), 1, 1, &handlers::write_txn_markers},
+    ApiHandler{key(ApiKey::describe_transactions), 0, 0, &handlers::describe_transactions},
+    ApiHandler{key(ApiKey::list_transactions), 0, 2, &handlers::list_transactions},
     ApiHandler{key(ApiKey::describe_producers), 0, 0, &handlers::describe_producers},
     // A cluster's controller node only (replication/cluster_wire.h).
     ApiHandler{key(ApiKey::broker_registration), 0, 4, &handlers::broker_registration, -1, true},

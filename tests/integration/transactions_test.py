@@ -11,6 +11,9 @@
   transaction is aborted and whose commit fails;
 - a producer that goes silent inside a transaction: the coordinator aborts it after
   transaction.timeout.ms and the last stable offset moves on (nothing hangs);
+- Kafka's kafka-transactions tool: list, describe, describe-producers and find-hanging show an
+  open transaction; abort (WriteTxnMarkers from the admin client) ends it on its partition and
+  the last stable offset moves;
 - kill -9 of samsad in the middle of a transaction, and a clean restart: committed records stay
   visible, aborted ones stay hidden (the .txnindex files and __transaction_state are replayed),
   and the transaction that was open is aborted after its timeout.
@@ -86,6 +89,9 @@ def main() -> int:
         import confluent_kafka  # noqa: F401
     except ImportError:
         return h.missing(check, "confluent_kafka")
+    why = h.kafka_tools_available()
+    if why:
+        return h.missing(check, why)
     from confluent_kafka import Consumer, KafkaException, TopicPartition
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -189,6 +195,34 @@ def main() -> int:
         waited = time.time() - t0
         check(lso(boot, 2) > before, f"the coordinator aborted the silent transaction; the LSO "
                                      f"moved after {waited:.1f} s (timeout 2 s)")
+
+        # The operator's tool.
+        hung = producer(boot, "tx-hung", timeout_ms=60000)
+        hung.begin_transaction()
+        hung.produce(TOPIC, value="hung-0", partition=1)
+        hung.flush(30)
+        aborted.append("hung-0")
+        start = lso(boot, 1)
+
+        def txtool(*a):
+            rc, out = h.tool("kafka-transactions", "--bootstrap-server", boot, *a)
+            return rc, [line.split() for line in out.splitlines() if line.strip()]
+
+        rc, rows = txtool("list")
+        check(rc == 0 and any(r[0] == "tx-hung" and r[3] == "Ongoing" for r in rows[1:]),
+              f"kafka-transactions list shows tx-hung Ongoing ({rows})")
+        rc, rows = txtool("describe", "--transactional-id", "tx-hung")
+        check(rc == 0 and len(rows) == 2 and rows[1][4] == "Ongoing" and
+              rows[1][-1] == f"{TOPIC}-1",
+              f"kafka-transactions describe: Ongoing on {TOPIC}-1 ({rows})")
+        rc, rows = txtool("describe-producers", "--topic", TOPIC, "--partition", "1")
+        open_at = [r for r in rows[1:] if r[-1] == str(start)]
+        check(rc == 0 and len(open_at) == 1,
+              f"describe-producers: one producer with a transaction open at {start} ({rows})")
+        rc, rows = txtool("abort", "--topic", TOPIC, "--partition", "1", "--start-offset",
+                          str(start))
+        check(rc == 0, f"kafka-transactions abort succeeds ({rows})")
+        check(lso(boot, 1) > start, f"after abort the LSO of {TOPIC}-1 moved past {start}")
 
         # kill -9 in the middle of a transaction.
         k = producer(boot, "tx-killed", timeout_ms=3000)

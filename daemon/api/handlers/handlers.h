@@ -57,6 +57,8 @@ void add_offsets_to_txn(RequestPtr r);
 void end_txn(RequestPtr r);
 void txn_offset_commit(RequestPtr r);
 void write_txn_markers(RequestPtr r);
+void describe_transactions(RequestPtr r);
+void list_transactions(RequestPtr r);
 // Idempotent producers' state per partition (producers.cc).
 void describe_producers(RequestPtr r);
 

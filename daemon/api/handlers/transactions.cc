@@ -6,6 +6,7 @@
 // of transaction version 1; an older version that does not know PRODUCER_FENCED gets
 // INVALID_PRODUCER_EPOCH, as Kafka answers it.
 #include <memory>
+#include <regex>
 
 #include "base/log.h"
 #include "coordinator/txn_coordinator.h"
@@ -18,10 +19,14 @@
 #include "net/kafka/gen/add_offsets_to_txn_response.h"
 #include "net/kafka/gen/add_partitions_to_txn_request.h"
 #include "net/kafka/gen/add_partitions_to_txn_response.h"
+#include "net/kafka/gen/describe_transactions_request.h"
+#include "net/kafka/gen/describe_transactions_response.h"
 #include "net/kafka/gen/end_txn_request.h"
 #include "net/kafka/gen/end_txn_response.h"
 #include "net/kafka/gen/init_producer_id_request.h"
 #include "net/kafka/gen/init_producer_id_response.h"
+#include "net/kafka/gen/list_transactions_request.h"
+#include "net/kafka/gen/list_transactions_response.h"
 #include "net/kafka/gen/txn_offset_commit_request.h"
 #include "net/kafka/gen/txn_offset_commit_response.h"
 #include "net/kafka/gen/write_txn_markers_request.h"
@@ -322,6 +327,85 @@ void write_txn_markers(RequestPtr r) {
           resp.markers.push_back(std::move(mr));
         }
         c->req->reply(resp);
+      });
+}
+
+// DescribeTransactions: the coordinator's view of each transactional id (sent to its
+// coordinator; an id coordinated elsewhere gets NOT_COORDINATOR).
+void describe_transactions(RequestPtr r) {
+  kafka::DescribeTransactionsRequest body;
+  if (!r->decode(body)) return;
+  via_txn_coordinator<std::vector<coordinator::DescribedTxn>>(
+      std::move(r),
+      [ids = std::move(body.transactional_ids)](TxnCoordinator& c, auto done) mutable {
+        c.describe(std::move(ids), std::move(done));
+      },
+      [](RequestPtr r, std::vector<coordinator::DescribedTxn> res) {
+        kafka::DescribeTransactionsResponse resp;
+        for (auto& d : res) {
+          kafka::DescribeTransactionsResponse::TransactionState ts;
+          ts.error_code = kafka::code(d.error);
+          ts.transactional_id = std::move(d.transactional_id);
+          ts.transaction_state = std::move(d.state);
+          ts.transaction_timeout_ms = d.timeout_ms;
+          ts.transaction_start_time_ms = d.start_ms;
+          ts.producer_id = d.producer_id;
+          ts.producer_epoch = d.producer_epoch;
+          for (auto& [topic, parts] : d.partitions)
+            ts.topics.push_back({topic, std::vector<std::int32_t>(parts.begin(), parts.end())});
+          resp.transaction_states.push_back(std::move(ts));
+        }
+        r->reply(resp);
+      });
+}
+
+// ListTransactions: the transactions this broker's coordinator holds (an admin client asks
+// every broker), filtered by state, producer id, duration (v1+) and id pattern (v2+, a Java
+// regular expression matched against the whole id; ECMAScript's syntax here, which agrees on
+// the usual patterns).
+void list_transactions(RequestPtr r) {
+  kafka::ListTransactionsRequest body;
+  if (!r->decode(body)) return;
+  coordinator::TxnListRequest req;
+  std::vector<std::string> unknown;
+  for (auto& s : body.state_filters) {
+    if (coordinator::txn_state_from_name(s)) {
+      req.states.push_back(s);
+    } else {
+      unknown.push_back(s);
+    }
+  }
+  // Only unknown states asked for: nothing can match.
+  const bool none = !body.state_filters.empty() && req.states.empty();
+  req.producer_ids = body.producer_id_filters;
+  req.duration_filter_ms = body.duration_filter;
+  std::optional<std::regex> pattern;
+  if (body.transactional_id_pattern && !body.transactional_id_pattern->empty()) {
+    try {
+      pattern.emplace(*body.transactional_id_pattern);
+    } catch (const std::regex_error&) {
+      kafka::ListTransactionsResponse resp;
+      resp.error_code = kafka::code(ErrorCode::invalid_regular_expression);
+      r->reply(resp);
+      return;
+    }
+  }
+  via_txn_coordinator<std::vector<coordinator::ListedTxn>>(
+      std::move(r),
+      [req = std::move(req), none](TxnCoordinator& c, auto done) mutable {
+        if (none) return done(std::vector<coordinator::ListedTxn>{});
+        c.list(std::move(req), std::move(done));
+      },
+      [unknown = std::move(unknown), pattern = std::move(pattern)](
+          RequestPtr r, std::vector<coordinator::ListedTxn> res) {
+        kafka::ListTransactionsResponse resp;
+        resp.unknown_state_filters = unknown;
+        for (auto& t : res) {
+          if (pattern && !std::regex_match(t.transactional_id, *pattern)) continue;
+          resp.transaction_states.push_back(
+              {std::move(t.transactional_id), t.producer_id, std::move(t.state)});
+        }
+        r->reply(resp);
       });
 }
 
