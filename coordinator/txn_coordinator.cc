@@ -61,6 +61,10 @@ TxnCoordinator::TxnCoordinator(io::Reactor& r, Options opts, std::unique_ptr<Off
   abort_timer_.fn = &TxnCoordinator::on_abort_timer;
 }
 
+std::int64_t TxnCoordinator::now_ms() const {
+  return opts_.clock ? opts_.clock() : wall_ms();
+}
+
 TxnCoordinator::~TxnCoordinator() {
   if (abort_timer_.armed()) reactor_.disarm(&abort_timer_);
   for (auto& [id, t] : txns_)
@@ -253,9 +257,14 @@ void TxnCoordinator::transition(Txn& t, TxnValue next,
                                 std::move_only_function<void(ErrorCode)> done) {
   SAMSA_ASSERT(!t.busy);
   t.busy = true;
-  next.last_update_ms = wall_ms();
+  next.last_update_ms = now_ms();
   const std::uint64_t term = slots_[static_cast<std::size_t>(t.partition)].term;
-  store_->append(t.partition, one_record_batch(encode_txn_key(t.id), encode_txn_value(next)),
+  // Encoded before the call: its callback takes `next` by move, and argument evaluation order
+  // is unspecified (the simulation caught records written from a moved-from value).
+  auto batch = one_record_batch(encode_txn_key(t.id), encode_txn_value(next));
+  LOG_DEBUG("transaction coordinator: writing %s %s epoch %d", t.id.c_str(),
+            std::string(txn_state_name(next.state)).c_str(), next.producer_epoch);
+  store_->append(t.partition, std::move(batch),
                  [this, id = t.id, p = t.partition, term, next = std::move(next),
                   done = std::move(done)](std::optional<io::Error> err) mutable {
                    // Leadership moved meanwhile: the new coordinator replays whatever the log kept.
@@ -297,7 +306,7 @@ void TxnCoordinator::init_producer_id(TxnInitRequest req, Done<TxnInitResult> do
       auto& slot = txns_[req.transactional_id];
       slot = new_txn(req.transactional_id, partition_of(req.transactional_id));
       Txn& nt = *slot;
-      nt.v = TxnValue{*pid, -1, req.timeout_ms, TxnState::empty, {}, wall_ms(), -1};
+      nt.v = TxnValue{*pid, -1, req.timeout_ms, TxnState::empty, {}, now_ms(), -1};
       TxnValue next = nt.v;
       next.producer_epoch = 0;
       transition(nt, next, [done = std::move(done), pid = *pid](ErrorCode e) mutable {
@@ -392,7 +401,7 @@ void TxnCoordinator::add_partitions(TxnAddRequest req, Done<TxnAddResult> done) 
   if (next.state != TxnState::ongoing) {
     next.state = TxnState::ongoing;
     next.partitions.clear();
-    next.start_ms = wall_ms();
+    next.start_ms = now_ms();
   }
   bool added = false;
   for (const auto& [topic, parts] : req.partitions)
@@ -455,6 +464,8 @@ void TxnCoordinator::fence_and_abort(Txn& t, const char* why) {
 // Markers and completion
 
 void TxnCoordinator::send_markers(Txn& t) {
+  LOG_DEBUG("send_markers %s state %d unmarked %zu partitions %zu", t.id.c_str(), (int)t.v.state,
+            t.unmarked.size(), t.v.partitions.size());
   if (t.v.state != TxnState::prepare_commit && t.v.state != TxnState::prepare_abort) return;
   const Slot& s = slots_[static_cast<std::size_t>(t.partition)];
   if (s.state != LoadState::loaded) return;
@@ -468,6 +479,10 @@ void TxnCoordinator::send_markers(Txn& t) {
     return;
   }
   t.busy = true;
+  LOG_DEBUG("transaction coordinator: %s markers of %s (producer %" PRId64
+            " epoch %d) to %zu partitions",
+            t.v.state == TxnState::prepare_commit ? "COMMIT" : "ABORT", t.id.c_str(),
+            t.v.producer_id, t.v.producer_epoch, t.unmarked.size());
   const MarkerWriter::Marker m{t.v.producer_id, t.v.producer_epoch,
                                t.v.state == TxnState::prepare_commit, s.epoch};
   auto targets = t.unmarked;
@@ -486,7 +501,7 @@ void TxnCoordinator::on_markers(const std::string& id, std::uint64_t term,
   std::vector<MarkerWriter::Target> left;
   for (std::size_t i = 0; i < sent.size(); ++i) {
     const ErrorCode e = i < errors.size() ? errors[i] : ErrorCode::unknown_server_error;
-    if (marker_done(e)) {
+    if (marker_done(e) || opts_.testing_give_up_failed_markers) {
       if (e != ErrorCode::none) {
         LOG_WARN("transaction coordinator: marker of %s for %s-%d: %s; not retried", id.c_str(),
                  sent[i].topic.c_str(), sent[i].partition,
@@ -515,7 +530,11 @@ void TxnCoordinator::complete(Txn& t) {
   transition(t, std::move(next), [this, commit, id = t.id](ErrorCode e) {
     if (e != ErrorCode::none) {
       // Still Prepare*: the markers are written again (harmless) and the completion retried.
-      if (Txn* t = find(id); t && !t->busy) {
+      // NOT_COORDINATOR: the partition moved (the new leader's replay finishes it).
+      if (e == ErrorCode::not_coordinator) return;
+      if (Txn* t = find(id);
+          t && !t->busy &&
+          (t->v.state == TxnState::prepare_commit || t->v.state == TxnState::prepare_abort)) {
         t->busy = true;
         reactor_.arm(&t->retry, mono_ns() + opts_.marker_retry_ms * 1'000'000);
       }
@@ -548,7 +567,7 @@ void TxnCoordinator::on_abort_timer(io::Timer* timer) {
     self->slots_[p].state = LoadState::inactive;
     self->activate(static_cast<std::int32_t>(p), self->slots_[p].epoch);
   }
-  self->abort_timed_out(wall_ms());
+  self->abort_timed_out(self->now_ms());
   self->reactor_.arm(&self->abort_timer_,
                      mono_ns() + self->opts_.abort_check_interval_ms * 1'000'000);
 }
@@ -581,7 +600,7 @@ void TxnCoordinator::describe(std::vector<std::string> ids, Done<std::vector<Des
 
 void TxnCoordinator::list(TxnListRequest req, Done<std::vector<ListedTxn>> done) {
   std::vector<ListedTxn> out;
-  const std::int64_t now = wall_ms();
+  const std::int64_t now = now_ms();
   for (const auto& [id, t] : txns_) {
     if (slots_[static_cast<std::size_t>(t->partition)].state != LoadState::loaded) continue;
     const std::string_view state = txn_state_name(t->v.state);

@@ -118,6 +118,12 @@ class TxnCoordinator {
     std::int64_t id_expiration_ms = 7LL * 24 * 3600 * 1000;  // transactional.id.expiration.ms
     std::int64_t marker_retry_ms = 100;
     std::int64_t load_retry_ms = 1000;
+    // The wall clock transactions are timed by (empty: base/clock.h's wall_ms); the
+    // simulation supplies its own.
+    std::function<std::int64_t()> clock;
+    // Test-only (the simulation's broken variant): a marker that failed counts as written,
+    // as if the round could complete without it. Never set in samsad.
+    bool testing_give_up_failed_markers = false;
   };
   template <class T>
   using Done = std::move_only_function<void(T)>;
@@ -185,6 +191,7 @@ class TxnCoordinator {
   void on_loaded(std::int32_t p, std::uint64_t term, std::optional<io::Error> err);
   void unload_partition(std::int32_t p);
   static void on_abort_timer(io::Timer* t);
+  std::int64_t now_ms() const;
 
   io::Reactor& reactor_;
   Options opts_;
