@@ -14,6 +14,8 @@
 #include "daemon/broker.h"
 #include "io/batch_builder.h"
 #include "net/kafka/api.h"
+#include "net/kafka/gen/add_partitions_to_txn_request.h"
+#include "net/kafka/gen/add_partitions_to_txn_response.h"
 #include "net/kafka/gen/write_txn_markers_request.h"
 #include "net/kafka/gen/write_txn_markers_response.h"
 #include "net/kafka/wire.h"
@@ -231,6 +233,102 @@ class ShardMarkerWriter final : public coordinator::MarkerWriter {
 
 std::unique_ptr<coordinator::MarkerWriter> make_marker_writer(Broker& b) {
   return std::make_unique<ShardMarkerWriter>(b);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Verification (KIP-890)
+
+namespace {
+
+// What a Produce answers for the coordinator's verdict.
+kafka::ErrorCode produce_error_of(kafka::ErrorCode e) {
+  switch (e) {
+    case kafka::ErrorCode::none:
+    case kafka::ErrorCode::invalid_txn_state:
+    case kafka::ErrorCode::invalid_producer_epoch:
+      return e;
+    case kafka::ErrorCode::producer_fenced:
+    case kafka::ErrorCode::invalid_producer_id_mapping:
+      return kafka::ErrorCode::invalid_producer_epoch;
+    default:  // not coordinator, loading, unreachable, concurrent: the producer retries
+      return kafka::ErrorCode::not_enough_replicas;
+  }
+}
+
+}  // namespace
+
+void verify_txn_partition(ReactorContext& shard, std::string transactional_id,
+                          std::int64_t producer_id, std::int16_t producer_epoch, std::string topic,
+                          std::int32_t partition,
+                          std::move_only_function<void(kafka::ErrorCode)> done) {
+  Broker* b = shard.broker;
+  const std::size_t home = shard.index;
+  auto reply = std::make_shared<std::move_only_function<void(kafka::ErrorCode)>>(std::move(done));
+  auto answer = [b, home, reply](kafka::ErrorCode e) {
+    b->on_reactor(home, [reply, e](ReactorContext&) { (*reply)(produce_error_of(e)); });
+  };
+  const replication::TopicState* ts = shard.image->topic(coordinator::kTxnStateTopic);
+  if (!ts || ts->partitions.empty()) return answer(kafka::ErrorCode::coordinator_not_available);
+  const auto n = static_cast<std::int32_t>(ts->partitions.size());
+  const std::int32_t leader =
+      ts->partitions[static_cast<std::size_t>(coordinator::partition_for(transactional_id, n))]
+          .leader;
+  const auto& s = *shard.settings;
+  if (!s.clustered() || leader == s.node_id) {
+    coordinator::TxnAddRequest req;
+    req.transactional_id = std::move(transactional_id);
+    req.producer_id = producer_id;
+    req.producer_epoch = producer_epoch;
+    req.verify_only = true;
+    req.partitions[topic].insert(partition);
+    b->on_txn_coordinator(
+        [req = std::move(req), answer, topic, partition](coordinator::TxnCoordinator& c) mutable {
+          c.add_partitions(std::move(req), [answer, topic, partition](coordinator::TxnAddResult r) {
+            answer(r[topic][partition]);
+          });
+        });
+    return;
+  }
+  if (leader < 0) return answer(kafka::ErrorCode::coordinator_not_available);
+  kafka::AddPartitionsToTxnRequest req;
+  kafka::AddPartitionsToTxnRequest::AddPartitionsToTxnTransaction t;
+  t.transactional_id = std::move(transactional_id);
+  t.producer_id = producer_id;
+  t.producer_epoch = producer_epoch;
+  t.verify_only = true;
+  t.topics.push_back({topic, {partition}});
+  req.transactions.push_back(std::move(t));
+  b->on_reactor(
+      0, [req = std::move(req), leader, answer, topic, partition](ReactorContext& ctx) mutable {
+        const replication::BrokerEndpoint* ep = nullptr;
+        auto br = ctx.image->brokers().find(leader);
+        if (br != ctx.image->brokers().end())
+          for (const auto& e : br->second.endpoints)
+            if (e.name == ctx.settings->cluster.inter_broker_listener) ep = &e;
+        if (!ep || !ctx.sender) return answer(kafka::ErrorCode::coordinator_not_available);
+        static std::atomic<std::int32_t> correlation{0};
+        auto frame = kafka::flatten_to_buffer(
+            kafka::encode_request(req, 4, ++correlation, "samsa-txn-verification"));
+        ctx.sender->send(leader, ep->host, static_cast<std::uint16_t>(ep->port), std::move(frame),
+                         [answer, topic, partition](std::optional<net::Buffer> resp) {
+                           kafka::ErrorCode e = kafka::ErrorCode::network_exception;
+                           kafka::AddPartitionsToTxnResponse out;
+                           if (resp) {
+                             auto h = kafka::decode_response_header(
+                                 resp->span(), kafka::AddPartitionsToTxnResponse::kApiKey, 4);
+                             if (h.ok() && kafka::decode_response_body(resp->span(), h, 4, out) ==
+                                               kafka::DecodeError::none) {
+                               e = static_cast<kafka::ErrorCode>(out.error_code);
+                               for (const auto& tr : out.results_by_transaction)
+                                 for (const auto& top : tr.topic_results)
+                                   for (const auto& pr : top.results_by_partition)
+                                     if (top.name == topic && pr.partition_index == partition)
+                                       e = static_cast<kafka::ErrorCode>(pr.partition_error_code);
+                             }
+                           }
+                           answer(e);
+                         });
+      });
 }
 
 }  // namespace samsa::daemon

@@ -156,11 +156,15 @@ void Partition::note_producer_batch(const io::BatchInfo& b, std::int64_t first, 
     return;
   }
   const std::int64_t ts = b.max_timestamp >= 0 ? b.max_timestamp : wall_ms();
-  if (producers_.update(b, first, last, ts)) txns_.begin(b.producer_id, first);
+  if (producers_.update(b, first, last, ts)) {
+    txns_.begin(b.producer_id, first);
+    verified_.erase(b.producer_id);  // used: the transaction is open here now
+  }
 }
 
 void Partition::note_marker(const io::BatchInfo& b, const io::batch::TxnMarker& m,
                             std::int64_t offset) {
+  verified_.erase(b.producer_id);
   const std::int64_t first =
       producers_.end_txn(b.producer_id, b.producer_epoch, m.coordinator_epoch, wall_ms());
   // A marker for a transaction that wrote nothing here (or whose data retention removed) closes
@@ -252,9 +256,23 @@ std::size_t Partition::expire_producers(std::int64_t now_ms) {
 // ---------------------------------------------------------------------------------------------
 // Appends
 
+bool Partition::needs_verification(const io::BatchInfo& b) const {
+  if (!opts_.txn_verification || !b.is_transactional() || b.is_control() || b.producer_id < 0)
+    return false;
+  const ProducerEntry* e = producers_.find(b.producer_id);
+  return !e || e->current_txn_first_offset < 0;
+}
+
+std::uint64_t Partition::begin_verification(std::int64_t producer_id, std::int16_t epoch) {
+  const std::uint64_t token = ++next_verification_;
+  verified_[producer_id] = VerificationGuard{token, epoch};
+  return token;
+}
+
 std::expected<bool, AppendError> Partition::check_producer(io::AppendOp* op,
                                                            const io::BatchInfo& info,
-                                                           AppendOrigin origin) {
+                                                           AppendOrigin origin,
+                                                           std::uint64_t verification) {
   auto refuse = [&](ErrorCode code, std::string msg) {
     return std::unexpected(AppendError{code, std::move(msg), {}, log_->log_start_offset()});
   };
@@ -279,6 +297,16 @@ std::expected<bool, AppendError> Partition::check_producer(io::AppendOp* op,
                            std::to_string(info.producer_epoch) + " refused");
     }
     return false;
+  }
+  if (origin == AppendOrigin::client && needs_verification(info)) {
+    auto g = verified_.find(info.producer_id);
+    if (g == verified_.end() || g->second.token != verification ||
+        info.producer_epoch < g->second.epoch) {
+      return refuse(ErrorCode::invalid_txn_state,
+                    "the transaction coordinator has not confirmed that this partition is in "
+                    "a transaction of producer " +
+                        std::to_string(info.producer_id));
+    }
   }
   if (info.producer_id < 0 || !opts_.sequence_check) return false;
   ProducerCheck c = producers_.check(info);
@@ -331,7 +359,8 @@ std::expected<bool, AppendError> Partition::check_producer(io::AppendOp* op,
 }
 
 std::expected<io::AppendResult, AppendError> Partition::append(io::AppendOp* op,
-                                                               AppendOrigin origin) {
+                                                               AppendOrigin origin,
+                                                               std::uint64_t verification) {
   auto info = log_->prepare(op);
   if (!info) {
     const io::Errc e = info.error().code;
@@ -339,7 +368,7 @@ std::expected<io::AppendResult, AppendError> Partition::append(io::AppendOp* op,
         AppendError{kafka_error_of(e), std::move(info.error().detail), e,
                     e == io::Errc::invalid_timestamp ? log_->log_start_offset() : -1});
   }
-  auto dup = check_producer(op, *info, origin);
+  auto dup = check_producer(op, *info, origin, verification);
   if (!dup) return std::unexpected(std::move(dup.error()));
   if (*dup) return op->result;  // a duplicate, answered as its original once that is written
   // The leader stamps its epoch into partitionLeaderEpoch (outside the CRC, as in Kafka):

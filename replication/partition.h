@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 
 #include "base/kafka_errors.h"
 #include "io/log.h"
@@ -80,6 +81,9 @@ struct ProduceOp : io::AppendOp {
   // replicated partition, held by the ISR (at least min.insync.replicas of it).
   std::int16_t acks = 1;
   AppendOrigin origin = AppendOrigin::client;
+  // The token begin_verification gave for this batch once the coordinator confirmed it (0:
+  // not verified).
+  std::uint64_t verification = 0;
   // acks=all waiting for the ISR gets REQUEST_TIMED_OUT at this time (mono_ns), as from
   // Kafka's produce purgatory (the records may still commit).
   std::int64_t deadline_ns = 0;
@@ -152,6 +156,11 @@ struct PartitionOptions {
   // no duplicate detection and no sequence or epoch checks, so a test can show the duplicates
   // retries would store without them.
   bool sequence_check = true;
+  // transaction.partition.verification.enable (KIP-890): a producer's first transactional
+  // batch of a transaction here is taken only once the transaction coordinator said the
+  // partition is in the transaction (begin_verification, ProduceOp::verification), so a late
+  // batch of a transaction that already ended cannot open one nobody will ever end.
+  bool txn_verification = true;
 };
 
 class Partition final : private io::Log::Listener {
@@ -205,7 +214,15 @@ class Partition final : private io::Log::Listener {
   // its last five batches is not stored again: op->result gets the original offsets and
   // op->done runs once those are written (acks=1) or durable (acks=all), like a fresh append.
   std::expected<io::AppendResult, AppendError> append(io::AppendOp* op,
-                                                      AppendOrigin origin = AppendOrigin::client);
+                                                      AppendOrigin origin = AppendOrigin::client,
+                                                      std::uint64_t verification = 0);
+  // KIP-890's defence. needs_verification: a client's transactional batch that would open a
+  // transaction here (its producer has none open) and verification is on. begin_verification
+  // records a guard for the producer and returns its token; ask the coordinator, and on yes
+  // produce with ProduceOp::verification = token. A marker for the producer drops its guard:
+  // a verification from before the transaction ended admits nothing after it.
+  bool needs_verification(const io::BatchInfo& b) const;
+  std::uint64_t begin_verification(std::int64_t producer_id, std::int16_t epoch);
   // Follower append of batches copied from the leader (offsets kept, io::Log::append_replicated),
   // recording their producers as the leader did (so this replica removes duplicates once it
   // leads) and their epochs in the ReplicaState, in one walk over the batch headers.
@@ -273,7 +290,7 @@ class Partition final : private io::Log::Listener {
   // A leader append's producer checks (AppendOrigin decides which): false to go ahead, true
   // for a duplicate (queued, answered as its original), or why the batch is refused.
   std::expected<bool, AppendError> check_producer(io::AppendOp* op, const io::BatchInfo& info,
-                                                  AppendOrigin origin);
+                                                  AppendOrigin origin, std::uint64_t verification);
   static void wake_all(PartitionWaiter*& head);
   void write_snapshot(std::int64_t offset);
   void complete_duplicates();
@@ -323,6 +340,12 @@ class Partition final : private io::Log::Listener {
   std::int64_t log_woken_end_ = -1;  // the written end log_waiters_ last saw
   ProducerStateTable producers_;
   PartitionTxns txns_;
+  struct VerificationGuard {
+    std::uint64_t token = 0;
+    std::int16_t epoch = -1;
+  };
+  std::unordered_map<std::int64_t, VerificationGuard> verified_;
+  std::uint64_t next_verification_ = 0;
   std::uint64_t duplicate_mismatches_ = 0;
   // Duplicate batches waiting for their originals to be written/durable (AppendOp::next).
   io::AppendOp* dup_head_ = nullptr;

@@ -32,7 +32,7 @@ void Partition::produce(ProduceOp* op) {
   }
   op->durability = all ? io::Durability::durable : io::Durability::written;
   op->done = &Partition::on_produce_written;
-  auto r = append(op, op->origin);
+  auto r = append(op, op->origin, op->verification);
   if (!r) {
     op->error = r.error().code;
     op->message = std::move(r.error().message);

@@ -14,6 +14,9 @@
 - Kafka's kafka-transactions tool: list, describe, describe-producers and find-hanging show an
   open transaction; abort (WriteTxnMarkers from the admin client) ends it on its partition and
   the last stable offset moves;
+- KIP-890's defence, with raw requests: a producer's batch that arrives after its transaction
+  was aborted (without AddPartitionsToTxn for a new one) is refused with INVALID_TXN_STATE, and
+  the partition's last stable offset does not stay behind (no hanging transaction);
 - kill -9 of samsad in the middle of a transaction, and a clean restart: committed records stay
   visible, aborted ones stay hidden (the .txnindex files and __transaction_state are replayed),
   and the transaction that was open is aborted after its timeout.
@@ -66,6 +69,16 @@ def lso(boot: str, partition: int, topic: str = TOPIC) -> int:
     from confluent_kafka import Consumer, TopicPartition
     c = Consumer({"bootstrap.servers": boot, "group.id": "lso",
                   "isolation.level": "read_committed"})
+    try:
+        return c.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1]
+    finally:
+        c.close()
+
+
+def hw_of(boot: str, partition: int, topic: str = TOPIC) -> int:
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": boot, "group.id": "hw",
+                  "isolation.level": "read_uncommitted"})
     try:
         return c.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1]
     finally:
@@ -223,6 +236,56 @@ def main() -> int:
                           str(start))
         check(rc == 0, f"kafka-transactions abort succeeds ({rows})")
         check(lso(boot, 1) > start, f"after abort the LSO of {TOPIC}-1 moved past {start}")
+
+        # A late batch of an aborted transaction (raw requests, KIP-890's defence).
+        sys.path.insert(0, os.path.join(os.path.dirname(HERE), "clients"))
+        import kproto
+        raw = kproto.Client("127.0.0.1", b.port, "late-batch", timeout=10)
+
+        def until_ok(key, v, body, err_of, what):
+            end = time.time() + 15
+            while True:
+                r = raw.call(key, v, body)
+                e = err_of(r)
+                if e == 0 or time.time() > end:
+                    check(e == 0, f"{what}: error {e}")
+                    return r
+                time.sleep(0.1)
+
+        r = until_ok(22, 4, {"TransactionalId": "tx-late", "TransactionTimeoutMs": 60000,
+                             "ProducerId": -1, "ProducerEpoch": -1},
+                     lambda r: r["ErrorCode"], "raw InitProducerId")
+        pid, epoch = r["ProducerId"], r["ProducerEpoch"]
+
+        def batch(seq):
+            return {"batches": [{"attributes": 0x10, "producerId": pid, "producerEpoch": epoch,
+                                 "baseSequence": seq,
+                                 "records": [{"key": None, "value": f"late-{seq}"}]}]}
+
+        def produce(seq):
+            r = raw.call(0, 9, {"TransactionalId": "tx-late", "Acks": -1, "TimeoutMs": 10000,
+                                "TopicData": [{"Name": TOPIC, "PartitionData": [
+                                    {"Index": 2, "Records": batch(seq)}]}]})
+            return r["Responses"][0]["PartitionResponses"][0]["ErrorCode"]
+
+        until_ok(24, 3, {"V3AndBelowTransactionalId": "tx-late", "V3AndBelowProducerId": pid,
+                         "V3AndBelowProducerEpoch": epoch,
+                         "V3AndBelowTopics": [{"Name": TOPIC, "Partitions": [2]}]},
+                 lambda r: r["ResultsByTopicV3AndBelow"][0]["ResultsByPartition"][0][
+                     "PartitionErrorCode"], "raw AddPartitionsToTxn")
+        check(produce(0) == 0, "the transaction's batch is taken (verified by the coordinator)")
+        aborted.append("late-0")
+        until_ok(26, 3, {"TransactionalId": "tx-late", "ProducerId": pid,
+                         "ProducerEpoch": epoch, "Committed": False},
+                 lambda r: r["ErrorCode"], "raw EndTxn(abort)")
+        t0 = time.time()
+        while time.time() - t0 < 5 and lso(boot, 2) < hw_of(boot, 2):
+            time.sleep(0.05)
+        late = produce(1)
+        check(late == 48, f"a batch after the abort, in no transaction, is refused with "
+                          f"INVALID_TXN_STATE ({late})")
+        time.sleep(0.5)
+        check(lso(boot, 2) == hw_of(boot, 2), "and the partition's LSO is not held back")
 
         # kill -9 in the middle of a transaction.
         k = producer(boot, "tx-killed", timeout_ms=3000)

@@ -15,6 +15,7 @@
 #include "daemon/api/handlers/handlers.h"
 #include "daemon/api/handlers/leader_hint.h"
 #include "daemon/broker.h"
+#include "daemon/txn_markers.h"
 #include "io/record_batch.h"
 #include "net/kafka/gen/produce_request.h"
 #include "net/kafka/gen/produce_response.h"
@@ -48,7 +49,15 @@ void on_produced(replication::ProduceOp* op) {
   static_cast<Slot*>(op)->done();
 }
 
-// Shard thread: one partition goes to its partition.
+void start_produce(ProduceCtx& ctx, Slot& s, replication::Partition& p) {
+  s.acks = ctx.body.acks;
+  s.deadline_ns = ctx.start_ns + std::max<std::int64_t>(ctx.body.timeout_ms, 0) * 1'000'000;
+  s.produced = &on_produced;
+  p.produce(&s);
+}
+
+// Shard thread: one partition goes to its partition. A transaction's first batch there waits
+// for its coordinator to confirm the partition is in the transaction (KIP-890).
 void produce_on_shard(ReactorContext& shard_ctx, ProduceCtx& ctx, std::size_t i,
                       ItemDone item_done) {
   Slot& s = ctx.slots[i];
@@ -59,10 +68,38 @@ void produce_on_shard(ReactorContext& shard_ctx, ProduceCtx& ctx, std::size_t i,
     s.done();
     return;
   }
-  s.acks = ctx.body.acks;
-  s.deadline_ns = ctx.start_ns + std::max<std::int64_t>(ctx.body.timeout_ms, 0) * 1'000'000;
-  s.produced = &on_produced;
-  (*p)->produce(&s);
+  const io::BatchInfo info = io::batch::parse_header(s.batch.data());
+  if (!(*p)->needs_verification(info)) {
+    start_produce(ctx, s, **p);
+    return;
+  }
+  if (!ctx.body.transactional_id) {
+    s.error = ErrorCode::invalid_txn_state;
+    s.message = "a transactional batch in a request without a transactional id";
+    s.done();
+    return;
+  }
+  const std::uint64_t token = (*p)->begin_verification(info.producer_id, info.producer_epoch);
+  verify_txn_partition(shard_ctx, *ctx.body.transactional_id, info.producer_id, info.producer_epoch,
+                       std::string(s.topic), s.partition,
+                       [&shard_ctx, &ctx, &s, token](ErrorCode e) {
+                         if (e != ErrorCode::none) {
+                           s.error = e;
+                           s.message =
+                               "the transaction coordinator did not confirm the "
+                               "partition is in the transaction";
+                           s.done();
+                           return;
+                         }
+                         auto again = shard_ctx.shard->lookup(s.topic, s.partition);
+                         if (!again) {
+                           s.error = again.error();
+                           s.done();
+                           return;
+                         }
+                         s.verification = token;
+                         start_produce(ctx, s, **again);
+                       });
 }
 
 void respond(std::unique_ptr<ProduceCtx> ctx) {

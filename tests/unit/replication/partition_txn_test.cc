@@ -52,16 +52,20 @@ class PartitionTxnTest : public ::testing::Test {
     reactor = std::move(*r);
   }
   std::filesystem::path ldir(int i = 0) const { return dir / ("t-" + std::to_string(i)); }
-  std::unique_ptr<Partition> open(io::LogConfig cfg = {}, int i = 0) {
+  // Verification (KIP-890) off unless a test turns it on: its own test covers it.
+  std::unique_ptr<Partition> open(io::LogConfig cfg = {}, int i = 0, bool verify = false) {
     auto l = io::Log::open(*reactor, ldir(i), cfg, {});
     EXPECT_TRUE(l.has_value()) << l.error().detail;
     if (!l) return nullptr;
-    return std::make_unique<Partition>(*reactor, "t", Uuid{}, i, 0, std::move(*l));
+    PartitionOptions po;
+    po.txn_verification = verify;
+    return std::make_unique<Partition>(*reactor, "t", Uuid{}, i, 0, std::move(*l), po);
   }
   std::expected<io::AppendResult, AppendError> append(Partition& p, std::vector<std::byte> b,
-                                                      AppendOrigin origin = AppendOrigin::client) {
+                                                      AppendOrigin origin = AppendOrigin::client,
+                                                      std::uint64_t verification = 0) {
     Op op(std::move(b));
-    auto r = p.append(&op, origin);
+    auto r = p.append(&op, origin, verification);
     if (!r) return r;
     EXPECT_TRUE(reactor->run_until([&] { return op.completions == 1; }));
     EXPECT_FALSE(op.error.has_value());
@@ -251,6 +255,31 @@ TEST_F(PartitionTxnTest, RetentionDropsTheEntriesAndFilesBelowTheLogStart) {
     kept += e.last_offset >= p->log_start_offset();
   EXPECT_LT(kept, all.size());
   EXPECT_EQ(p->txns().aborted(), kept);
+}
+
+// KIP-890: a transaction's first batch here needs the coordinator's word (a token), once; a
+// marker voids a token given before it, so a late batch of an ended transaction is refused.
+TEST_F(PartitionTxnTest, AFirstTransactionalBatchNeedsAVerification) {
+  auto p = open({}, 0, true);
+  const auto first = txn_batch(7, 0, 0, 1);
+  EXPECT_TRUE(p->needs_verification(io::batch::parse_header(first.data())));
+  auto unverified = append(*p, first);
+  ASSERT_FALSE(unverified.has_value());
+  EXPECT_EQ(unverified.error().code, ErrorCode::invalid_txn_state);
+  const std::uint64_t stale = p->begin_verification(7, 0);
+  const std::uint64_t token = p->begin_verification(7, 0);  // a newer ask replaces the older
+  EXPECT_FALSE(append(*p, txn_batch(7, 0, 0, 1), AppendOrigin::client, stale).has_value());
+  ASSERT_TRUE(append(*p, txn_batch(7, 0, 0, 1), AppendOrigin::client, token).has_value());
+  // Open now: the next batches need nothing.
+  EXPECT_FALSE(p->needs_verification(io::batch::parse_header(txn_batch(7, 0, 1, 1).data())));
+  ASSERT_TRUE(append(*p, txn_batch(7, 0, 1, 1)).has_value());
+  // A token given before the marker is void after it.
+  const std::uint64_t before_marker = p->begin_verification(7, 0);
+  end_txn(*p, 7, 0, false);
+  auto late = append(*p, txn_batch(7, 0, 2, 1), AppendOrigin::client, before_marker);
+  ASSERT_FALSE(late.has_value());
+  EXPECT_EQ(late.error().code, ErrorCode::invalid_txn_state);
+  EXPECT_EQ(p->last_stable_offset(), p->high_watermark());
 }
 
 }  // namespace
