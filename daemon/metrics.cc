@@ -106,6 +106,9 @@ PartitionSample sample_partition(replication::Partition& p) {
   ps.log_end = log.log_end_offset();
   ps.durable_end = log.durable_end_offset();
   ps.high_watermark = p.high_watermark();
+  ps.last_stable = p.last_stable_offset();
+  ps.open_txns = p.txns().ongoing();
+  ps.aborted_txns = p.txns().aborted();
   ps.size_bytes = log.size_bytes();
   ps.segments = log.segment_count();
   ps.producers = p.producers().size();
@@ -350,6 +353,12 @@ void write_partitions(Writer& w, const Merged& m) {
                 [](const PartitionSample& p) { return p.log_end; });
   per_partition("samsa_partition_high_watermark", "Consumers read below this offset.",
                 [](const PartitionSample& p) { return p.high_watermark; });
+  per_partition("samsa_partition_lso_lag",
+                "High watermark minus last stable offset: what read_committed consumers wait "
+                "for (open transactions).",
+                [](const PartitionSample& p) { return p.high_watermark - p.last_stable; });
+  per_partition("samsa_partition_open_transactions", "Transactions open on the partition.",
+                [](const PartitionSample& p) { return static_cast<std::int64_t>(p.open_txns); });
   per_partition("samsa_partition_segments", "Segment files of the partition.",
                 [](const PartitionSample& p) { return p.segments; });
   per_partition("samsa_partition_producers", "Idempotent producers the partition tracks.",

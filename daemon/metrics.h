@@ -84,6 +84,9 @@ struct PartitionSample {
   std::int64_t log_start = 0;
   std::int64_t log_end = 0;
   std::int64_t high_watermark = 0;
+  std::int64_t last_stable = 0;  // read_committed consumers read below this
+  std::size_t open_txns = 0;     // transactions open here (or ended above the HW)
+  std::size_t aborted_txns = 0;  // entries of the aborted-transaction index
   std::uint64_t size_bytes = 0;
   std::size_t segments = 0;
   std::size_t producers = 0;               // idempotent producers the partition tracks

@@ -41,6 +41,9 @@ json::Value partition_json(const PartitionSample& p) {
   v["partition"] = p.partition;
   v["leader_epoch"] = p.leader_epoch;
   v["high_watermark"] = static_cast<long long>(p.high_watermark);
+  v["last_stable_offset"] = static_cast<long long>(p.last_stable);
+  v["open_transactions"] = static_cast<long long>(p.open_txns);
+  v["aborted_transactions_indexed"] = static_cast<long long>(p.aborted_txns);
   v["log_start_offset"] = static_cast<long long>(p.log_start);
   v["log_end_offset"] = static_cast<long long>(p.log_end);
   v["segments"] = p.segments;

@@ -348,9 +348,31 @@ std::string compaction_lines(const Value& r) {
   return out.empty() ? out : "\n" + out;
 }
 
+// The transactions line of each partition with open ones or an LSO behind the HW.
+std::string transaction_lines(const Value& r) {
+  std::string out;
+  for (const auto& p : arr(r, "partitions")) {
+    const Value* lso = p.find("last_stable_offset");
+    if (!lso) continue;
+    const std::string open = str(p, "open_transactions");
+    const std::string l = str(p, "last_stable_offset"), hw = str(p, "high_watermark");
+    if (open == "0" && l == hw) continue;
+    long long lag = 0;
+    try {
+      lag = std::stoll(hw) - std::stoll(l);
+    } catch (...) {
+    }
+    out += "partition " + str(p, "partition") + " transactions: " + open +
+           " open, last stable offset " + l + " (" + std::to_string(lag) +
+           " behind the high watermark), " + str(p, "aborted_transactions_indexed") +
+           " aborted indexed\n";
+  }
+  return out.empty() ? out : "\n" + out;
+}
+
 std::string format_partition_describe(const Value& r) {
   return "topic " + str(r, "topic") + "\n\n" + partitions_table(r, true) + replicas_table(r) +
-         compaction_lines(r);
+         compaction_lines(r) + transaction_lines(r);
 }
 
 std::string format_group_list(const Value& r) {

@@ -11,8 +11,8 @@
   transaction is aborted and whose commit fails;
 - a producer that goes silent inside a transaction: the coordinator aborts it after
   transaction.timeout.ms and the last stable offset moves on (nothing hangs);
-- Kafka's kafka-transactions tool: list, describe, describe-producers and find-hanging show an
-  open transaction; abort (WriteTxnMarkers from the admin client) ends it on its partition and
+- Kafka's kafka-transactions tool: list, describe and describe-producers show an open
+  transaction, and so does `samsactl partition describe` (open transactions, LSO lag); abort (WriteTxnMarkers from the admin client) ends it on its partition and
   the last stable offset moves;
 - KIP-890's defence, with raw requests: a producer's batch that arrives after its transaction
   was aborted (without AddPartitionsToTxn for a new one) is refused with INVALID_TXN_STATE, and
@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import glob
 import os
+import subprocess
 import sys
 import time
 
@@ -96,6 +97,7 @@ def producer(boot: str, tid: str, timeout_ms: int = 60000):
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--samsad", required=True)
+    ap.add_argument("--samsactl", required=True)
     args = ap.parse_args()
     check = h.Checks("transactions")
     try:
@@ -232,6 +234,12 @@ def main() -> int:
         open_at = [r for r in rows[1:] if r[-1] == str(start)]
         check(rc == 0 and len(open_at) == 1,
               f"describe-producers: one producer with a transaction open at {start} ({rows})")
+        r = subprocess.run([args.samsactl, "--socket", os.path.join(b.work, "admin.sock"),
+                            "partition", "describe", TOPIC], capture_output=True, text=True)
+        line = [x for x in r.stdout.splitlines() if x.startswith("partition 1 transactions")]
+        check(r.returncode == 0 and len(line) == 1 and " 1 open, last stable offset " +
+              str(start) in line[0], f"samsactl partition describe shows the open transaction "
+                                     f"and the LSO lag ({line})")
         rc, rows = txtool("abort", "--topic", TOPIC, "--partition", "1", "--start-offset",
                           str(start))
         check(rc == 0, f"kafka-transactions abort succeeds ({rows})")
