@@ -29,9 +29,13 @@ die() {
   exit 1
 }
 
-# connect-file (FileStreamSource/Sink, tests/integration/kafka_connect_test.py) joined the list
-# later: a cache without it is resolved again.
-fetched() { [ -f "$LIBS/.complete" ] && [ -f "$LIBS/connect-file-$KAFKA_VERSION.jar" ]; }
+# connect-file (FileStreamSource/Sink, tests/integration/kafka_connect_test.py) and
+# kafka-streams (tests/integration/streams_eos_test.py) joined the list later: a cache without
+# them is resolved again.
+fetched() {
+  [ -f "$LIBS/.complete" ] && [ -f "$LIBS/connect-file-$KAFKA_VERSION.jar" ] &&
+    [ -f "$LIBS/kafka-streams-$KAFKA_VERSION.jar" ]
+}
 
 cmd_fetch() {
   if fetched; then
@@ -60,6 +64,7 @@ cmd_fetch() {
     <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-clients</artifactId><version>$KAFKA_VERSION</version></dependency>
     <dependency><groupId>org.apache.kafka</groupId><artifactId>connect-runtime</artifactId><version>$KAFKA_VERSION</version></dependency>
     <dependency><groupId>org.apache.kafka</groupId><artifactId>connect-file</artifactId><version>$KAFKA_VERSION</version></dependency>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-streams</artifactId><version>$KAFKA_VERSION</version></dependency>
     <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-slf4j-impl</artifactId><version>\${log4j.version}</version></dependency>
   </dependencies>
 </project>
