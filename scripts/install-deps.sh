@@ -76,3 +76,6 @@ fi
 # driver runs on them, perf/vs-kafka runs the broker from them, and Kafka Connect (with the file
 # connectors) runs from them in tests/integration/kafka_connect_test.py.
 bash perf/vs-kafka/kafka.sh fetch
+# librdkafka's own regression suite (its 2.0.2 source from Debian's pool, built once into
+# ~/.cache/samsa, ~3 minutes): tests/cluster/librdkafka_suite_test.py runs its transactional tests.
+bash tests/clients/librdkafka/suite.sh build >/dev/null
