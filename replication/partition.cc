@@ -158,7 +158,9 @@ void Partition::note_producer_batch(const io::BatchInfo& b, std::int64_t first, 
   const std::int64_t ts = b.max_timestamp >= 0 ? b.max_timestamp : wall_ms();
   if (producers_.update(b, first, last, ts)) {
     txns_.begin(b.producer_id, first);
-    verified_.erase(b.producer_id);  // used: the transaction is open here now
+    // Used: the transaction is open here now (kept while batches still wait behind it).
+    if (auto g = verified_.find(b.producer_id); g != verified_.end() && g->second.pending == 0)
+      verified_.erase(g);
   }
 }
 
@@ -260,13 +262,30 @@ bool Partition::needs_verification(const io::BatchInfo& b) const {
   if (!opts_.txn_verification || !b.is_transactional() || b.is_control() || b.producer_id < 0)
     return false;
   const ProducerEntry* e = producers_.find(b.producer_id);
-  return !e || e->current_txn_first_offset < 0;
+  if (!e || e->current_txn_first_offset < 0) return true;
+  // Open already, but batches before this one still wait for their answer: this one waits
+  // behind them, or it would be appended first (out of sequence).
+  auto g = verified_.find(b.producer_id);
+  return g != verified_.end() && g->second.pending > 0;
 }
 
 std::uint64_t Partition::begin_verification(std::int64_t producer_id, std::int16_t epoch) {
-  const std::uint64_t token = ++next_verification_;
-  verified_[producer_id] = VerificationGuard{token, epoch};
-  return token;
+  // Batches of one transaction arrive pipelined (several in flight): they share the guard
+  // until one of them opens the transaction (Kafka's VerificationStateEntry); a newer epoch
+  // starts a new one.
+  auto it = verified_.find(producer_id);
+  if (it == verified_.end() || it->second.epoch != epoch) {
+    it = verified_.insert_or_assign(producer_id, VerificationGuard{++next_verification_, epoch, 0})
+             .first;
+  }
+  ++it->second.pending;
+  return it->second.token;
+}
+
+void Partition::end_verification(std::int64_t producer_id, std::uint64_t token) {
+  auto it = verified_.find(producer_id);
+  if (it != verified_.end() && it->second.token == token && it->second.pending > 0)
+    --it->second.pending;
 }
 
 std::expected<bool, AppendError> Partition::check_producer(io::AppendOp* op,
@@ -298,7 +317,9 @@ std::expected<bool, AppendError> Partition::check_producer(io::AppendOp* op,
     }
     return false;
   }
-  if (origin == AppendOrigin::client && needs_verification(info)) {
+  const ProducerEntry* pe = info.producer_id >= 0 ? producers_.find(info.producer_id) : nullptr;
+  if (origin == AppendOrigin::client && opts_.txn_verification && info.is_transactional() &&
+      !info.is_control() && info.producer_id >= 0 && (!pe || pe->current_txn_first_offset < 0)) {
     auto g = verified_.find(info.producer_id);
     if (g == verified_.end() || g->second.token != verification ||
         info.producer_epoch < g->second.epoch) {

@@ -221,8 +221,12 @@ class Partition final : private io::Log::Listener {
   // records a guard for the producer and returns its token; ask the coordinator, and on yes
   // produce with ProduceOp::verification = token. A marker for the producer drops its guard:
   // a verification from before the transaction ended admits nothing after it.
+  // end_verification: the coordinator answered for a batch begin_verification counted (call
+  // it before producing the batch). While answers are pending, the producer's later batches
+  // need the same round trip, so they cannot overtake the earlier ones.
   bool needs_verification(const io::BatchInfo& b) const;
   std::uint64_t begin_verification(std::int64_t producer_id, std::int16_t epoch);
+  void end_verification(std::int64_t producer_id, std::uint64_t token);
   // Follower append of batches copied from the leader (offsets kept, io::Log::append_replicated),
   // recording their producers as the leader did (so this replica removes duplicates once it
   // leads) and their epochs in the ReplicaState, in one walk over the batch headers.
@@ -343,6 +347,7 @@ class Partition final : private io::Log::Listener {
   struct VerificationGuard {
     std::uint64_t token = 0;
     std::int16_t epoch = -1;
+    std::uint32_t pending = 0;  // batches waiting for the coordinator's answer
   };
   std::unordered_map<std::int64_t, VerificationGuard> verified_;
   std::uint64_t next_verification_ = 0;

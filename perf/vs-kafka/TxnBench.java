@@ -1,4 +1,4 @@
-// Transactional produce throughput (perf/vs-kafka/txn): one producer with a transactional.id
+// Transactional produce throughput (perf/vs-kafka/txn compiles and runs it): one producer with a transactional.id
 // writes transactions of --per-txn records of --size bytes, round-robin over --partitions, for
 // --seconds after --warmup-seconds, and prints one JSON line: records/s, transactions/s and the
 // median and 99th percentile time of commitTransaction (ms).

@@ -82,7 +82,9 @@ void produce_on_shard(ReactorContext& shard_ctx, ProduceCtx& ctx, std::size_t i,
   const std::uint64_t token = (*p)->begin_verification(info.producer_id, info.producer_epoch);
   verify_txn_partition(shard_ctx, *ctx.body.transactional_id, info.producer_id, info.producer_epoch,
                        std::string(s.topic), s.partition,
-                       [&shard_ctx, &ctx, &s, token](ErrorCode e) {
+                       [&shard_ctx, &ctx, &s, token, pid = info.producer_id](ErrorCode e) {
+                         auto again = shard_ctx.shard->lookup(s.topic, s.partition);
+                         if (again) (*again)->end_verification(pid, token);
                          if (e != ErrorCode::none) {
                            s.error = e;
                            s.message =
@@ -91,7 +93,6 @@ void produce_on_shard(ReactorContext& shard_ctx, ProduceCtx& ctx, std::size_t i,
                            s.done();
                            return;
                          }
-                         auto again = shard_ctx.shard->lookup(s.topic, s.partition);
                          if (!again) {
                            s.error = again.error();
                            s.done();

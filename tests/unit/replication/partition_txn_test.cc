@@ -266,17 +266,24 @@ TEST_F(PartitionTxnTest, AFirstTransactionalBatchNeedsAVerification) {
   auto unverified = append(*p, first);
   ASSERT_FALSE(unverified.has_value());
   EXPECT_EQ(unverified.error().code, ErrorCode::invalid_txn_state);
-  const std::uint64_t stale = p->begin_verification(7, 0);
-  const std::uint64_t token = p->begin_verification(7, 0);  // a newer ask replaces the older
-  EXPECT_FALSE(append(*p, txn_batch(7, 0, 0, 1), AppendOrigin::client, stale).has_value());
-  ASSERT_TRUE(append(*p, txn_batch(7, 0, 0, 1), AppendOrigin::client, token).has_value());
+  // Pipelined batches of one transaction share the guard; a newer epoch replaces it.
+  const std::uint64_t old_epoch = p->begin_verification(7, 0);
+  EXPECT_EQ(p->begin_verification(7, 0), old_epoch);
+  const std::uint64_t token = p->begin_verification(7, 1);
+  EXPECT_NE(token, old_epoch);
+  p->end_verification(7, token);
+  EXPECT_FALSE(append(*p, txn_batch(7, 1, 0, 1), AppendOrigin::client, old_epoch).has_value());
+  ASSERT_TRUE(append(*p, txn_batch(7, 1, 0, 1), AppendOrigin::client, token).has_value());
   // Open now: the next batches need nothing.
-  EXPECT_FALSE(p->needs_verification(io::batch::parse_header(txn_batch(7, 0, 1, 1).data())));
-  ASSERT_TRUE(append(*p, txn_batch(7, 0, 1, 1)).has_value());
+  EXPECT_FALSE(p->needs_verification(io::batch::parse_header(txn_batch(7, 1, 1, 1).data())));
+  ASSERT_TRUE(append(*p, txn_batch(7, 1, 1, 1)).has_value());
+  // While an answer is pending, later batches wait behind it (no overtaking).
+  const std::uint64_t before_marker = p->begin_verification(7, 1);
+  EXPECT_TRUE(p->needs_verification(io::batch::parse_header(txn_batch(7, 1, 2, 1).data())));
   // A token given before the marker is void after it.
-  const std::uint64_t before_marker = p->begin_verification(7, 0);
-  end_txn(*p, 7, 0, false);
-  auto late = append(*p, txn_batch(7, 0, 2, 1), AppendOrigin::client, before_marker);
+  end_txn(*p, 7, 1, false);
+  p->end_verification(7, before_marker);
+  auto late = append(*p, txn_batch(7, 1, 2, 1), AppendOrigin::client, before_marker);
   ASSERT_FALSE(late.has_value());
   EXPECT_EQ(late.error().code, ErrorCode::invalid_txn_state);
   EXPECT_EQ(p->last_stable_offset(), p->high_watermark());
