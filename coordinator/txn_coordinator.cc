@@ -23,6 +23,10 @@ struct TxnCoordinator::Txn {
   bool busy = false;
   // Partitions whose marker is still to be written (the round in flight or the next retry).
   std::vector<MarkerWriter::Target> unmarked;
+  // AddPartitionsToTxn of the same producer that arrived while its previous transaction was
+  // completing: answered once the completion is written, instead of CONCURRENT_TRANSACTIONS
+  // (the Java client would back off 20 ms for each).
+  std::vector<std::pair<TxnAddRequest, TxnCoordinator::Done<TxnAddResult>>> parked;
 };
 
 namespace {
@@ -67,8 +71,10 @@ std::int64_t TxnCoordinator::now_ms() const {
 
 TxnCoordinator::~TxnCoordinator() {
   if (abort_timer_.armed()) reactor_.disarm(&abort_timer_);
-  for (auto& [id, t] : txns_)
+  for (auto& [id, t] : txns_) {
     if (t->retry.armed()) reactor_.disarm(&t->retry);
+    fail_parked(*t, ErrorCode::coordinator_not_available);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -125,6 +131,7 @@ void TxnCoordinator::unload_partition(std::int32_t p) {
       continue;
     }
     if (it->second->retry.armed()) reactor_.disarm(&it->second->retry);
+    fail_parked(*it->second, ErrorCode::not_coordinator);
     it = txns_.erase(it);
     ++n;
   }
@@ -279,11 +286,36 @@ void TxnCoordinator::transition(Txn& t, TxnValue next,
                               err->detail.c_str());
                      done(err->code == io::Errc::not_found ? ErrorCode::not_coordinator
                                                            : ErrorCode::coordinator_not_available);
+                     drain_parked(id);
                      return;
                    }
                    t->v = std::move(next);
                    done(ErrorCode::none);
+                   drain_parked(id);
                  });
+}
+
+void TxnCoordinator::fail_parked(Txn& t, ErrorCode e) {
+  auto parked = std::move(t.parked);
+  t.parked.clear();
+  for (auto& [req, done] : parked) {
+    TxnAddResult out;
+    for (const auto& [topic, ps] : req.partitions)
+      for (std::int32_t p : ps)
+        out[topic][p] = e;
+    done(std::move(out));
+  }
+}
+
+void TxnCoordinator::drain_parked(const std::string& id) {
+  Txn* t = find(id);
+  if (!t || t->busy || t->parked.empty() || t->v.state == TxnState::prepare_commit ||
+      t->v.state == TxnState::prepare_abort)
+    return;
+  auto parked = std::move(t->parked);
+  t->parked.clear();
+  for (auto& [req, done] : parked)
+    add_partitions(std::move(req), std::move(done));
 }
 
 void TxnCoordinator::init_producer_id(TxnInitRequest req, Done<TxnInitResult> done) {
@@ -395,8 +427,14 @@ void TxnCoordinator::add_partitions(TxnAddRequest req, Done<TxnAddResult> done) 
     return done(std::move(out));
   }
   if (t->busy || t->v.state == TxnState::prepare_commit || t->v.state == TxnState::prepare_abort ||
-      t->v.state == TxnState::prepare_epoch_fence)
+      t->v.state == TxnState::prepare_epoch_fence) {
+    constexpr std::size_t kMaxParked = 16;
+    if (t->parked.size() < kMaxParked) {
+      t->parked.emplace_back(std::move(req), std::move(done));
+      return;
+    }
     return done(all(ErrorCode::concurrent_transactions));
+  }
   TxnValue next = t->v;
   if (next.state != TxnState::ongoing) {
     next.state = TxnState::ongoing;

@@ -10,7 +10,9 @@
 // CompleteCommit|CompleteAbort -> Ongoing ..., with PrepareEpochFence for an abort the
 // coordinator starts itself. A transition is answered only once its record is durable
 // (acks=all on the partition); while one is in flight, or markers are still being written,
-// requests for the id get CONCURRENT_TRANSACTIONS (clients retry).
+// requests for the id get CONCURRENT_TRANSACTIONS (clients retry), except AddPartitionsToTxn,
+// which waits (bounded) for the previous transaction's completion, as the next transaction's
+// first request always meets it.
 //
 // Threading: the "coordinator" thread (shared with the GroupCoordinator, whose producer id
 // blocks it uses); every method and callback runs there. Markers go through a MarkerWriter
@@ -177,6 +179,10 @@ class TxnCoordinator {
   ErrorCode check_id(std::string_view id) const;
   Txn* find(std::string_view id);
   std::unique_ptr<Txn> new_txn(const std::string& id, std::int32_t p);
+  // AddPartitionsToTxn requests parked while the producer's previous transaction completed:
+  // tried again once nothing is in flight (drain), or answered with e (fail).
+  void drain_parked(const std::string& id);
+  void fail_parked(Txn& t, ErrorCode e);
   // Writes t's next state (its record) and calls done(error) once durable; the state in
   // memory changes only then. t is busy meanwhile.
   void transition(Txn& t, TxnValue next, std::move_only_function<void(ErrorCode)> done);

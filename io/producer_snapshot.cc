@@ -32,14 +32,7 @@ std::filesystem::path producer_snapshot_path(const std::filesystem::path& dir,
 }
 
 std::vector<std::int64_t> list_producer_snapshots(const std::filesystem::path& dir) {
-  std::vector<std::int64_t> out;
-  std::error_code ec;
-  for (const auto& de : std::filesystem::directory_iterator(dir, ec)) {
-    if (auto o = detail::parse_segment_name(de.path().filename().string(), kSuffix))
-      out.push_back(*o);
-  }
-  std::sort(out.begin(), out.end());
-  return out;
+  return detail::list_offset_files(dir, kSuffix);
 }
 
 std::vector<std::byte> encode_producer_snapshot(std::span<const ProducerSnapshotEntry> entries) {

@@ -41,6 +41,17 @@ std::optional<std::int64_t> parse_segment_name(std::string_view name, std::strin
   return v;
 }
 
+std::vector<std::int64_t> list_offset_files(const std::filesystem::path& dir,
+                                            std::string_view suffix) {
+  std::vector<std::int64_t> out;
+  std::error_code ec;
+  for (const auto& de : std::filesystem::directory_iterator(dir, ec)) {
+    if (auto o = parse_segment_name(de.path().filename().string(), suffix)) out.push_back(*o);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 std::ptrdiff_t OffsetIndexView::floor_offset(std::int64_t rel) const {
   std::size_t lo = 0, hi = size();  // first entry with rel_offset > rel
   while (lo < hi) {

@@ -26,6 +26,10 @@ inline constexpr std::size_t kTimeEntrySize = 12;   // int64 timestamp, int32 re
 std::string segment_name(std::int64_t base_offset);
 // The base offset of "<20 digits><suffix>", or nullopt.
 std::optional<std::int64_t> parse_segment_name(std::string_view filename, std::string_view suffix);
+// The offsets of the "<20 digits><suffix>" files in dir, ascending (producer snapshots,
+// aborted-transaction indexes); other files are ignored.
+std::vector<std::int64_t> list_offset_files(const std::filesystem::path& dir,
+                                            std::string_view suffix);
 
 struct OffsetEntry {
   std::int32_t rel_offset;

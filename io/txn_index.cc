@@ -29,14 +29,7 @@ std::filesystem::path txn_index_path(const std::filesystem::path& dir, std::int6
 }
 
 std::vector<std::int64_t> list_txn_indexes(const std::filesystem::path& dir) {
-  std::vector<std::int64_t> out;
-  std::error_code ec;
-  for (const auto& de : std::filesystem::directory_iterator(dir, ec)) {
-    if (auto o = detail::parse_segment_name(de.path().filename().string(), kSuffix))
-      out.push_back(*o);
-  }
-  std::sort(out.begin(), out.end());
-  return out;
+  return detail::list_offset_files(dir, kSuffix);
 }
 
 void encode_aborted_txn(const AbortedTxn& e, std::byte* p) {

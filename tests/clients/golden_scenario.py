@@ -515,7 +515,7 @@ def producer_ids(ctx):
              produce_body(t, 0, records, acks=-1))
     ctx.call("fetch_v12_idempotent", "Fetch", 12, fetch_body([(t, None, [(0, 0)])]))
 
-    # Transactions are not served by samsad (issue 6 names the error it returns instead).
+    # Transactions: the coordinator of a transactional id, and its producer id.
     wait_coordinator(ctx, "txn_coordinator_ready", "golden-txn", key_type=1)
     ctx.call("find_coordinator_v4_transaction", "FindCoordinator", 4,
              {"KeyType": 1, "CoordinatorKeys": ["golden-txn"]})
