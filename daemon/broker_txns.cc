@@ -55,6 +55,17 @@ namespace {
 // Kafka's markers wait for the ISR like acks=all produces, within request.timeout.ms.
 constexpr std::int64_t kMarkerTimeoutMs = 30000;
 
+// Where another broker takes inter-broker requests (markers, verifications), by this reactor's
+// image; nullptr when it is not registered there with that listener.
+const replication::BrokerEndpoint* inter_broker_endpoint(const ReactorContext& ctx,
+                                                         std::int32_t broker) {
+  auto br = ctx.image->brokers().find(broker);
+  if (br == ctx.image->brokers().end()) return nullptr;
+  for (const auto& e : br->second.endpoints)
+    if (e.name == ctx.settings->cluster.inter_broker_listener) return &e;
+  return nullptr;
+}
+
 struct MarkerOp : replication::ProduceOp {
   std::vector<std::byte> bytes;
   std::move_only_function<void(kafka::ErrorCode)> done;
@@ -175,11 +186,7 @@ class ShardMarkerWriter final : public coordinator::MarkerWriter {
       for (std::size_t i : idx)
         round->finish(i, e, round);
     };
-    auto br = ctx.image->brokers().find(leader);
-    const replication::BrokerEndpoint* ep = nullptr;
-    if (br != ctx.image->brokers().end())
-      for (const auto& e : br->second.endpoints)
-        if (e.name == ctx.settings->cluster.inter_broker_listener) ep = &e;
+    const replication::BrokerEndpoint* ep = inter_broker_endpoint(ctx, leader);
     if (!ep) return fail(kafka::ErrorCode::not_leader_or_follower);
     kafka::WriteTxnMarkersRequest req;
     kafka::WriteTxnMarkersRequest::WritableTxnMarker wm;
@@ -300,11 +307,7 @@ void verify_txn_partition(ReactorContext& shard, std::string transactional_id,
   req.transactions.push_back(std::move(t));
   b->on_reactor(
       0, [req = std::move(req), leader, answer, topic, partition](ReactorContext& ctx) mutable {
-        const replication::BrokerEndpoint* ep = nullptr;
-        auto br = ctx.image->brokers().find(leader);
-        if (br != ctx.image->brokers().end())
-          for (const auto& e : br->second.endpoints)
-            if (e.name == ctx.settings->cluster.inter_broker_listener) ep = &e;
+        const replication::BrokerEndpoint* ep = inter_broker_endpoint(ctx, leader);
         if (!ep || !ctx.sender) return answer(kafka::ErrorCode::coordinator_not_available);
         static std::atomic<std::int32_t> correlation{0};
         auto frame = kafka::flatten_to_buffer(

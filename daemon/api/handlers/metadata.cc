@@ -40,7 +40,7 @@ MetadataResponse::MetadataResponseTopic describe(const replication::TopicState& 
   MetadataResponse::MetadataResponseTopic out;
   out.name = t.name;
   out.topic_id = t.id;
-  out.is_internal = t.name == kOffsetsTopic || t.name == coordinator::kTxnStateTopic;
+  out.is_internal = replication::is_internal_topic(t.name);
   out.partitions.reserve(t.partitions.size());
   for (const auto& p : t.partitions) {
     MetadataResponse::MetadataResponsePartition mp;
