@@ -53,10 +53,13 @@ struct LogCleaner::Core {
         if (reg->active) {
           Log::CleanRequest req;
           req.now_ms = wall_ms();
-          req.cleanable_limit = reg->cleanable_limit ? reg->cleanable_limit() : INT64_MAX;
+          const Bounds& b = reg->bounds;
+          req.cleanable_limit = b.cleanable_limit ? b.cleanable_limit() : INT64_MAX;
           req.producer_expiration_ms = core->opts.producer_expiration_ms;
           req.force = force;
           plan = reg->log->plan_cleaning(req);
+          if (plan && b.aborted_txns)
+            b.aborted_txns(plan->log_start, plan->clean_end, plan->aborted);
           if (reg->log->config().cleanup_compact) ratio = reg->log->compaction_info().dirty_ratio;
         }
         std::lock_guard lk(core->mu);
@@ -203,12 +206,11 @@ void LogCleaner::stop() {
   core_->threads.clear();
 }
 
-std::shared_ptr<LogCleaner::Registration> LogCleaner::add(
-    Reactor& r, Log& log, std::function<std::int64_t()> cleanable_limit) {
+std::shared_ptr<LogCleaner::Registration> LogCleaner::add(Reactor& r, Log& log, Bounds bounds) {
   auto reg = std::make_shared<Registration>();
   reg->reactor = &r;
   reg->log = &log;
-  reg->cleanable_limit = std::move(cleanable_limit);
+  reg->bounds = std::move(bounds);
   std::lock_guard lk(core_->mu);
   core_->regs.push_back(reg);
   return reg;

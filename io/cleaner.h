@@ -10,9 +10,11 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include "io/log.h"
 #include "io/reactor.h"
+#include "io/txn_index.h"
 
 namespace samsa::io {
 
@@ -27,12 +29,21 @@ class LogCleaner {
     bool enabled = true;                             // log.cleaner.enable
   };
 
-  // A registered log; the log's reactor thread owns it. cleanable_limit (called on that thread)
-  // bounds what may be cleaned: the partition's high watermark.
+  // What the log's owner tells a pass, asked on the log's reactor thread. cleanable_limit
+  // bounds what may be cleaned (the partition's last stable offset: above the high watermark a
+  // truncation may still remove a record, and the older value it superseded must then be there;
+  // above the LSO a transaction may still abort). aborted_txns adds the aborted transactions
+  // whose records in [from, upto) the pass drops (their keys supersede nothing).
+  struct Bounds {
+    std::function<std::int64_t()> cleanable_limit;
+    std::function<void(std::int64_t from, std::int64_t upto, std::vector<AbortedTxn>& out)>
+        aborted_txns;
+  };
+  // A registered log; the log's reactor thread owns it.
   struct Registration {
     Reactor* reactor = nullptr;
     Log* log = nullptr;
-    std::function<std::int64_t()> cleanable_limit;
+    Bounds bounds;
     bool active = true;  // reactor thread only
   };
 
@@ -46,8 +57,7 @@ class LogCleaner {
   void stop();
 
   // On the log's reactor thread; remove() on the same thread before the log goes.
-  std::shared_ptr<Registration> add(Reactor& r, Log& log,
-                                    std::function<std::int64_t()> cleanable_limit = {});
+  std::shared_ptr<Registration> add(Reactor& r, Log& log, Bounds bounds = {});
   void remove(const std::shared_ptr<Registration>& reg);
 
   // Asks every log now instead of at the next backoff; force ignores the dirty ratio.

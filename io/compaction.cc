@@ -6,6 +6,8 @@
 #include <liburing.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -363,7 +365,12 @@ struct ProducerLast {
 class Pass {
  public:
   Pass(const CleanPlan& plan, OffsetMap& map, CleanerIo& io, const std::atomic<bool>* stop)
-      : plan_(plan), map_(map), io_(io), stop_(stop) {}
+      : plan_(plan), map_(map), io_(io), stop_(stop) {
+    for (const AbortedTxn& a : plan_.aborted)
+      aborted_[a.producer_id].emplace_back(a.first_offset, a.last_offset);
+    for (auto& [pid, spans] : aborted_)
+      std::sort(spans.begin(), spans.end());
+  }
 
   Result<CleanResult> run() {
     map_.clear();
@@ -410,7 +417,10 @@ class Pass {
           auto& p = producers_[bi.producer_id];
           if (last > p.last_offset) p = ProducerLast{last, bi.max_timestamp};
         }
-        if (full || last < plan_.first_dirty || bi.is_control() || bi.record_count == 0) continue;
+        if (full || last < plan_.first_dirty || bi.is_control() || bi.record_count == 0 ||
+            is_aborted(bi)) {
+          continue;
+        }
         if (map_.room() < static_cast<std::size_t>(bi.record_count)) {
           if (map_.size() == 0) {
             return fail(Errc::batch_too_large,
@@ -462,6 +472,8 @@ class Pass {
     GroupWriter w(io_, plan_, plan_.segments[i].base);
     outputs_.push_back(plan_.segments[i].base);
     if (auto r = w.open(); !r) return std::unexpected(r.error());
+    // The header of the last batch read, when it was dropped.
+    std::optional<std::array<std::byte, batch::kHeaderSize>> dropped_last;
     for (std::size_t k = i; k < j; ++k) {
       BatchReader rd(io_, plan_.segments[k]);
       for (;;) {
@@ -472,13 +484,49 @@ class Pass {
         ++out_.stats.batches_read;
         auto kept = filter((*nb)->bytes, (*nb)->info);
         if (!kept) return std::unexpected(kept.error());
-        if (kept->empty()) continue;
-        ++out_.stats.batches_written;
-        BatchInfo info = batch::parse_header(kept->data());
-        if (auto r = w.add(*kept, info); !r) return std::unexpected(r.error());
+        if (kept->empty()) {
+          dropped_last.emplace();
+          std::memcpy(dropped_last->data(), (*nb)->bytes.data(), batch::kHeaderSize);
+          continue;
+        }
+        dropped_last.reset();
+        if (auto r = add(w, *kept); !r) return std::unexpected(r.error());
       }
     }
+    if (dropped_last) {
+      // Without it the group would end in a gap, and a consumer at the gap with nothing after
+      // it (an empty active segment, after a roll or a power cut) would never reach the log
+      // end. Emptied and anonymous: its producer, if any, has expired.
+      std::span<const std::byte> h(*dropped_last);
+      const BatchInfo hi = batch::parse_header(h.data());
+      emptied(h, hi);
+      store_be<std::int64_t>(rewrite_.data() + batch::kProducerId, -1);
+      store_be<std::int16_t>(rewrite_.data() + batch::kProducerEpoch, -1);
+      store_be<std::int32_t>(rewrite_.data() + batch::kBaseSequence, -1);
+      store_be<std::int16_t>(
+          rewrite_.data() + batch::kAttributes,
+          static_cast<std::int16_t>(hi.attributes & ~(0x7 | batch::kTransactionalBit)));
+      batch::update_crc(rewrite_);
+      if (auto r = add(w, rewrite_); !r) return std::unexpected(r.error());
+    }
     return w.finish(plan_.segments[j - 1].next_base, j - i);
+  }
+
+  Result<void> add(GroupWriter& w, std::span<const std::byte> b) {
+    ++out_.stats.batches_written;
+    return w.add(b, batch::parse_header(b.data()));
+  }
+
+  // Whether bi holds records of an aborted transaction: its producer's aborted transaction
+  // began at or before it and its ABORT marker comes after it.
+  bool is_aborted(const BatchInfo& bi) const {
+    if (!bi.is_transactional() || bi.is_control()) return false;
+    auto it = aborted_.find(bi.producer_id);
+    if (it == aborted_.end()) return false;
+    const auto& spans = it->second;  // (first offset, marker offset), ascending
+    auto u = std::upper_bound(spans.begin(), spans.end(), bi.base_offset,
+                              [](std::int64_t o, const auto& s) { return o < s.first; });
+    return u != spans.begin() && bi.base_offset < std::prev(u)->second;
   }
 
   // Whether bi is the last batch of a producer that has not expired (producer.id.expiration.ms,
@@ -494,7 +542,9 @@ class Pass {
 
   // What of batch b survives: b itself, a rewritten batch (in rewrite_), or nothing (empty).
   Result<std::span<const std::byte>> filter(std::span<const std::byte> b, const BatchInfo& bi) {
-    if (bi.is_control()) return b;  // transaction markers: kept (no transactions to end yet)
+    // Transaction markers stay (Kafka removes a marker once its transaction's records are gone
+    // and a delete horizon passed; keeping them costs a batch header per transaction).
+    if (bi.is_control()) return b;
     if (batch::compute_crc(b) != bi.crc) {
       // Rewriting would give damaged records a fresh CRC: stop instead.
       return fail(Errc::fenced, fmt("CRC32C mismatch in the batch at offset %" PRId64 " of %s",
@@ -504,6 +554,12 @@ class Pass {
       // Kept (emptied) by an earlier pass for its producer: nothing to decompress (an older
       // samsa left such batches with their codec bits).
       return keeps_producer_state(bi) ? b : std::span<const std::byte>{};
+    }
+    if (is_aborted(bi)) {
+      out_.stats.records_read += static_cast<std::uint64_t>(bi.record_count);
+      if (!keeps_producer_state(bi)) return std::span<const std::byte>{};
+      ++out_.stats.batches_emptied;
+      return emptied(b, bi);
     }
     auto recs = batch::records_of(b, storage_);
     if (!recs) return std::unexpected(recs.error());
@@ -562,18 +618,23 @@ class Pass {
     if (kept_.empty()) {
       if (!keeps_producer_state(bi)) return std::span<const std::byte>{};
       ++out_.stats.batches_emptied;
-      rewrite_.assign(b.begin(), b.begin() + batch::kHeaderSize);
-      // No records, so no codec (Kafka's empty batches are uncompressed: a reader would try to
-      // decompress zero bytes).
-      store_be<std::int16_t>(rewrite_.data() + batch::kAttributes,
-                             static_cast<std::int16_t>(bi.attributes & ~0x7));
-      store_be<std::int32_t>(rewrite_.data() + batch::kRecordCount, 0);
-      store_be<std::int32_t>(rewrite_.data() + batch::kLength,
-                             static_cast<std::int32_t>(batch::kHeaderSize - batch::kLogOverhead));
-      batch::update_crc(rewrite_);
-      return std::span<const std::byte>(rewrite_);
+      return emptied(b, bi);
     }
     return rebuild(b, bi, *recs, set_horizon, max_ts);
+  }
+
+  // b's header alone, in rewrite_: a batch of no records at b's offsets.
+  std::span<const std::byte> emptied(std::span<const std::byte> b, const BatchInfo& bi) {
+    rewrite_.assign(b.begin(), b.begin() + batch::kHeaderSize);
+    // No records, so no codec (Kafka's empty batches are uncompressed: a reader would try to
+    // decompress zero bytes).
+    store_be<std::int16_t>(rewrite_.data() + batch::kAttributes,
+                           static_cast<std::int16_t>(bi.attributes & ~0x7));
+    store_be<std::int32_t>(rewrite_.data() + batch::kRecordCount, 0);
+    store_be<std::int32_t>(rewrite_.data() + batch::kLength,
+                           static_cast<std::int32_t>(batch::kHeaderSize - batch::kLogOverhead));
+    batch::update_crc(rewrite_);
+    return std::span<const std::byte>(rewrite_);
   }
 
   // b with only the kept records (their own bytes, or re-encoded against a new base timestamp
@@ -663,6 +724,8 @@ class Pass {
   const std::atomic<bool>* stop_;
   std::int64_t map_end_ = 0;
   std::unordered_map<std::int64_t, ProducerLast> producers_;
+  // Producer id -> its aborted transactions' (first offset, marker offset), ascending.
+  std::unordered_map<std::int64_t, std::vector<std::pair<std::int64_t, std::int64_t>>> aborted_;
   std::vector<std::int64_t> outputs_;
   std::vector<std::byte> storage_, records_, rewrite_;
   std::vector<Kept> kept_;

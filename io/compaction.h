@@ -6,6 +6,9 @@
 //      merge) is rewritten into <base>.log.cleaned (+ .index.cleaned, .timeindex.cleaned),
 //      keeping the latest record of each key at its original offset, tombstones until their
 //      batch's delete horizon, and the last batch of each unexpired producer (empty if need be);
+//      transaction markers stay, aborted transactions' records go; the group's last batch
+//      stays (emptied) so that its offsets still reach the next segment: a consumer then moves
+//      past the group's end even when nothing follows yet (an empty active segment);
 //   3. the files are fdatasynced. Log::commit_cleaning swaps them in (io/log_clean.cc).
 // Reads and writes go through the pass's own io_uring, throttled to a byte rate.
 #pragma once
@@ -19,6 +22,7 @@
 #include <vector>
 
 #include "io/log.h"
+#include "io/txn_index.h"
 
 struct io_uring;
 
@@ -109,6 +113,9 @@ struct CleanPlan {
   std::uint32_t index_interval_bytes = 4096;
   std::int64_t delete_retention_ms = 86400000;
   std::int64_t producer_expiration_ms = 86400000;
+  // Aborted transactions with records in the range (their owner's aborted-transaction index):
+  // those records are dropped and their keys supersede nothing.
+  std::vector<AbortedTxn> aborted;
   double dirty_ratio() const {
     return total_bytes ? static_cast<double>(dirty_bytes) / static_cast<double>(total_bytes) : 0;
   }

@@ -133,11 +133,15 @@ void Shard::open_partition(const TopicState& t, const PartitionState& p) {
                                           std::move(*log), opts_.partition);
   if (opts_.retention) retention_regs_[part.get()] = opts_.retention->add(reactor_, part->log());
   if (opts_.cleaner) {
-    // Only what every replica holds may be compacted: a record above the high watermark may
-    // still be truncated away, and the older value it superseded must then still be there.
+    // Only what every replica holds and no open transaction may still abort is compacted:
+    // below the last stable offset (see io::LogCleaner::Bounds).
     Partition* pp = part.get();
-    cleaner_regs_[pp] =
-        opts_.cleaner->add(reactor_, part->log(), [pp] { return pp->high_watermark(); });
+    io::LogCleaner::Bounds b;
+    b.cleanable_limit = [pp] { return pp->last_stable_offset(); };
+    b.aborted_txns = [pp](std::int64_t from, std::int64_t upto, std::vector<io::AbortedTxn>& out) {
+      pp->txns().aborted_in(from, upto, out);
+    };
+    cleaner_regs_[pp] = opts_.cleaner->add(reactor_, part->log(), std::move(b));
   }
   part->set_leader_here(opts_.node_id < 0 || (registered_ && p.leader == opts_.node_id));
   partitions_.emplace(Key{t.name, p.partition}, std::move(part));
