@@ -41,6 +41,16 @@ class ByteWriter {
     auto* b = static_cast<const std::byte*>(p);
     out_.insert(out_.end(), b, b + n);
   }
+  // Flexible versions: unsigned varints, and lengths stored as N+1 (0: null).
+  void uvarint(std::uint64_t v) {
+    std::byte tmp[10];
+    raw(tmp, write_uvarint64(tmp, v));
+  }
+  void compact_string(std::string_view s) {
+    uvarint(s.size() + 1);
+    raw(s.data(), s.size());
+  }
+  void compact_array_length(std::size_t n) { uvarint(n + 1); }
   std::vector<std::byte> take() { return std::move(out_); }
 
  private:

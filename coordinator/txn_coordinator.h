@@ -77,6 +77,9 @@ struct TxnAddRequest {
   std::int16_t producer_epoch = -1;
   TopicPartitions partitions;
   bool verify_only = false;  // AddPartitionsToTxn v4+ from a broker: is each one in the txn?
+  // A broker adding a partition for a producer of transaction version 2 (its Produce v12+ or
+  // TxnOffsetCommit v5+): the client sends no AddPartitionsToTxn of its own.
+  bool tv2 = false;
 };
 
 // One error per partition of the request.
@@ -87,6 +90,15 @@ struct TxnEndRequest {
   std::int64_t producer_id = -1;
   std::int16_t producer_epoch = -1;
   bool commit = false;
+  // Transaction version 2 (EndTxn v5+, KIP-890 part 2): every end bumps the epoch, and the
+  // answer carries the producer id and epoch the next transaction uses.
+  bool tv2 = false;
+};
+
+struct TxnEndResult {
+  ErrorCode error = ErrorCode::none;
+  std::int64_t producer_id = -1;  // version 2 only
+  std::int16_t producer_epoch = -1;
 };
 
 struct DescribedTxn {
@@ -151,7 +163,7 @@ class TxnCoordinator {
 
   void init_producer_id(TxnInitRequest req, Done<TxnInitResult> done);
   void add_partitions(TxnAddRequest req, Done<TxnAddResult> done);
-  void end_txn(TxnEndRequest req, Done<ErrorCode> done);
+  void end_txn(TxnEndRequest req, Done<TxnEndResult> done);
   void describe(std::vector<std::string> ids, Done<std::vector<DescribedTxn>> done);
   void list(TxnListRequest req, Done<std::vector<ListedTxn>> done);
   // Aborts every transaction older than its timeout now (normally on a timer).
@@ -163,6 +175,7 @@ class TxnCoordinator {
     std::uint64_t timed_out = 0;  // aborted by the coordinator
     std::uint64_t markers_written = 0;
     std::uint64_t marker_retries = 0;
+    std::uint64_t ended_v2 = 0;  // ends of transaction version 2 (EndTxn v5+) answered
   };
   const Stats& stats() const { return stats_; }
   std::size_t transaction_count() const { return txns_.size(); }
@@ -192,6 +205,11 @@ class TxnCoordinator {
                   std::vector<ErrorCode> errors);
   void complete(Txn& t);
   void fence_and_abort(Txn& t, const char* why);
+  void end_txn_v1(Txn& t, const TxnEndRequest& req, Done<TxnEndResult> done);
+  void end_txn_v2(Txn& t, const TxnEndRequest& req, Done<TxnEndResult> done);
+  // Writes Prepare{Commit,Abort} with the epoch bumped (version 2; a new producer id when the
+  // epoch is exhausted) and answers with what the next transaction uses once it is durable.
+  void prepare_v2(Txn& t, bool commit, Done<TxnEndResult> done);
   void load_partition(std::int32_t p);
   void replay_batch(std::int32_t p, std::span<const std::byte> batch);
   void on_loaded(std::int32_t p, std::uint64_t term, std::optional<io::Error> err);

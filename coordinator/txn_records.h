@@ -1,9 +1,14 @@
 // The records of __transaction_state, in Kafka's formats (its TransactionLogKey and
-// TransactionLogValue v0), so a restart replays them and Kafka's tools can read the topic:
+// TransactionLogValue v0 and v1), so a restart replays them and Kafka's tools can read the topic:
 //   key:   int16 version (0) | string transactionalId
 //   value: int16 version (0) | int64 producerId | int16 producerEpoch | int32 timeoutMs |
 //          int8 status | nullable [string topic, [int32 partition]] | int64 lastUpdateMs |
 //          int64 startMs
+//   v1 is the same, flexible (compact strings and arrays, tagged fields), with KIP-890's tagged
+//   fields: 0 PreviousProducerId, 1 NextProducerId, 2 ClientTransactionVersion (int16),
+//   3 NextProducerEpoch. samsa writes v1 when one of them is set (a transaction of version 2),
+//   v0 otherwise. Unlike Kafka 4.1, it writes the producer ids too, so a coordinator that takes
+//   over mid-way through an epoch overflow still knows the next producer id.
 // A null value (tombstone) deletes the transactional id.
 #pragma once
 
@@ -47,6 +52,12 @@ struct TxnValue {
   TopicPartitions partitions;
   std::int64_t last_update_ms = -1;
   std::int64_t start_ms = -1;
+  // KIP-890 part 2 (v1's tagged fields). previous: the producer id before an overflow gave a
+  // new one; next: the new one, from Prepare* until Complete* takes it.
+  std::int64_t previous_producer_id = -1;
+  std::int64_t next_producer_id = -1;
+  std::int16_t next_producer_epoch = -1;
+  std::int16_t client_transaction_version = 0;  // 2: the producer ends with EndTxn v5+
   bool operator==(const TxnValue&) const = default;
 };
 

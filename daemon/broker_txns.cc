@@ -243,11 +243,8 @@ std::unique_ptr<coordinator::MarkerWriter> make_marker_writer(Broker& b) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Verification (KIP-890)
+// Adding and verifying a transaction's partitions (KIP-890)
 
-namespace {
-
-// What a Produce answers for the coordinator's verdict.
 kafka::ErrorCode produce_error_of(kafka::ErrorCode e) {
   switch (e) {
     case kafka::ErrorCode::none:
@@ -262,47 +259,46 @@ kafka::ErrorCode produce_error_of(kafka::ErrorCode e) {
   }
 }
 
-}  // namespace
-
-void verify_txn_partition(ReactorContext& shard, std::string transactional_id,
-                          std::int64_t producer_id, std::int16_t producer_epoch, std::string topic,
-                          std::int32_t partition,
-                          std::move_only_function<void(kafka::ErrorCode)> done) {
+void check_txn_partition(ReactorContext& shard, TxnPartitionCheck c,
+                         std::move_only_function<void(kafka::ErrorCode)> done) {
   Broker* b = shard.broker;
   const std::size_t home = shard.index;
   auto reply = std::make_shared<std::move_only_function<void(kafka::ErrorCode)>>(std::move(done));
   auto answer = [b, home, reply](kafka::ErrorCode e) {
-    b->on_reactor(home, [reply, e](ReactorContext&) { (*reply)(produce_error_of(e)); });
+    b->on_reactor(home, [reply, e](ReactorContext&) { (*reply)(e); });
   };
   const replication::TopicState* ts = shard.image->topic(coordinator::kTxnStateTopic);
   if (!ts || ts->partitions.empty()) return answer(kafka::ErrorCode::coordinator_not_available);
   const auto n = static_cast<std::int32_t>(ts->partitions.size());
   const std::int32_t leader =
-      ts->partitions[static_cast<std::size_t>(coordinator::partition_for(transactional_id, n))]
+      ts->partitions[static_cast<std::size_t>(coordinator::partition_for(c.transactional_id, n))]
           .leader;
   const auto& s = *shard.settings;
+  const std::string topic = c.topic;
+  const std::int32_t partition = c.partition;
   if (!s.clustered() || leader == s.node_id) {
     coordinator::TxnAddRequest req;
-    req.transactional_id = std::move(transactional_id);
-    req.producer_id = producer_id;
-    req.producer_epoch = producer_epoch;
-    req.verify_only = true;
+    req.transactional_id = std::move(c.transactional_id);
+    req.producer_id = c.producer_id;
+    req.producer_epoch = c.producer_epoch;
+    req.verify_only = !c.add;
+    req.tv2 = c.add;
     req.partitions[topic].insert(partition);
-    b->on_txn_coordinator(
-        [req = std::move(req), answer, topic, partition](coordinator::TxnCoordinator& c) mutable {
-          c.add_partitions(std::move(req), [answer, topic, partition](coordinator::TxnAddResult r) {
-            answer(r[topic][partition]);
-          });
-        });
+    b->on_txn_coordinator([req = std::move(req), answer, topic,
+                           partition](coordinator::TxnCoordinator& tc) mutable {
+      tc.add_partitions(std::move(req), [answer, topic, partition](coordinator::TxnAddResult r) {
+        answer(r[topic][partition]);
+      });
+    });
     return;
   }
   if (leader < 0) return answer(kafka::ErrorCode::coordinator_not_available);
   kafka::AddPartitionsToTxnRequest req;
   kafka::AddPartitionsToTxnRequest::AddPartitionsToTxnTransaction t;
-  t.transactional_id = std::move(transactional_id);
-  t.producer_id = producer_id;
-  t.producer_epoch = producer_epoch;
-  t.verify_only = true;
+  t.transactional_id = std::move(c.transactional_id);
+  t.producer_id = c.producer_id;
+  t.producer_epoch = c.producer_epoch;
+  t.verify_only = !c.add;
   t.topics.push_back({topic, {partition}});
   req.transactions.push_back(std::move(t));
   b->on_reactor(

@@ -329,6 +329,17 @@ const std::vector<ConfigKey> kKeys = {
      true,
      "How often the transaction coordinator aborts transactions older than their timeout."},
     {"transactional.id.expiration.ms", T::int32, "604800000", 1, kMax32, {}, true, ""},
+    {"samsa.transaction.version",
+     T::int32,
+     "2",
+     1,
+     2,
+     {},
+     false,
+     "The transaction.version feature level clients are told (ApiVersions' finalized "
+     "features): 2 makes Java 4 clients use KIP-890 part 2 (no AddPartitionsToTxn, an epoch "
+     "bump per transaction), 1 keeps them on the previous protocol. Both are served either way; "
+     "Kafka sets it with kafka-storage format --feature or kafka-features."},
     {"transaction.partition.verification.enable",
      T::boolean,
      "true",

@@ -386,6 +386,32 @@ void write_groups(Writer& w, const BrokerSample& s, const Merged& m) {
   }
 }
 
+void write_txn_coordinator(Writer& w, const BrokerSample& s) {
+  if (!s.txn) return;
+  const auto& t = *s.txn;
+  w.family("samsa_txn_coordinator_transactional_ids", "gauge",
+           "Transactional ids whose __transaction_state partition this node leads.");
+  w.sample("samsa_txn_coordinator_transactional_ids", {}, static_cast<double>(t.transactional_ids));
+  auto counter = [&w](const char* name, const char* help, std::uint64_t v) {
+    w.family(name, "counter", help);
+    w.sample(name, {}, static_cast<double>(v));
+  };
+  counter("samsa_txn_coordinator_commits_total", "Transactions committed (markers all written).",
+          t.stats.commits);
+  counter("samsa_txn_coordinator_aborts_total", "Transactions aborted (markers all written).",
+          t.stats.aborts);
+  counter("samsa_txn_coordinator_timed_out_total",
+          "Transactions the coordinator aborted after transaction.timeout.ms.", t.stats.timed_out);
+  counter("samsa_txn_coordinator_markers_total", "Transaction markers written to partitions.",
+          t.stats.markers_written);
+  counter("samsa_txn_coordinator_marker_retries_total",
+          "Rounds of markers sent again after a partition refused or missed one.",
+          t.stats.marker_retries);
+  counter("samsa_txn_coordinator_ended_v2_total",
+          "Transactions ended with transaction version 2 (EndTxn v5+: an epoch bump each).",
+          t.stats.ended_v2);
+}
+
 void write_io_and_reactors(Writer& w, const BrokerSample& s, const Merged& m) {
   w.family("samsa_log_fsync_duration_seconds", "histogram",
            "From submitting a group commit's write with its linked fdatasync to the sync's end.");
@@ -545,6 +571,7 @@ std::string render_prometheus(const BrokerSample& s) {
   write_topics(w, m);
   write_partitions(w, m);
   write_groups(w, s, m);
+  write_txn_coordinator(w, s);
   write_io_and_reactors(w, s, m);
   write_network(w, m);
   if (s.backend) {

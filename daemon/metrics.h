@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "base/histogram.h"
+#include "coordinator/txn_coordinator.h"
 #include "io/cleaner.h"
 #include "io/reactor.h"
 #include "net/backend.h"
@@ -167,6 +168,13 @@ struct GroupSample {
   std::vector<GroupOffsetSample> offsets;
 };
 
+// The transaction coordinator's counters (its thread's), for the transactional ids this node
+// coordinates.
+struct TxnCoordinatorSample {
+  coordinator::TxnCoordinator::Stats stats;
+  std::size_t transactional_ids = 0;
+};
+
 struct BrokerSample {
   std::string version;
   std::int32_t node_id = 0;
@@ -175,6 +183,7 @@ struct BrokerSample {
   double start_time_s = 0;                             // unix time
   std::vector<std::optional<ReactorSample>> reactors;  // nullopt: did not answer in time
   std::optional<std::vector<GroupSample>> groups;
+  std::optional<TxnCoordinatorSample> txn;
   std::int64_t metadata_offset = -1;
   std::size_t topics = 0;
   const net::Backend* backend = nullptr;  // its own families (dpdk: samsa_dpdk_*)

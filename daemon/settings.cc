@@ -413,6 +413,7 @@ std::expected<std::shared_ptr<const BrokerSettings>, std::string> make_settings(
   s->config = std::make_shared<const Config>(c);
   s->partition.producer_expiration_ms = c.get_int("producer.id.expiration.ms");
   s->partition.txn_verification = c.get_bool("transaction.partition.verification.enable");
+  s->transaction_version = static_cast<std::int16_t>(c.get_int("samsa.transaction.version"));
   s->partition.sequence_check =
       !c.get_bool("samsa.testing.hooks") || c.get_bool("samsa.testing.producer.sequence.check");
   s->producer_expiration_check_ms = c.get_int("producer.id.expiration.check.interval.ms");

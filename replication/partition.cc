@@ -166,7 +166,9 @@ void Partition::note_producer_batch(const io::BatchInfo& b, std::int64_t first, 
 
 void Partition::note_marker(const io::BatchInfo& b, const io::batch::TxnMarker& m,
                             std::int64_t offset) {
-  verified_.erase(b.producer_id);
+  if (auto g = verified_.find(b.producer_id);
+      g != verified_.end() && !(g->second.add && g->second.epoch == b.producer_epoch))
+    verified_.erase(g);
   const std::int64_t first =
       producers_.end_txn(b.producer_id, b.producer_epoch, m.coordinator_epoch, wall_ms());
   // A marker for a transaction that wrote nothing here (or whose data retention removed) closes
@@ -258,24 +260,29 @@ std::size_t Partition::expire_producers(std::int64_t now_ms) {
 // ---------------------------------------------------------------------------------------------
 // Appends
 
-bool Partition::needs_verification(const io::BatchInfo& b) const {
-  if (!opts_.txn_verification || !b.is_transactional() || b.is_control() || b.producer_id < 0)
+bool Partition::needs_verification(const io::BatchInfo& b, bool add) const {
+  if (!(opts_.txn_verification || add) || !b.is_transactional() || b.is_control() ||
+      b.producer_id < 0)
     return false;
   const ProducerEntry* e = producers_.find(b.producer_id);
-  if (!e || e->current_txn_first_offset < 0) return true;
+  // A batch at another epoch than the open transaction's is not part of it (version 2's next
+  // transaction, before the previous one's marker is here).
+  if (!e || e->current_txn_first_offset < 0 || e->epoch < b.producer_epoch) return true;
   // Open already, but batches before this one still wait for their answer: this one waits
   // behind them, or it would be appended first (out of sequence).
   auto g = verified_.find(b.producer_id);
   return g != verified_.end() && g->second.pending > 0;
 }
 
-std::uint64_t Partition::begin_verification(std::int64_t producer_id, std::int16_t epoch) {
+std::uint64_t Partition::begin_verification(std::int64_t producer_id, std::int16_t epoch,
+                                            bool add) {
   // Batches of one transaction arrive pipelined (several in flight): they share the guard
   // until one of them opens the transaction (Kafka's VerificationStateEntry); a newer epoch
   // starts a new one.
   auto it = verified_.find(producer_id);
   if (it == verified_.end() || it->second.epoch != epoch) {
-    it = verified_.insert_or_assign(producer_id, VerificationGuard{++next_verification_, epoch, 0})
+    it = verified_
+             .insert_or_assign(producer_id, VerificationGuard{++next_verification_, epoch, 0, add})
              .first;
   }
   ++it->second.pending;
@@ -318,11 +325,13 @@ std::expected<bool, AppendError> Partition::check_producer(io::AppendOp* op,
     return false;
   }
   const ProducerEntry* pe = info.producer_id >= 0 ? producers_.find(info.producer_id) : nullptr;
-  if (origin == AppendOrigin::client && opts_.txn_verification && info.is_transactional() &&
-      !info.is_control() && info.producer_id >= 0 && (!pe || pe->current_txn_first_offset < 0)) {
+  if (origin == AppendOrigin::client && info.is_transactional() && !info.is_control() &&
+      info.producer_id >= 0 &&
+      (!pe || pe->current_txn_first_offset < 0 || pe->epoch < info.producer_epoch)) {
     auto g = verified_.find(info.producer_id);
-    if (g == verified_.end() || g->second.token != verification ||
-        info.producer_epoch < g->second.epoch) {
+    const bool guarded = opts_.txn_verification || (g != verified_.end() && g->second.add);
+    if (guarded && (g == verified_.end() || g->second.token != verification ||
+                    info.producer_epoch < g->second.epoch)) {
       return refuse(ErrorCode::invalid_txn_state,
                     "the transaction coordinator has not confirmed that this partition is in "
                     "a transaction of producer " +

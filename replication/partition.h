@@ -216,16 +216,21 @@ class Partition final : private io::Log::Listener {
   std::expected<io::AppendResult, AppendError> append(io::AppendOp* op,
                                                       AppendOrigin origin = AppendOrigin::client,
                                                       std::uint64_t verification = 0);
-  // KIP-890's defence. needs_verification: a client's transactional batch that would open a
-  // transaction here (its producer has none open) and verification is on. begin_verification
-  // records a guard for the producer and returns its token; ask the coordinator, and on yes
-  // produce with ProduceOp::verification = token. A marker for the producer drops its guard:
-  // a verification from before the transaction ended admits nothing after it.
+  // KIP-890. needs_verification: a client's transactional batch that would open a
+  // transaction here (its producer has none open at the batch's epoch) must first have the
+  // coordinator's word: with add (transaction version 2: Produce v12+, whose clients send no
+  // AddPartitionsToTxn) always, the coordinator then adding the partition; otherwise when
+  // verification is on, the coordinator confirming it. begin_verification records a guard for
+  // the producer and returns its token; ask the coordinator, and on yes produce with
+  // ProduceOp::verification = token. A marker for the producer drops its guard: a
+  // verification from before the transaction ended admits nothing after it, except a version
+  // 2 guard at the marker's own epoch (the previous transaction's marker, bumped to the epoch
+  // the next one already uses, landing while the next one's add is in flight).
   // end_verification: the coordinator answered for a batch begin_verification counted (call
   // it before producing the batch). While answers are pending, the producer's later batches
   // need the same round trip, so they cannot overtake the earlier ones.
-  bool needs_verification(const io::BatchInfo& b) const;
-  std::uint64_t begin_verification(std::int64_t producer_id, std::int16_t epoch);
+  bool needs_verification(const io::BatchInfo& b, bool add = false) const;
+  std::uint64_t begin_verification(std::int64_t producer_id, std::int16_t epoch, bool add = false);
   void end_verification(std::int64_t producer_id, std::uint64_t token);
   // Follower append of batches copied from the leader (offsets kept, io::Log::append_replicated),
   // recording their producers as the leader did (so this replica removes duplicates once it
@@ -348,6 +353,7 @@ class Partition final : private io::Log::Listener {
     std::uint64_t token = 0;
     std::int16_t epoch = -1;
     std::uint32_t pending = 0;  // batches waiting for the coordinator's answer
+    bool add = false;           // transaction version 2
   };
   std::unordered_map<std::int64_t, VerificationGuard> verified_;
   std::uint64_t next_verification_ = 0;

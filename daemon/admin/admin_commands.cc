@@ -444,10 +444,10 @@ void metrics(Broker& b, AdminServer& admin, const json::Value&, Reply reply) {
   base->backend = &b.backend();
   if (const io::LogCleaner* c = b.cleaner()) base->cleaner = c->stats();
   const std::size_t n = b.reactor_count();
-  using Part =
-      std::variant<ReactorSample, std::vector<GroupSample>, std::pair<std::int64_t, std::size_t>>;
+  using Part = std::variant<ReactorSample, std::vector<GroupSample>,
+                            std::pair<std::int64_t, std::size_t>, TxnCoordinatorSample>;
   gather<Part>(
-      admin, n + 2, kGatherTimeoutMs,
+      admin, n + 3, kGatherTimeoutMs,
       [&b, n](std::size_t i, std::function<void(Part)> deliver) {
         if (i < n) {
           b.on_reactor(i, [deliver](ReactorContext& ctx) { deliver(sample_reactor(ctx)); });
@@ -455,6 +455,10 @@ void metrics(Broker& b, AdminServer& admin, const json::Value&, Reply reply) {
           b.on_controller([deliver](replication::Controller& c) {
             deliver(std::pair<std::int64_t, std::size_t>(c.image()->offset(),
                                                          c.image()->topics().size()));
+          });
+        } else if (i == n + 2) {
+          b.on_txn_coordinator([deliver](coordinator::TxnCoordinator& t) {
+            deliver(TxnCoordinatorSample{t.stats(), t.transaction_count()});
           });
         } else {
           // Every group's committed offsets: list, then fetch each (answers come on this thread).
@@ -498,6 +502,7 @@ void metrics(Broker& b, AdminServer& admin, const json::Value&, Reply reply) {
           s.topics = topics;
         }
         if (got[n + 1]) s.groups = std::get<std::vector<GroupSample>>(std::move(*got[n + 1]));
+        if (got[n + 2]) s.txn = std::get<TxnCoordinatorSample>(std::move(*got[n + 2]));
         reply.ok(json::Value(render_prometheus(s)));
       });
 }

@@ -51,12 +51,12 @@ const std::array kHandlers = {
     ApiHandler{key(ApiKey::offset_delete), 0, 0, &handlers::offset_delete},
     // v6 (two-phase commit) is unstable in Kafka 4.1.
     ApiHandler{key(ApiKey::init_producer_id), 0, 5, &handlers::init_producer_id},
-    // Transactions, up to transaction version 1's last versions (EndTxn v5, AddOffsetsToTxn v4
-    // and TxnOffsetCommit v5 are version 2's, KIP-890).
-    ApiHandler{key(ApiKey::add_partitions_to_txn), 0, 4, &handlers::add_partitions_to_txn},
-    ApiHandler{key(ApiKey::add_offsets_to_txn), 0, 3, &handlers::add_offsets_to_txn},
-    ApiHandler{key(ApiKey::end_txn), 0, 4, &handlers::end_txn},
-    ApiHandler{key(ApiKey::txn_offset_commit), 0, 4, &handlers::txn_offset_commit},
+    // Transactions, with transaction version 2's (KIP-890 part 2: EndTxn v5, TxnOffsetCommit
+    // v5; AddPartitionsToTxn v5 and AddOffsetsToTxn v4 only add TRANSACTION_ABORTABLE).
+    ApiHandler{key(ApiKey::add_partitions_to_txn), 0, 5, &handlers::add_partitions_to_txn},
+    ApiHandler{key(ApiKey::add_offsets_to_txn), 0, 4, &handlers::add_offsets_to_txn},
+    ApiHandler{key(ApiKey::end_txn), 0, 5, &handlers::end_txn},
+    ApiHandler{key(ApiKey::txn_offset_commit), 0, 5, &handlers::txn_offset_commit},
     ApiHandler{key(ApiKey::write_txn_markers), 1, 1, &handlers::write_txn_markers},
     ApiHandler{key(ApiKey::describe_transactions), 0, 0, &handlers::describe_transactions},
     ApiHandler{key(ApiKey::list_transactions), 0, 2, &handlers::list_transactions},

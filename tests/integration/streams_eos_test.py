@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import collections
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -69,6 +70,7 @@ def read_counts(boot: str, isolation: str, timeout: float = 20) -> dict[str, lis
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--samsad", required=True)
+    ap.add_argument("--samsactl", required=True)
     args = ap.parse_args()
     check = h.Checks("streams-eos")
     try:
@@ -157,6 +159,14 @@ def main() -> int:
         unc = read_counts(boot, "read_uncommitted")
         extra = sum(len(v) for v in unc.values()) - sum(len(v) for v in got.values())
         check.note(f"{extra} aborted updates in the output (read_uncommitted only)")
+        # The Java 4.1 client takes transaction version 2 from ApiVersions' finalized features:
+        # no AddPartitionsToTxn, an epoch bump per EndTxn (v5).
+        r = subprocess.run([args.samsactl, "--socket", os.path.join(b.work, "admin.sock"),
+                            "metrics"], capture_output=True, text=True, timeout=20)
+        m = re.search(r"^samsa_txn_coordinator_ended_v2_total ([0-9.e+]+)$", r.stdout, re.M)
+        ended = float(m.group(1)) if m else 0
+        check(ended > 0, f"Streams' producers used transaction version 2 ({ended:.0f} ends with "
+                         f"EndTxn v5)")
         shutil.rmtree(state, ignore_errors=True)
 
     return h.run_checked(check, broker, body)

@@ -17,6 +17,9 @@
 - KIP-890's defence, with raw requests: a producer's batch that arrives after its transaction
   was aborted (without AddPartitionsToTxn for a new one) is refused with INVALID_TXN_STATE, and
   the partition's last stable offset does not stay behind (no hanging transaction);
+- transaction version 2 with raw requests: Produce v12 adds its partition itself, EndTxn v5
+  answers with the bumped epoch (and again to a retry at the old epoch), a late batch at the
+  old epoch gets INVALID_PRODUCER_EPOCH;
 - kill -9 of samsad in the middle of a transaction, and a clean restart: committed records stay
   visible, aborted ones stay hidden (the .txnindex files and __transaction_state are replayed),
   and the transaction that was open is aborted after its timeout.
@@ -294,6 +297,56 @@ def main() -> int:
                           f"INVALID_TXN_STATE ({late})")
         time.sleep(0.5)
         check(lso(boot, 2) == hw_of(boot, 2), "and the partition's LSO is not held back")
+
+        # Transaction version 2 (KIP-890 part 2), raw: Produce v12 adds its partition itself,
+        # EndTxn v5 bumps the epoch and answers with it; a late batch at the old epoch is
+        # refused; a retried EndTxn at the old epoch gets the same answer.
+        r = until_ok(22, 5, {"TransactionalId": "tx-v2", "TransactionTimeoutMs": 60000,
+                             "ProducerId": -1, "ProducerEpoch": -1},
+                     lambda r: r["ErrorCode"], "raw InitProducerId (tx-v2)")
+        pid, epoch = r["ProducerId"], r["ProducerEpoch"]
+
+        def produce_v12(seq, ep, value):
+            body = {"TransactionalId": "tx-v2", "Acks": -1, "TimeoutMs": 10000,
+                    "TopicData": [{"Name": TOPIC, "PartitionData": [
+                        {"Index": 2, "Records": {"batches": [
+                            {"attributes": 0x10, "producerId": pid, "producerEpoch": ep,
+                             "baseSequence": seq,
+                             "records": [{"key": None, "value": value}]}]}}]}]}
+            end = time.time() + 15
+            while True:
+                r = raw.call(0, 12, body)
+                e = r["Responses"][0]["PartitionResponses"][0]["ErrorCode"]
+                if e not in (7, 19, 51) or time.time() > end:  # retriable: try again
+                    return e
+                time.sleep(0.1)
+
+        e = produce_v12(0, epoch, "v2-committed")
+        check(e == 0, f"Produce v12 adds its partition to the transaction itself ({e})")
+        committed.append("v2-committed")
+        r = until_ok(26, 5, {"TransactionalId": "tx-v2", "ProducerId": pid, "ProducerEpoch": epoch,
+                             "Committed": True}, lambda r: r["ErrorCode"], "raw EndTxn v5 commit")
+        check((r["ProducerId"], r["ProducerEpoch"]) == (pid, epoch + 1),
+              f"EndTxn v5 answers with the bumped epoch ({r['ProducerId']}, {r['ProducerEpoch']} "
+              f"after {epoch})")
+        r = until_ok(26, 5, {"TransactionalId": "tx-v2", "ProducerId": pid,
+                             "ProducerEpoch": epoch, "Committed": True},
+                     lambda r: 0 if r["ErrorCode"] == 0 else -1 if r["ErrorCode"] == 51 else
+                     r["ErrorCode"], "raw EndTxn v5 retried (CONCURRENT_TRANSACTIONS meanwhile)")
+        check((r["ErrorCode"], r["ProducerId"], r["ProducerEpoch"]) == (0, pid, epoch + 1),
+              f"a retried EndTxn at the old epoch gets the same answer ({r})")
+        t0 = time.time()
+        while time.time() - t0 < 5 and lso(boot, 2) < hw_of(boot, 2):
+            time.sleep(0.05)
+        e = produce_v12(1, epoch, "v2-late")
+        check(e == 47, f"a late batch at the old epoch is refused with INVALID_PRODUCER_EPOCH ({e})")
+        e = produce_v12(0, epoch + 1, "v2-aborted")
+        check(e == 0, f"the next transaction (epoch {epoch + 1}, sequence 0) is taken ({e})")
+        aborted.append("v2-aborted")
+        r = until_ok(26, 5, {"TransactionalId": "tx-v2", "ProducerId": pid,
+                             "ProducerEpoch": epoch + 1, "Committed": False},
+                     lambda r: r["ErrorCode"], "raw EndTxn v5 abort")
+        check(r["ProducerEpoch"] == epoch + 2, f"an abort bumps the epoch too ({r})")
 
         # kill -9 in the middle of a transaction.
         k = producer(boot, "tx-killed", timeout_ms=3000)

@@ -5,9 +5,12 @@
 // fence older ones, coordinator epochs fence older coordinators), and transactional producers
 // that begin, add partitions, write, commit or abort, crash (the next incarnation's
 // InitProducerId fences the old one, which lives on as a zombie that keeps writing and trying to
-// commit) or go silent past their transaction timeout. Faults: marker writes that fail, state
-// writes that fail or are lost, and coordinator failovers (the partition is resigned and
-// elected again in a newer epoch: the state in memory goes, the durable log is replayed).
+// commit) or go silent past their transaction timeout. Producers speak transaction version 1
+// (AddPartitionsToTxn, the partition verifying) or version 2 (KIP-890 part 2: the partition
+// adds itself on the first write, EndTxn bumps the epoch and answers with the next one, and
+// some answers are lost so the EndTxn is retried at the old epoch). Faults: marker writes that
+// fail, state writes that fail or are lost, and coordinator failovers (the partition is resigned
+// and elected again in a newer epoch: the state in memory goes, the durable log is replayed).
 //
 // Invariants, checked once the run is quiesced (faults off, every producer finished or
 // crashed, time past every timeout, every pending write and marker delivered):
@@ -125,6 +128,7 @@ struct Client {
   std::set<int> parts;
   bool zombie = false;
   bool silent = false;  // stopped inside a transaction: the coordinator must time it out
+  bool tv2 = false;     // transaction version 2 (decided per incarnation)
 };
 
 struct World {
@@ -325,28 +329,95 @@ struct Sim {
             cl.incarnation, cl.txn, *it, cl.epoch, ok ? "ok" : "refused", st.c_str());
   }
 
+  // Version 2: a write to any partition; the partition's leader asks the coordinator to add
+  // the partition first when the producer has no transaction open there at its epoch.
+  void produce_v2(Client& cl) {
+    const int p = static_cast<int>(w.rng() % kDataPartitions);
+    const Rec rec{cl.index, cl.incarnation, cl.txn, cl.seq++};
+    Part& part = w.parts[static_cast<std::size_t>(p)];
+    auto open = part.open.find(cl.pid);
+    auto pe = part.epoch.find(cl.pid);
+    const bool opened = open != part.open.end() && !open->second.empty() &&
+                        pe != part.epoch.end() && pe->second == cl.epoch;
+    if (opened) {
+      const bool ok = part.write(cl.pid, cl.epoch, rec);
+      if (!ok) w.refused.insert(rec);
+      w.trace("client %d/%d txn %d: write to %d epoch %d: %s", cl.index, cl.incarnation, cl.txn, p,
+              cl.epoch, ok ? "ok" : "refused");
+      return;
+    }
+    TxnAddRequest a;
+    a.transactional_id = cl.id;
+    a.producer_id = cl.pid;
+    a.producer_epoch = cl.epoch;
+    a.tv2 = true;
+    a.partitions["data"].insert(p);
+    cl.st = Client::St::adding;
+    const int idx = cl.index, inc = cl.incarnation;
+    c.add_partitions(
+        std::move(a), [this, idx, inc, p, rec, pid = cl.pid, epoch = cl.epoch](TxnAddResult res) {
+          // The leader appends once the coordinator added the partition; a marker that came first
+          // (a timeout's abort at a bumped epoch) refuses it.
+          const ErrorCode e = res["data"][p];
+          const bool ok =
+              e == ErrorCode::none && w.parts[static_cast<std::size_t>(p)].write(pid, epoch, rec);
+          if (!ok) w.refused.insert(rec);
+          w.trace("client %d/%d: add+write to %d epoch %d: %d %s", idx, inc, p, epoch,
+                  static_cast<int>(e), ok ? "ok" : "refused");
+          Client* cl = find(idx, inc);
+          if (!cl || cl->st != Client::St::adding) return;
+          if (ok) cl->parts.insert(p);
+          if (e == ErrorCode::producer_fenced || e == ErrorCode::invalid_producer_id_mapping) {
+            // The producer learns it was fenced (a timeout's bump): it aborts, at its old epoch
+            // (the Java client sends that EndTxn even when no partition was added).
+            cl->st = Client::St::in_txn;
+            end(*cl, false);
+            return;
+          }
+          cl->st = cl->parts.empty() ? Client::St::ready : Client::St::in_txn;
+        });
+  }
+
   void end(Client& cl, bool commit) {
     cl.st = Client::St::ending;
     cl.commit = commit;
     const int idx = cl.index, inc = cl.incarnation, txn = cl.txn;
-    c.end_txn(
-        TxnEndRequest{cl.id, cl.pid, cl.epoch, commit}, [this, idx, inc, txn, commit](ErrorCode e) {
-          if (e == ErrorCode::none) w.acked[{idx, inc}][txn] = commit;
-          w.trace("client %d/%d txn %d: end(%s) -> %d", idx, inc, txn, commit ? "commit" : "abort",
-                  static_cast<int>(e));
-          Client* cl = find(idx, inc);
-          if (!cl || cl->st != Client::St::ending) return;
-          if (e == ErrorCode::none || e == ErrorCode::producer_fenced ||
-              e == ErrorCode::invalid_producer_id_mapping || e == ErrorCode::invalid_txn_state) {
-            cl->st = e == ErrorCode::none ? Client::St::ready : Client::St::dead;
-            ++cl->txn;
-            cl->seq = 0;
-            cl->parts.clear();
-          } else {
-            // Retriable: the clients send the same EndTxn again (never write on).
-            cl->st = Client::St::end_again;
-          }
-        });
+    c.end_txn(TxnEndRequest{cl.id, cl.pid, cl.epoch, commit, cl.tv2}, [this, idx, inc, txn,
+                                                                       commit](TxnEndResult res) {
+      ErrorCode e = res.error;
+      Client* cl = find(idx, inc);
+      // Version 2: an answer lost on the way; the client retries at its old epoch.
+      if (e == ErrorCode::none && cl && cl->tv2 && w.faults && w.chance(10)) {
+        w.trace("client %d/%d txn %d: end answer lost", idx, inc, txn);
+        if (cl->st == Client::St::ending) cl->st = Client::St::end_again;
+        return;
+      }
+      if (e == ErrorCode::none) w.acked[{idx, inc}][txn] = commit;
+      w.trace("client %d/%d txn %d: end(%s) -> %d (pid %" PRId64 " epoch %d)", idx, inc, txn,
+              commit ? "commit" : "abort", static_cast<int>(e), res.producer_id,
+              res.producer_epoch);
+      if (!cl || cl->st != Client::St::ending) return;
+      if (e == ErrorCode::none && cl->tv2) {
+        if (res.producer_id < 0 || res.producer_epoch < 0 ||
+            (res.producer_id == cl->pid && res.producer_epoch != cl->epoch + 1)) {
+          w.fail("EndTxn v5 answered producer " + std::to_string(res.producer_id) + " epoch " +
+                 std::to_string(res.producer_epoch) + " after epoch " + std::to_string(cl->epoch));
+        }
+        cl->pid = res.producer_id;
+        cl->epoch = res.producer_epoch;
+        w.pid_partition[cl->pid] = c.partition_of(cl->id);
+      }
+      if (e == ErrorCode::none || e == ErrorCode::producer_fenced ||
+          e == ErrorCode::invalid_producer_id_mapping || e == ErrorCode::invalid_txn_state) {
+        cl->st = e == ErrorCode::none ? Client::St::ready : Client::St::dead;
+        ++cl->txn;
+        cl->seq = 0;
+        cl->parts.clear();
+      } else {
+        // Retriable: the clients send the same EndTxn again (never write on).
+        cl->st = Client::St::end_again;
+      }
+    });
   }
 
   // One random action of a client.
@@ -357,13 +428,21 @@ struct Sim {
         if (!cl.zombie) start(cl);
         break;
       case Client::St::ready:
-        add(cl);
+        if (cl.tv2)
+          produce_v2(cl);
+        else
+          add(cl);
         break;
       case Client::St::end_again:
         end(cl, cl.commit);
         break;
       case Client::St::in_txn:
-        if (w.chance(60)) {
+        if (cl.tv2) {
+          if (w.chance(60))
+            produce_v2(cl);
+          else
+            end(cl, w.chance(70));
+        } else if (w.chance(60)) {
           produce(cl);
         } else if (w.chance(20)) {
           add(cl);
@@ -387,6 +466,7 @@ struct Sim {
     n.index = idx;
     n.incarnation = ++w.incarnations[idx];
     n.id = tid(idx);
+    n.tv2 = w.chance(50);
     w.clients.push_back(n);
   }
 
@@ -567,6 +647,7 @@ std::string run(std::uint64_t seed, bool broken, bool verify, bool verbose) {
     Client cl;
     cl.index = i;
     cl.id = tid(i);
+    cl.tv2 = w.chance(50);
     w.clients.push_back(cl);
   }
   Sim sim{w, r, c, verify};

@@ -45,6 +45,15 @@ void api_versions(RequestPtr r) {
   for (const auto& h : api_handlers())
     if (serves(h, r->rc, r->dispatcher.listener()))
       resp.api_keys.push_back({h.key, h.min_version, h.max_version});
+  // Features (KIP-584): only transaction.version, the one whose level changes what clients
+  // send (the Java client takes version 2 from the finalized level). Kafka leaves features
+  // whose minimum is 0 out of v3 answers (KAFKA-17492: older clients reject them).
+  if (r->version() >= 4) resp.supported_features.push_back({"transaction.version", 0, 2});
+  const std::int16_t tv = r->rc.settings->transaction_version;
+  resp.finalized_features.push_back({"transaction.version", tv, tv});
+  // Clients adopt finalized features only from an epoch above -1 (Kafka's is the metadata
+  // offset that set them; the level here is fixed for the process's life).
+  resp.finalized_features_epoch = 1;
   r->reply(resp);
 }
 

@@ -69,7 +69,10 @@ void produce_on_shard(ReactorContext& shard_ctx, ProduceCtx& ctx, std::size_t i,
     return;
   }
   const io::BatchInfo info = io::batch::parse_header(s.batch.data());
-  if (!(*p)->needs_verification(info)) {
+  // Transaction version 2's clients (Produce v12+) never send AddPartitionsToTxn: the first
+  // batch of a transaction on a partition adds the partition (KIP-890 part 2).
+  const bool add = ctx.req->version() >= 12;
+  if (!(*p)->needs_verification(info, add)) {
     start_produce(ctx, s, **p);
     return;
   }
@@ -79,28 +82,32 @@ void produce_on_shard(ReactorContext& shard_ctx, ProduceCtx& ctx, std::size_t i,
     s.done();
     return;
   }
-  const std::uint64_t token = (*p)->begin_verification(info.producer_id, info.producer_epoch);
-  verify_txn_partition(shard_ctx, *ctx.body.transactional_id, info.producer_id, info.producer_epoch,
-                       std::string(s.topic), s.partition,
-                       [&shard_ctx, &ctx, &s, token, pid = info.producer_id](ErrorCode e) {
-                         auto again = shard_ctx.shard->lookup(s.topic, s.partition);
-                         if (again) (*again)->end_verification(pid, token);
-                         if (e != ErrorCode::none) {
-                           s.error = e;
-                           s.message =
-                               "the transaction coordinator did not confirm the "
-                               "partition is in the transaction";
-                           s.done();
-                           return;
-                         }
-                         if (!again) {
-                           s.error = again.error();
-                           s.done();
-                           return;
-                         }
-                         s.verification = token;
-                         start_produce(ctx, s, **again);
-                       });
+  const std::uint64_t token = (*p)->begin_verification(info.producer_id, info.producer_epoch, add);
+  TxnPartitionCheck c{*ctx.body.transactional_id, info.producer_id, info.producer_epoch,
+                      std::string(s.topic),       s.partition,      add};
+  check_txn_partition(
+      shard_ctx, std::move(c),
+      [&shard_ctx, &ctx, &s, token, add, pid = info.producer_id](ErrorCode e) {
+        auto again = shard_ctx.shard->lookup(s.topic, s.partition);
+        if (again) (*again)->end_verification(pid, token);
+        e = produce_error_of(e);
+        if (e != ErrorCode::none) {
+          s.error = e;
+          s.message = add ? "the transaction coordinator did not add the partition to the "
+                            "transaction"
+                          : "the transaction coordinator did not confirm the partition is in "
+                            "the transaction";
+          s.done();
+          return;
+        }
+        if (!again) {
+          s.error = again.error();
+          s.done();
+          return;
+        }
+        s.verification = token;
+        start_produce(ctx, s, **again);
+      });
 }
 
 void respond(std::unique_ptr<ProduceCtx> ctx) {

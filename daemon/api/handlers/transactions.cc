@@ -2,9 +2,10 @@
 // EndTxn (the transaction coordinator, coordinator/txn_coordinator.h), TxnOffsetCommit (the
 // group coordinator) and WriteTxnMarkers (the partitions' leaders, daemon/txn_markers.h).
 // Each decodes here, checks what needs this reactor's image (unknown topics), hands the work
-// to the coordinator thread and answers on this reactor. Versions are served up to the last one
-// of transaction version 1; an older version that does not know PRODUCER_FENCED gets
-// INVALID_PRODUCER_EPOCH, as Kafka answers it.
+// to the coordinator thread and answers on this reactor. Versions are Kafka 4.1's, with
+// transaction version 2 (KIP-890 part 2: EndTxn v5 bumps the epoch and answers with the next
+// one; TxnOffsetCommit v5 and Produce v12 add their partitions themselves). An older version
+// that does not know PRODUCER_FENCED gets INVALID_PRODUCER_EPOCH, as Kafka answers it.
 #include <memory>
 #include <regex>
 
@@ -110,6 +111,8 @@ void add_partitions_to_txn(RequestPtr r) {
     a.producer_id = t.producer_id;
     a.producer_epoch = t.producer_epoch;
     a.verify_only = t.verify_only;
+    // A broker's add (v4+, not verify-only) is for a producer of transaction version 2.
+    a.tv2 = v >= 4 && !t.verify_only;
     bool unknown = false;
     for (const auto& tp : t.topics)
       for (std::int32_t p : tp.partitions) {
@@ -207,15 +210,18 @@ void end_txn(RequestPtr r) {
   kafka::EndTxnRequest body;
   if (!r->decode(body)) return;
   coordinator::TxnEndRequest req{std::move(body.transactional_id), body.producer_id,
-                                 body.producer_epoch, body.committed};
-  via_txn_coordinator<ErrorCode>(
+                                 body.producer_epoch, body.committed, r->version() >= 5};
+  via_txn_coordinator<coordinator::TxnEndResult>(
       std::move(r),
       [req = std::move(req)](TxnCoordinator& c, auto done) mutable {
         c.end_txn(std::move(req), std::move(done));
       },
-      [](RequestPtr r, ErrorCode e) {
+      [](RequestPtr r, coordinator::TxnEndResult res) {
         kafka::EndTxnResponse resp;
-        resp.error_code = kafka::code(for_version(e, r->version(), 2));
+        resp.error_code = kafka::code(for_version(res.error, r->version(), 2));
+        // v5: what the producer's next transaction uses (the epoch bumped by this end).
+        resp.producer_id = res.error == ErrorCode::none ? res.producer_id : -1;
+        resp.producer_epoch = res.error == ErrorCode::none ? res.producer_epoch : -1;
         r->reply(resp);
       });
 }
@@ -239,6 +245,21 @@ void txn_offset_commit(RequestPtr r) {
                           ? ErrorCode::none
                           : ErrorCode::unknown_topic_or_partition);
     }
+  // Transaction version 2 (v5+): no AddOffsetsToTxn from the client; the group's partition of
+  // __consumer_offsets joins the transaction here, before the offsets are written.
+  std::optional<TxnPartitionCheck> add;
+  if (r->version() >= 5) {
+    const replication::TopicState* ot = r->rc.image->topic(coordinator::kOffsetsTopic);
+    add =
+        TxnPartitionCheck{body.transactional_id,
+                          body.producer_id,
+                          body.producer_epoch,
+                          std::string(coordinator::kOffsetsTopic),
+                          ot ? coordinator::partition_for(
+                                   body.group_id, static_cast<std::int32_t>(ot->partitions.size()))
+                             : -1,
+                          true};
+  }
   auto answer = [body = std::move(body), early](RequestPtr r, coordinator::CommitResult res) {
     kafka::TxnOffsetCommitResponse resp;
     std::size_t i = 0;
@@ -256,17 +277,33 @@ void txn_offset_commit(RequestPtr r) {
     }
     r->reply(resp);
   };
+  const std::size_t n = early.size();
   if (std::any_of(early.begin(), early.end(), [](ErrorCode e) { return e != ErrorCode::none; })) {
-    answer(std::move(r),
-           coordinator::CommitResult(early.size(), ErrorCode::operation_not_attempted));
+    answer(std::move(r), coordinator::CommitResult(n, ErrorCode::operation_not_attempted));
     return;
   }
-  via_coordinator<coordinator::CommitResult>(
-      std::move(r),
-      [cr = std::move(cr)](coordinator::GroupCoordinator& g, auto done) mutable {
-        g.commit_offsets(std::move(cr), std::move(done));
-      },
-      std::move(answer));
+  auto commit = [cr = std::move(cr), answer](RequestPtr r) mutable {
+    via_coordinator<coordinator::CommitResult>(
+        std::move(r),
+        [cr = std::move(cr)](coordinator::GroupCoordinator& g, auto done) mutable {
+          g.commit_offsets(std::move(cr), std::move(done));
+        },
+        std::move(answer));
+  };
+  if (!add) return commit(std::move(r));
+  if (add->partition < 0)
+    return answer(std::move(r), coordinator::CommitResult(n, ErrorCode::coordinator_not_available));
+  ReactorContext& rc = r->rc;
+  check_txn_partition(
+      rc, std::move(*add),
+      [r = std::move(r), commit = std::move(commit), answer, n](ErrorCode e) mutable {
+        if (e == ErrorCode::none) return commit(std::move(r));
+        // Kafka's mapping for the group coordinator's writes (CoordinatorOperationExceptionHelper).
+        if (e == ErrorCode::network_exception) e = ErrorCode::coordinator_load_in_progress;
+        if (e == ErrorCode::not_enough_replicas || e == ErrorCode::request_timed_out)
+          e = ErrorCode::coordinator_not_available;
+        answer(std::move(r), coordinator::CommitResult(n, e));
+      });
 }
 
 // WriteTxnMarkers from another broker's transaction coordinator: each partition's marker on

@@ -1,7 +1,9 @@
 // The __consumer_offsets record formats against bytes written out by hand from Kafka's record
 // schemas (OffsetCommitKey/Value, GroupMetadataKey/Value), the group -> partition mapping
-// against Java's String.hashCode, and the consumer subscription's topic list.
+// against Java's String.hashCode, the consumer subscription's topic list, and
+// __transaction_state's TransactionLogValue v0 and v1 (KIP-890's tagged fields).
 #include "coordinator/records.h"
+#include "coordinator/txn_records.h"
 
 #include <gtest/gtest.h>
 
@@ -233,6 +235,52 @@ TEST(Records, SubscriptionTopics) {
   EXPECT_EQ(*t, (std::vector<std::string>{"a", "bc"}));
   EXPECT_FALSE(subscription_topics(b({0x00, 0x00, 0, 0, 0, 5})).has_value());
   EXPECT_FALSE(subscription_topics(b({0x00})).has_value());
+}
+
+TEST(TxnRecords, ValueV1IsFlexibleWithKip890TaggedFields) {
+  TxnValue v;
+  v.producer_id = 5;
+  v.producer_epoch = 3;
+  v.timeout_ms = 60000;
+  v.state = TxnState::ongoing;
+  v.partitions["t"] = {0};
+  v.last_update_ms = 7;
+  v.start_ms = 6;
+  v.client_transaction_version = 2;
+  // Version 1, fixed fields, compact array of {compact string, compact int32 array, no tags},
+  // the timestamps, then one tagged field: tag 2 (ClientTransactionVersion), 2 bytes.
+  const Bytes want =
+      b({0, 1, 0, 0, 0, 0, 0, 0, 0, 5, 0, 3, 0, 0, 0xEA, 0x60, 1, 2, 2, 't', 2, 0, 0, 0,
+         0, 0, 0, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 0, 0,    0,    0, 6, 1, 2,   2, 0, 2});
+  EXPECT_EQ(encode_txn_value(v), want);
+  auto back = decode_txn_value(want);
+  ASSERT_TRUE(back.has_value()) << back.error();
+  EXPECT_EQ(*back, v);
+  // Every tagged field, in tag order, round trips; so does v0 (none set).
+  v.previous_producer_id = 4;
+  v.next_producer_id = 9;
+  v.next_producer_epoch = 0;
+  auto all = decode_txn_value(encode_txn_value(v));
+  ASSERT_TRUE(all.has_value()) << all.error();
+  EXPECT_EQ(*all, v);
+  TxnValue v0 = v;
+  v0.previous_producer_id = v0.next_producer_id = -1;
+  v0.next_producer_epoch = -1;
+  v0.client_transaction_version = 0;
+  const Bytes e0 = encode_txn_value(v0);
+  EXPECT_EQ(e0[1], std::byte{0}) << "without KIP-890 fields: version 0";
+  auto back0 = decode_txn_value(e0);
+  ASSERT_TRUE(back0.has_value());
+  EXPECT_EQ(*back0, v0);
+  // Kafka writes null partitions for Empty: read as none. Unknown tags are skipped.
+  Bytes nul = b({0, 1, 0, 0, 0, 0, 0, 0, 0, 5, 0, 3, 0, 0, 0xEA, 0x60, 0, 0, 0,
+                 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0, 6,    1,    9, 1, 0x55});
+  auto n = decode_txn_value(nul);
+  ASSERT_TRUE(n.has_value()) << n.error();
+  EXPECT_TRUE(n->partitions.empty());
+  EXPECT_EQ(n->state, TxnState::empty);
+  nul.pop_back();
+  EXPECT_FALSE(decode_txn_value(nul).has_value()) << "a truncated tagged field is an error";
 }
 
 }  // namespace
