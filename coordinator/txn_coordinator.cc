@@ -703,6 +703,42 @@ void TxnCoordinator::abort_timed_out(std::int64_t now_ms) {
   }
 }
 
+void TxnCoordinator::expire_ids(std::int64_t now_ms) {
+  std::vector<std::string> due;
+  for (const auto& [id, t] : txns_) {
+    if (t->busy || !t->parked.empty() ||
+        slots_[static_cast<std::size_t>(t->partition)].state != LoadState::loaded)
+      continue;
+    const TxnState st = t->v.state;
+    if (st != TxnState::empty && st != TxnState::complete_commit &&
+        st != TxnState::complete_abort)
+      continue;
+    if (t->v.last_update_ms >= 0 && now_ms - t->v.last_update_ms > opts_.id_expiration_ms)
+      due.push_back(id);
+  }
+  for (const std::string& id : due) {
+    Txn& t = *find(id);
+    t.busy = true;  // requests meanwhile get CONCURRENT_TRANSACTIONS, then start afresh
+    const std::uint64_t term = slots_[static_cast<std::size_t>(t.partition)].term;
+    store_->append(t.partition, one_record_batch(encode_txn_key(id), std::nullopt),
+                   [this, id, p = t.partition, term](std::optional<io::Error> err) {
+                     Txn* t = find(id);
+                     if (!t || slots_[static_cast<std::size_t>(p)].term != term) return;
+                     if (err) {
+                       t->busy = false;  // tried again at the next check
+                       return;
+                     }
+                     LOG_INFO("transaction coordinator: transactional id %s expired (producer "
+                              "%" PRId64 ")",
+                              id.c_str(), t->v.producer_id);
+                     if (t->retry.armed()) reactor_.disarm(&t->retry);
+                     fail_parked(*t, ErrorCode::concurrent_transactions);
+                     txns_.erase(id);
+                     ++stats_.expired;
+                   });
+  }
+}
+
 void TxnCoordinator::on_abort_timer(io::Timer* timer) {
   auto* self = static_cast<AbortTimer*>(timer)->self;
   if (self->shutting_down_) return;
@@ -711,7 +747,12 @@ void TxnCoordinator::on_abort_timer(io::Timer* timer) {
     self->slots_[p].state = LoadState::inactive;
     self->activate(static_cast<std::int32_t>(p), self->slots_[p].epoch);
   }
-  self->abort_timed_out(self->now_ms());
+  const std::int64_t now = self->now_ms();
+  self->abort_timed_out(now);
+  if (now - self->last_expiration_check_ms_ >= self->opts_.id_expiration_check_ms) {
+    self->last_expiration_check_ms_ = now;
+    self->expire_ids(now);
+  }
   self->reactor_.arm(&self->abort_timer_,
                      mono_ns() + self->opts_.abort_check_interval_ms * 1'000'000);
 }

@@ -130,6 +130,8 @@ class TxnCoordinator {
     std::int32_t max_timeout_ms = 900000;                    // transaction.max.timeout.ms
     std::int64_t abort_check_interval_ms = 10000;            // ...abort.timed.out...interval.ms
     std::int64_t id_expiration_ms = 7LL * 24 * 3600 * 1000;  // transactional.id.expiration.ms
+    // transaction.remove.expired.transaction.cleanup.interval.ms
+    std::int64_t id_expiration_check_ms = 3600000;
     std::int64_t marker_retry_ms = 100;
     std::int64_t load_retry_ms = 1000;
     // The wall clock transactions are timed by (empty: base/clock.h's wall_ms); the
@@ -168,6 +170,11 @@ class TxnCoordinator {
   void list(TxnListRequest req, Done<std::vector<ListedTxn>> done);
   // Aborts every transaction older than its timeout now (normally on a timer).
   void abort_timed_out(std::int64_t now_ms);
+  // Removes the transactional ids idle (Empty or Complete*) for longer than
+  // transactional.id.expiration.ms: a tombstone in __transaction_state each, as Kafka writes
+  // (normally on a timer, every id_expiration_check_ms). Their producers start over at a new
+  // producer id.
+  void expire_ids(std::int64_t now_ms);
 
   struct Stats {
     std::uint64_t commits = 0;
@@ -176,6 +183,7 @@ class TxnCoordinator {
     std::uint64_t markers_written = 0;
     std::uint64_t marker_retries = 0;
     std::uint64_t ended_v2 = 0;  // ends of transaction version 2 (EndTxn v5+) answered
+    std::uint64_t expired = 0;   // transactional ids removed after their expiration
   };
   const Stats& stats() const { return stats_; }
   std::size_t transaction_count() const { return txns_.size(); }
@@ -229,6 +237,7 @@ class TxnCoordinator {
   struct AbortTimer : io::Timer {
     TxnCoordinator* self = nullptr;
   } abort_timer_;
+  std::int64_t last_expiration_check_ms_ = -1;
   Stats stats_;
 };
 

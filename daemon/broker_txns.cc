@@ -44,6 +44,8 @@ coordinator::TxnCoordinator::Options txn_coordinator_options(const Config& c) {
   o.abort_check_interval_ms =
       c.get_int("transaction.abort.timed.out.transaction.cleanup.interval.ms");
   o.id_expiration_ms = c.get_int("transactional.id.expiration.ms");
+  o.id_expiration_check_ms =
+      c.get_int("transaction.remove.expired.transaction.cleanup.interval.ms");
   return o;
 }
 

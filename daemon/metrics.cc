@@ -407,6 +407,8 @@ void write_txn_coordinator(Writer& w, const BrokerSample& s) {
   counter("samsa_txn_coordinator_marker_retries_total",
           "Rounds of markers sent again after a partition refused or missed one.",
           t.stats.marker_retries);
+  counter("samsa_txn_coordinator_expired_ids_total",
+          "Transactional ids removed after transactional.id.expiration.ms.", t.stats.expired);
   counter("samsa_txn_coordinator_ended_v2_total",
           "Transactions ended with transaction version 2 (EndTxn v5+: an epoch bump each).",
           t.stats.ended_v2);

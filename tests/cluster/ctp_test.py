@@ -38,7 +38,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from cluster_harness import check, log, loopback_cluster, skip_or_fail  # noqa: E402
+from cluster_harness import check, free_port, log, loopback_cluster, skip_or_fail  # noqa: E402
 
 import kproto  # noqa: E402
 
@@ -185,6 +185,20 @@ def read_all(boot: str, isolation: str, timeout: float = 120) -> list[str]:
     return got
 
 
+def prometheus(node) -> dict[str, float]:
+    """The node's unlabelled samples (GET /metrics on samsa.metrics.listen)."""
+    import urllib.request
+    with urllib.request.urlopen(f"http://{node.props['samsa.metrics.listen']}/metrics",
+                                timeout=5) as r:
+        text = r.read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#") and "{" not in line:
+            k, v = line.split()
+            out[k] = float(v)
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--samsad", required=True)
@@ -220,7 +234,8 @@ def main() -> int:
             "transaction.state.log.num.partitions": "3",
             "transaction.state.log.replication.factor": "3",
             "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
-            "group.initial.rebalance.delay.ms": "0"})
+            "group.initial.rebalance.delay.ms": "0"},
+        broker_props={"samsa.metrics.listen": lambda: f"127.0.0.1:{free_port()}"})
     nodes = [controller] + list(brokers.values())
     loop: Loop | None = None
     watch: Watch | None = None
@@ -344,6 +359,16 @@ def main() -> int:
               f"{dup} duplicates, {missing} missing)")
         check(not watch.twice, f"the read_committed watcher never saw a record twice "
                                f"({len(watch.twice)}: {watch.twice[:3]})")
+        # The Java 4.1 client takes transaction version 2 from ApiVersions: its adds come from
+        # the partitions' leaders (inter-broker AddPartitionsToTxn), each EndTxn bumps the epoch.
+        ended = 0.0
+        for b in brokers.values():
+            try:
+                ended += prometheus(b).get("samsa_txn_coordinator_ended_v2_total", 0)
+            except OSError:
+                pass
+        check(ended > 0, f"the loop used transaction version 2 ({ended:.0f} EndTxn v5 answered "
+                         f"since the brokers' last starts)")
         unc = read_all(boot, "read_uncommitted")
         log(f"{len(unc) - len(got)} aborted records in the output (read_uncommitted only), "
             f"{loop.n} loop incarnations")

@@ -580,6 +580,52 @@ struct Sim {
     }
   }
 
+  // Past transactional.id.expiration.ms every id is idle: each goes (a tombstone), stays gone
+  // through a failover's replay, and a new producer with the id starts at a new producer id.
+  void expire() {
+    std::map<std::string, std::int64_t> before;
+    for (int i = 0; i < kProducers; ++i)
+      c.describe({tid(i)}, [&](std::vector<DescribedTxn> d) {
+        if (d.front().error == ErrorCode::none) before[tid(i)] = d.front().producer_id;
+      });
+    w.now += 8LL * 24 * 3600 * 1000;
+    c.expire_ids(w.now);
+    while (in_flight())
+      deliver_one();
+    turn();
+    auto gone = [&](const char* when) {
+      for (const auto& [id, pid] : before) {
+        ErrorCode e = ErrorCode::none;
+        c.describe({id}, [&](std::vector<DescribedTxn> d) { e = d.front().error; });
+        if (e != ErrorCode::transactional_id_not_found) {
+          w.fail(id + " outlived transactional.id.expiration.ms " + when + " (" +
+                 std::to_string(static_cast<int>(e)) + ")");
+          return false;
+        }
+      }
+      return true;
+    };
+    if (!gone("in memory")) return;
+    for (std::int32_t p = 0; p < kStatePartitions; ++p) {
+      c.deactivate(p, w.coord_epoch[static_cast<std::size_t>(p)] + 1);
+      w.coord_epoch[static_cast<std::size_t>(p)] += 2;
+      c.activate(p, w.coord_epoch[static_cast<std::size_t>(p)]);
+    }
+    turn();
+    if (!gone("after a failover's replay")) return;
+    for (const auto& [id, pid] : before) {
+      std::int64_t fresh = -2;
+      c.init_producer_id(TxnInitRequest{id, kTimeoutMs, -1, -1},
+                         [&](TxnInitResult r) { fresh = r.producer_id; });
+      while (in_flight())
+        deliver_one();
+      turn();
+      if (fresh == pid || fresh < 0)
+        w.fail(id + " after expiring: producer id " + std::to_string(fresh) + " (was " +
+               std::to_string(pid) + ")");
+    }
+  }
+
   void check() {
     std::map<std::tuple<int, int, int>, std::set<bool>> outcome;
     for (std::size_t p = 0; p < w.parts.size(); ++p) {
@@ -657,6 +703,7 @@ std::string run(std::uint64_t seed, bool broken, bool verify, bool verbose) {
     sim.step();
   sim.quiesce();
   sim.check();
+  if (w.violation.empty()) sim.expire();
   return w.violation;
 }
 
