@@ -314,7 +314,43 @@ void TxnCoordinator::drain_parked(const std::string& id) {
     return;
   auto parked = std::move(t->parked);
   t->parked.clear();
-  for (auto& [req, done] : parked)
+  // Adds of one producer at one epoch become one transition (one write): with version 2 each
+  // partition's leader asks on its own, so a transaction's first produce request brings one
+  // add per partition at once, and one at a time they would queue behind each other's writes.
+  std::vector<std::pair<TxnAddRequest, Done<TxnAddResult>>> singles;
+  std::map<std::pair<std::int64_t, std::int16_t>,
+           std::vector<std::pair<TxnAddRequest, Done<TxnAddResult>>>>
+      groups;
+  for (auto& [req, done] : parked) {
+    if (req.verify_only) {
+      singles.emplace_back(std::move(req), std::move(done));
+    } else {
+      groups[{req.producer_id, req.producer_epoch}].emplace_back(std::move(req), std::move(done));
+    }
+  }
+  for (auto& [key, reqs] : groups) {
+    if (reqs.size() == 1) {
+      singles.push_back(std::move(reqs.front()));
+      continue;
+    }
+    TxnAddRequest all = reqs.front().first;
+    for (std::size_t i = 1; i < reqs.size(); ++i) {
+      for (const auto& [topic, ps] : reqs[i].first.partitions)
+        all.partitions[topic].insert(ps.begin(), ps.end());
+      all.tv2 = all.tv2 || reqs[i].first.tv2;
+    }
+    auto waiting = std::make_shared<decltype(reqs)>(std::move(reqs));
+    add_partitions(std::move(all), [waiting](TxnAddResult res) {
+      for (auto& [req, done] : *waiting) {
+        TxnAddResult out;
+        for (const auto& [topic, ps] : req.partitions)
+          for (std::int32_t p : ps)
+            out[topic][p] = res[topic][p];
+        done(std::move(out));
+      }
+    });
+  }
+  for (auto& [req, done] : singles)
     add_partitions(std::move(req), std::move(done));
 }
 
@@ -420,7 +456,8 @@ void TxnCoordinator::add_partitions(TxnAddRequest req, Done<TxnAddResult> done) 
   // bounded, instead of CONCURRENT_TRANSACTIONS (the Java client would back off 20 ms each).
   if (!req.verify_only && completing &&
       (req.producer_id == t->v.producer_id || req.producer_id == t->v.next_producer_id)) {
-    constexpr std::size_t kMaxParked = 16;
+    // Bounded (a producer's pipelined batches over many partitions stay well below it).
+    constexpr std::size_t kMaxParked = 256;
     if (t->parked.size() < kMaxParked) {
       t->parked.emplace_back(std::move(req), std::move(done));
       return;
@@ -710,8 +747,7 @@ void TxnCoordinator::expire_ids(std::int64_t now_ms) {
         slots_[static_cast<std::size_t>(t->partition)].state != LoadState::loaded)
       continue;
     const TxnState st = t->v.state;
-    if (st != TxnState::empty && st != TxnState::complete_commit &&
-        st != TxnState::complete_abort)
+    if (st != TxnState::empty && st != TxnState::complete_commit && st != TxnState::complete_abort)
       continue;
     if (t->v.last_update_ms >= 0 && now_ms - t->v.last_update_ms > opts_.id_expiration_ms)
       due.push_back(id);
@@ -728,9 +764,10 @@ void TxnCoordinator::expire_ids(std::int64_t now_ms) {
                        t->busy = false;  // tried again at the next check
                        return;
                      }
-                     LOG_INFO("transaction coordinator: transactional id %s expired (producer "
-                              "%" PRId64 ")",
-                              id.c_str(), t->v.producer_id);
+                     LOG_INFO(
+                         "transaction coordinator: transactional id %s expired (producer "
+                         "%" PRId64 ")",
+                         id.c_str(), t->v.producer_id);
                      if (t->retry.armed()) reactor_.disarm(&t->retry);
                      fail_parked(*t, ErrorCode::concurrent_transactions);
                      txns_.erase(id);

@@ -312,3 +312,17 @@ def metadata_batches(node) -> dict[int, bytes]:
         out[base] = data[pos:pos + 12 + length]
         pos += 12 + length
     return out
+
+
+def prometheus(node) -> dict[str, float]:
+    """The node's unlabelled Prometheus samples (GET /metrics on samsa.metrics.listen)."""
+    import urllib.request
+    with urllib.request.urlopen(f"http://{node.props['samsa.metrics.listen']}/metrics",
+                                timeout=5) as r:
+        text = r.read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#") and "{" not in line:
+            k, v = line.split()
+            out[k] = float(v)
+    return out

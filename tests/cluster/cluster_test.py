@@ -34,6 +34,7 @@ from cluster_harness import (BROKERS, NOT_LEADER, check, free_port, kproto,  # n
                              leader_epoch, log, loopback_cluster, metadata, metadata_topic_id,
                              skip_or_fail, topic_md)
 from cluster_harness import Node  # noqa: E402,F401  (dpdk_cluster_test.py uses ct.Node)
+from cluster_harness import prometheus  # noqa: E402
 
 INVALID_RF = 38
 
@@ -379,7 +380,7 @@ def main() -> int:
             time.sleep(0.02)
         shrink = time.time() - stopped
         check(stalled not in isr_of(), f"stalled broker {stalled} left the ISR of {name}-0")
-        gauges = metrics(brokers[leader])
+        gauges = prometheus(brokers[leader])
         check(gauges.get("samsa_under_replicated_partitions", 0) >= 1 and
               gauges.get("samsa_under_min_isr_partitions", 0) >= 1 and
               gauges.get("samsa_offline_partitions") == 0,
@@ -403,7 +404,7 @@ def main() -> int:
             text = f.read()
         check(f"ISR of {name}-0 is now 3 of its replicas" in text,
               f"the leader {leader} grew the ISR through AlterPartition")
-        gauges = metrics(brokers[leader])
+        gauges = prometheus(brokers[leader])
         check(gauges.get("samsa_isr_expands_total", 0) >= 1 and
               gauges.get("samsa_under_min_isr_partitions") == 0,
               f"... and counted it (ISR expands {gauges.get('samsa_isr_expands_total')}, "
@@ -509,20 +510,6 @@ def main() -> int:
             log(f"data and logs kept in {root}")
         else:
             shutil.rmtree(root, ignore_errors=True)
-
-
-def metrics(node) -> dict[str, float]:
-    """The node's unlabelled Prometheus samples (GET /metrics on samsa.metrics.listen)."""
-    import urllib.request
-    with urllib.request.urlopen(f"http://{node.props['samsa.metrics.listen']}/metrics",
-                                timeout=5) as r:
-        text = r.read().decode()
-    out = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#") and "{" not in line:
-            k, v = line.split()
-            out[k] = float(v)
-    return out
 
 
 def segment_bytes(node, topic: str, partition: int) -> bytes:

@@ -38,7 +38,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from cluster_harness import check, free_port, log, loopback_cluster, skip_or_fail  # noqa: E402
+from cluster_harness import (check, free_port, log, loopback_cluster,  # noqa: E402
+                             prometheus, skip_or_fail)
 
 import kproto  # noqa: E402
 
@@ -183,20 +184,6 @@ def read_all(boot: str, isolation: str, timeout: float = 120) -> list[str]:
     c.close()
     log(f"read {len(got)} records ({isolation}) of ends {ends}")
     return got
-
-
-def prometheus(node) -> dict[str, float]:
-    """The node's unlabelled samples (GET /metrics on samsa.metrics.listen)."""
-    import urllib.request
-    with urllib.request.urlopen(f"http://{node.props['samsa.metrics.listen']}/metrics",
-                                timeout=5) as r:
-        text = r.read().decode()
-    out = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#") and "{" not in line:
-            k, v = line.split()
-            out[k] = float(v)
-    return out
 
 
 def main() -> int:
