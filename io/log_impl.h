@@ -258,6 +258,8 @@ class Log::Impl final : public TurnHook {
   Result<void> load_closed(Segment& s, std::int64_t next_base);
   Result<bool> load_clean_active(Segment& s);
   Result<bool> recover_segment(Segment& s, bool last, std::int64_t next_base);
+  Result<void> drop_lost_segments(std::vector<std::int64_t>& bases, std::size_t scan_from,
+                                  bool* removed);
   Result<void> close_active_index(Segment& s);
   // Starts a new segment. The old one's index files are written and synced by the offload
   // (write_index = false when the old segment is about to be removed anyway).

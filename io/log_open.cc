@@ -271,6 +271,38 @@ Result<std::vector<std::int64_t>> Log::Impl::list_segments(bool* removed) {
   return bases;
 }
 
+// A compacted log may end a segment in a gap, so recovery cannot tell lost writes from a gap
+// by offsets alone; but in the scanned (unsynced) part a segment file left empty is lost
+// writes: rolls create a segment with the batch that starts it. Everything written from the
+// end of the previous segment's data on went with it (unsynced writes vanish from the first
+// lost one on), so the log ends there: the segments from the empty one on are removed, and the
+// previous one (scanned too) becomes the active one, ending at its data. Without this the log
+// would claim the lost offsets as a gap with nothing after it, and a consumer could never
+// reach its end.
+Result<void> Log::Impl::drop_lost_segments(std::vector<std::int64_t>& bases, std::size_t scan_from,
+                                           bool* removed) {
+  for (std::size_t k = std::max<std::size_t>(scan_from + 1, 1); k < bases.size(); ++k) {
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(path_of(bases[k], kLogSuffix), ec);
+    if (ec || size != 0) continue;
+    for (std::size_t j = k; j < bases.size(); ++j) {
+      LOG_WARN("removing %s: the writes from %s's end on were lost (an empty segment follows it)",
+               path_of(bases[j], kLogSuffix).c_str(), path_of(bases[k - 1], kLogSuffix).c_str());
+      Segment tmp;
+      tmp.base = bases[j];
+      remove_segment_files(tmp, false);
+    }
+    bases.resize(k);
+    *removed = true;
+    // The previous segment is the active one now; its index files get rewritten on roll.
+    for (const char* suffix : {kIndexSuffix, kTimeIndexSuffix}) {
+      if (auto r = detail::write_whole_file(path_of(bases.back(), suffix), {}); !r) return r;
+    }
+    return {};
+  }
+  return {};
+}
+
 // Opens the segments: those before the one holding the recovery point are trusted (index
 // checked), from it on they are scanned; a clean shutdown trusts all of them. A scan that cut
 // a torn tail removes the segments after it.
@@ -285,12 +317,17 @@ Result<void> Log::Impl::open_segments(const std::vector<std::int64_t>& bases,
       if (bases[i] <= opts.recovery_point) scan_from = i;
     }
   }
-  for (std::size_t i = 0; i < bases.size(); ++i) {
+  std::vector<std::int64_t> kept = bases;
+  if (gaps_ok_) {
+    if (auto r = drop_lost_segments(kept, scan_from, removed); !r) return r;
+  }
+  const std::vector<std::int64_t>& segs = kept;
+  for (std::size_t i = 0; i < segs.size(); ++i) {
     auto s = std::make_unique<Segment>();
-    s->base = bases[i];
+    s->base = segs[i];
     if (auto r = open_segment_file(*s, false); !r) return r;
-    bool last = i + 1 == bases.size();
-    std::int64_t next_base = last ? -1 : bases[i + 1];
+    bool last = i + 1 == segs.size();
+    std::int64_t next_base = last ? -1 : segs[i + 1];
     bool cut = false;
     if (i < scan_from) {
       if (!last) {
@@ -313,11 +350,11 @@ Result<void> Log::Impl::open_segments(const std::vector<std::int64_t>& bases,
     }
     segs_.push_back(std::move(s));
     if (cut && !last) {
-      for (std::size_t j = i + 1; j < bases.size(); ++j) {
+      for (std::size_t j = i + 1; j < segs.size(); ++j) {
         LOG_WARN("removing %s: it follows the truncated tail",
-                 path_of(bases[j], kLogSuffix).c_str());
+                 path_of(segs[j], kLogSuffix).c_str());
         Segment tmp;
-        tmp.base = bases[j];
+        tmp.base = segs[j];
         remove_segment_files(tmp, false);
       }
       *removed = true;
