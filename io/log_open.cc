@@ -272,33 +272,37 @@ Result<std::vector<std::int64_t>> Log::Impl::list_segments(bool* removed) {
 }
 
 // A compacted log may end a segment in a gap, so recovery cannot tell lost writes from a gap
-// by offsets alone; but in the scanned (unsynced) part a segment file left empty is lost
-// writes: rolls create a segment with the batch that starts it. Everything written from the
-// end of the previous segment's data on went with it (unsynced writes vanish from the first
-// lost one on), so the log ends there: the segments from the empty one on are removed, and the
-// previous one (scanned too) becomes the active one, ending at its data. Without this the log
-// would claim the lost offsets as a gap with nothing after it, and a consumer could never
-// reach its end.
+// by offsets alone. But when the scanned (unsynced) part ends in segment files left empty,
+// those are lost writes: rolls create a segment with the batch that starts it, and unsynced
+// writes vanish from the first lost one on, so everything after it is empty too. The log then
+// ends at the data before them: the empty segments are removed and the one before (scanned
+// too) becomes the active one. Only such a trailing run counts: an empty segment with data
+// after it is a cleaned one (an older samsa's cleaner could leave a group empty) that the
+// recovery point, checkpointed lazily, may not cover yet. Without this the log would claim the
+// lost offsets as a gap with nothing after it, and a consumer could never reach its end.
 Result<void> Log::Impl::drop_lost_segments(std::vector<std::int64_t>& bases, std::size_t scan_from,
                                            bool* removed) {
-  for (std::size_t k = std::max<std::size_t>(scan_from + 1, 1); k < bases.size(); ++k) {
+  std::size_t k = bases.size();
+  while (k > 0) {
     std::error_code ec;
-    const auto size = std::filesystem::file_size(path_of(bases[k], kLogSuffix), ec);
-    if (ec || size != 0) continue;
-    for (std::size_t j = k; j < bases.size(); ++j) {
-      LOG_WARN("removing %s: the writes from %s's end on were lost (an empty segment follows it)",
-               path_of(bases[j], kLogSuffix).c_str(), path_of(bases[k - 1], kLogSuffix).c_str());
-      Segment tmp;
-      tmp.base = bases[j];
-      remove_segment_files(tmp, false);
-    }
-    bases.resize(k);
-    *removed = true;
-    // The previous segment is the active one now; its index files get rewritten on roll.
-    for (const char* suffix : {kIndexSuffix, kTimeIndexSuffix}) {
-      if (auto r = detail::write_whole_file(path_of(bases.back(), suffix), {}); !r) return r;
-    }
-    return {};
+    const auto size = std::filesystem::file_size(path_of(bases[k - 1], kLogSuffix), ec);
+    if (ec || size != 0) break;
+    --k;
+  }
+  k = std::max<std::size_t>(k, std::max<std::size_t>(scan_from + 1, 1));
+  if (k >= bases.size()) return {};
+  for (std::size_t j = k; j < bases.size(); ++j) {
+    LOG_WARN("removing %s: the writes from %s's end on were lost (only empty segments follow it)",
+             path_of(bases[j], kLogSuffix).c_str(), path_of(bases[k - 1], kLogSuffix).c_str());
+    Segment tmp;
+    tmp.base = bases[j];
+    remove_segment_files(tmp, false);
+  }
+  bases.resize(k);
+  *removed = true;
+  // The previous segment is the active one now; its index files get rewritten on roll.
+  for (const char* suffix : {kIndexSuffix, kTimeIndexSuffix}) {
+    if (auto r = detail::write_whole_file(path_of(bases.back(), suffix), {}); !r) return r;
   }
   return {};
 }
