@@ -499,15 +499,8 @@ class Pass {
       // end. Emptied and anonymous: its producer, if any, has expired.
       std::span<const std::byte> h(*dropped_last);
       const BatchInfo hi = batch::parse_header(h.data());
-      emptied(h, hi);
-      store_be<std::int64_t>(rewrite_.data() + batch::kProducerId, -1);
-      store_be<std::int16_t>(rewrite_.data() + batch::kProducerEpoch, -1);
-      store_be<std::int32_t>(rewrite_.data() + batch::kBaseSequence, -1);
-      store_be<std::int16_t>(
-          rewrite_.data() + batch::kAttributes,
-          static_cast<std::int16_t>(hi.attributes & ~(0x7 | batch::kTransactionalBit)));
-      batch::update_crc(rewrite_);
-      if (auto r = add(w, rewrite_); !r) return std::unexpected(r.error());
+      if (auto r = add(w, emptied(h, hi, /*anonymous=*/true)); !r)
+        return std::unexpected(r.error());
     }
     return w.finish(plan_.segments[j - 1].next_base, j - i);
   }
@@ -623,13 +616,21 @@ class Pass {
     return rebuild(b, bi, *recs, set_horizon, max_ts);
   }
 
-  // b's header alone, in rewrite_: a batch of no records at b's offsets.
-  std::span<const std::byte> emptied(std::span<const std::byte> b, const BatchInfo& bi) {
+  // b's header alone, in rewrite_: a batch of no records at b's offsets; anonymous: of no
+  // producer (and so in no transaction) either.
+  std::span<const std::byte> emptied(std::span<const std::byte> b, const BatchInfo& bi,
+                                     bool anonymous = false) {
     rewrite_.assign(b.begin(), b.begin() + batch::kHeaderSize);
     // No records, so no codec (Kafka's empty batches are uncompressed: a reader would try to
     // decompress zero bytes).
-    store_be<std::int16_t>(rewrite_.data() + batch::kAttributes,
-                           static_cast<std::int16_t>(bi.attributes & ~0x7));
+    std::int16_t attrs = static_cast<std::int16_t>(bi.attributes & ~0x7);
+    if (anonymous) {
+      attrs = static_cast<std::int16_t>(attrs & ~batch::kTransactionalBit);
+      store_be<std::int64_t>(rewrite_.data() + batch::kProducerId, -1);
+      store_be<std::int16_t>(rewrite_.data() + batch::kProducerEpoch, -1);
+      store_be<std::int32_t>(rewrite_.data() + batch::kBaseSequence, -1);
+    }
+    store_be<std::int16_t>(rewrite_.data() + batch::kAttributes, attrs);
     store_be<std::int32_t>(rewrite_.data() + batch::kRecordCount, 0);
     store_be<std::int32_t>(rewrite_.data() + batch::kLength,
                            static_cast<std::int32_t>(batch::kHeaderSize - batch::kLogOverhead));

@@ -55,6 +55,14 @@ void via_txn_coordinator(RequestPtr r, Start start, Answer answer) {
       std::move(answer));
 }
 
+// The group's partition of __consumer_offsets by this reactor's image: the one its
+// transactional offsets go to, which joins the transaction. -1 before the topic exists.
+std::int32_t offsets_partition_of(const Request& r, std::string_view group) {
+  const replication::TopicState* t = r.rc.image->topic(coordinator::kOffsetsTopic);
+  if (!t || t->partitions.empty()) return -1;
+  return coordinator::partition_for(group, static_cast<std::int32_t>(t->partitions.size()));
+}
+
 bool partition_exists(const Request& r, const std::string& topic, std::int32_t partition) {
   const replication::TopicState* t = r.rc.image->topic(topic);
   return t && partition >= 0 && static_cast<std::size_t>(partition) < t->partitions.size();
@@ -177,8 +185,8 @@ void add_offsets_to_txn(RequestPtr r) {
   if (!r->decode(body)) return;
   // The group's partition of __consumer_offsets joins the transaction (its marker completes
   // the TxnOffsetCommits made in it).
-  const replication::TopicState* t = r->rc.image->topic(coordinator::kOffsetsTopic);
-  if (!t || t->partitions.empty()) {
+  const std::int32_t offsets_partition = offsets_partition_of(*r, body.group_id);
+  if (offsets_partition < 0) {
     kafka::AddOffsetsToTxnResponse resp;
     resp.error_code = kafka::code(ErrorCode::coordinator_not_available);
     r->reply(resp);
@@ -188,8 +196,7 @@ void add_offsets_to_txn(RequestPtr r) {
   a.transactional_id = std::move(body.transactional_id);
   a.producer_id = body.producer_id;
   a.producer_epoch = body.producer_epoch;
-  a.partitions[std::string(coordinator::kOffsetsTopic)].insert(
-      coordinator::partition_for(body.group_id, static_cast<std::int32_t>(t->partitions.size())));
+  a.partitions[std::string(coordinator::kOffsetsTopic)].insert(offsets_partition);
   via_txn_coordinator<coordinator::TxnAddResult>(
       std::move(r),
       [a = std::move(a)](TxnCoordinator& c, auto done) mutable {
@@ -249,16 +256,12 @@ void txn_offset_commit(RequestPtr r) {
   // __consumer_offsets joins the transaction here, before the offsets are written.
   std::optional<TxnPartitionCheck> add;
   if (r->version() >= 5) {
-    const replication::TopicState* ot = r->rc.image->topic(coordinator::kOffsetsTopic);
-    add =
-        TxnPartitionCheck{body.transactional_id,
-                          body.producer_id,
-                          body.producer_epoch,
-                          std::string(coordinator::kOffsetsTopic),
-                          ot ? coordinator::partition_for(
-                                   body.group_id, static_cast<std::int32_t>(ot->partitions.size()))
-                             : -1,
-                          true};
+    add = TxnPartitionCheck{body.transactional_id,
+                            body.producer_id,
+                            body.producer_epoch,
+                            std::string(coordinator::kOffsetsTopic),
+                            offsets_partition_of(*r, body.group_id),
+                            true};
   }
   auto answer = [body = std::move(body), early](RequestPtr r, coordinator::CommitResult res) {
     kafka::TxnOffsetCommitResponse resp;

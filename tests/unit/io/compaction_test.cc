@@ -124,6 +124,14 @@ class Compaction : public ::testing::Test {
     ASSERT_TRUE(l.has_value()) << l.error().detail;
     log = std::move(*l);
   }
+  // The log's segment files, in offset order.
+  std::vector<fs::path> segment_files() const {
+    std::vector<fs::path> logs;
+    for (const auto& e : fs::directory_iterator(ldir()))
+      if (e.path().extension() == ".log") logs.push_back(e.path());
+    std::sort(logs.begin(), logs.end());
+    return logs;
+  }
   // A clean reopen keeps the first dirty offset, as the cleaner checkpoint would.
   void reopen(bool clean) {
     auto first_dirty = log->compaction_info().first_dirty;
@@ -423,10 +431,7 @@ TEST_F(Compaction, TheLastBatchOfAGroupStaysSoReadersReachTheEnd) {
 TEST_F(Compaction, WritesLostToAPowerCutAreNotTakenForAGap) {
   for (int i = 0; i < 4; ++i)
     roll();
-  std::vector<fs::path> logs;
-  for (const auto& e : fs::directory_iterator(ldir()))
-    if (e.path().extension() == ".log") logs.push_back(e.path());
-  std::sort(logs.begin(), logs.end());
+  const std::vector<fs::path> logs = segment_files();
   ASSERT_GE(logs.size(), 4u);
   log.reset();
   // As unsynced writes vanish: the files after the first are left empty (their creation was
@@ -454,10 +459,7 @@ TEST_F(Compaction, AnEmptySegmentWithDataAfterItIsKept) {
   // may scan it: the recovery point is checkpointed lazily) must not take it for lost writes.
   for (int i = 0; i < 4; ++i)
     roll();
-  std::vector<fs::path> logs;
-  for (const auto& e : fs::directory_iterator(ldir()))
-    if (e.path().extension() == ".log") logs.push_back(e.path());
-  std::sort(logs.begin(), logs.end());
+  const std::vector<fs::path> logs = segment_files();
   ASSERT_GE(logs.size(), 4u);
   const std::int64_t leo = log->log_end_offset();
   const auto segments = log->segment_count();
