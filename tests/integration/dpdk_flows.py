@@ -99,8 +99,12 @@ def group_flow(timeout: float):
 
 def many_connections(n: int, timeout: float):
     """n connections at once, each: connect, Produce v7 (acks=all) one record, Fetch v11 it
-    back byte-identical, close. Every connection must finish, within 3x the median one's
-    time (plus 0.5 s: on a loaded 2-core machine the median can be a few ms)."""
+    back byte-identical, close. Every connection must finish, and its requests within 3x the
+    median connection's time (plus 0.5 s: on a loaded 2-core machine the median can be a few
+    ms). The handshake is timed apart and only bounded by the deadline: 500 SYNs at once
+    overfill a listener's backlog (lwIP's, like Linux's accept queue, at most 255) when the
+    machine is busy, and a dropped SYN costs the client's 1 s retransmission timeout, which
+    says nothing about how fairly established connections are served."""
     import selectors
     import struct
 
@@ -121,6 +125,7 @@ def many_connections(n: int, timeout: float):
             self.value = rng.randbytes(rng.randrange(50, 4000))
             self.out, self.inbuf = b"", b""
             self.state, self.offset, self.done_at = "connect", -1, None
+            self.connected = None
             self.s = socket.socket()
             self.s.setblocking(False)
             self.s.connect_ex((DPDK_IP, PORT))
@@ -197,6 +202,7 @@ def many_connections(n: int, timeout: float):
                     err = c.s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
                     if err:
                         raise Fail(f"connection {c.i}: connect failed: {os.strerror(err)}")
+                    c.connected = time.monotonic()
                     c.produce()
                     continue
                 if ev & selectors.EVENT_WRITE and c.out:
@@ -221,11 +227,13 @@ def many_connections(n: int, timeout: float):
                 pass
             except OSError as e:
                 raise Fail(f"connection {c.i}: {e} in {c.state}")
-    times = sorted(c.done_at - c.t0 for c in conns)
+    hs = sorted(c.connected - c.t0 for c in conns)
+    times = sorted(c.done_at - c.connected for c in conns)
     med = times[len(times) // 2]
     worst = times[-1]
-    log(f"{n} connections: median {med * 1000:.0f} ms, p99 {times[int(n * 0.99)] * 1000:.0f} "
-        f"ms, slowest {worst * 1000:.0f} ms")
+    log(f"{n} connections: handshakes median {hs[len(hs) // 2] * 1000:.0f} ms, slowest "
+        f"{hs[-1] * 1000:.0f} ms; requests median {med * 1000:.0f} ms, p99 "
+        f"{times[int(n * 0.99)] * 1000:.0f} ms, slowest {worst * 1000:.0f} ms")
     if worst > 3 * med + 0.5:
         raise Fail(f"many connections: the slowest took {worst:.2f}s, over 3x the median "
                    f"{med:.2f}s (+0.5s)")

@@ -18,7 +18,7 @@ net_af_xdp) PMD as 10.99.0.2 through its userspace TCP/IP stack. Then, in order:
    the log end offsets;
 3. --connections (default 500) connections at once, each producing one record (Produce v7,
    acks=all) and fetching it back byte-identical (Fetch v11): all finish, the slowest within
-   3x the median (+0.5 s);
+   3x the median (+0.5 s), the handshake timed apart;
 4. with --attack-syns N: a SYN flood of N half-open connections from forged silent sources,
    new clients still get in after it, an RST storm at the listener and at live connections,
    and SYNs and segments with malformed options or data offsets, while a producer/consumer
