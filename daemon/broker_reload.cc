@@ -24,7 +24,8 @@ std::expected<std::vector<Broker::ConfigChanged>, std::string> Broker::reload() 
     if (!c.applied)
       LOG_WARN("config %s changed in the file; it takes effect at the next restart", key.c_str());
     else
-      LOG_INFO("config %s is now %s", key.c_str(), c.value.c_str());
+      LOG_INFO("config %s is now %s", key.c_str(),
+               Config::sensitive(key) ? "[hidden]" : c.value.c_str());
     out.push_back(std::move(c));
   }
   apply_settings(*settings);
@@ -60,7 +61,8 @@ void Broker::apply_dynamic_configs(const replication::MetadataImage& image) {
   for (const auto& [key, before] : config_.effective()) {
     std::string after = next.get_string(key);
     if (after != config_.get_string(key))
-      LOG_INFO("config %s is now %s (dynamic)", key.c_str(), after.c_str());
+      LOG_INFO("config %s is now %s (dynamic)", key.c_str(),
+               Config::sensitive(key) ? "[hidden]" : after.c_str());
   }
   config_ = std::move(next);
   applied_dynamic_default_ = defaults;

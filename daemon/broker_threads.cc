@@ -267,7 +267,8 @@ void Broker::start_link() {
   lo.port = s->cluster.controller_port;
   lo.heartbeat_interval_ms = s->cluster.heartbeat_interval_ms;
   for (const auto& e : s->advertised)
-    if (!e.controller) lo.endpoints.push_back({e.name, e.host, e.port, 0});
+    if (!e.controller)
+      lo.endpoints.push_back({e.name, e.host, e.port, static_cast<std::int16_t>(e.protocol)});
   // The controller is reached over the network backend from reactor 0 (which drives its
   // device). The link stops before the reactors do (Broker::shutdown).
   lo.channel =
@@ -432,6 +433,15 @@ std::string Broker::open_listeners(ReactorContext& ctx, bool controller_only) {
     lc.limits.max_inflight_bytes = ctx.settings->queued_max_request_bytes;
     lc.limits.idle_timeout_ms = ctx.settings->connections_max_idle_ms;
     lc.budget = &ctx.budget;
+    if (ctx.settings->security[l].tls()) {
+      // The reactor's settings at accept time: a reload's new certificates serve the next
+      // connection.
+      lc.tls = [&ctx, l]() -> std::shared_ptr<const net::tls::Context> {
+        const auto& sec = ctx.settings->security;
+        return l < sec.size() ? sec[l].tls_context : nullptr;
+      };
+      lc.tls_handshake_timeout_ms = ctx.settings->security[l].handshake_timeout_ms;
+    }
     if (!tr->listen(lc, &error))
       error = "listener " + e.name + "://" + e.host + ":" + std::to_string(e.port) + ": " + error;
     ctx.transports.push_back(std::move(tr));

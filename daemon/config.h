@@ -81,6 +81,9 @@ class Config {
   std::vector<std::pair<std::string, std::string>> effective() const;
 
   static const ConfigKey* find_key(std::string_view name);
+  // Kafka's PASSWORD-typed settings (keys, passwords, JAAS configs): DescribeConfigs and
+  // samsactl show them as sensitive, without their values.
+  static bool sensitive(std::string_view name);
   static const std::vector<ConfigKey>& keys();
   // Checks a value against a key's type and bounds.
   static std::expected<void, std::string> validate(const ConfigKey& k, std::string_view value);

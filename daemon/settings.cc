@@ -222,6 +222,14 @@ Checked read_cluster(const Config& c, BrokerSettings& settings) {
   return {};
 }
 
+// Each listener's protocol, TLS context and SASL users (daemon/listener_security.h).
+Checked read_security(const Config& c, BrokerSettings& s) {
+  auto sec = read_listener_security(c, s.listeners);
+  if (!sec) return std::unexpected(sec.error());
+  s.security = std::move(*sec);
+  return {};
+}
+
 // controller.quorum.*: the bootstrap servers (host:port), Kafka's timeouts and the snapshot
 // settings (the voters: read_voters).
 Checked read_quorum(const Config& c, BrokerSettings& settings) {
@@ -281,6 +289,12 @@ Checked read_backend(const Config& c, BrokerSettings& settings) {
       return std::unexpected("samsa.dpdk.gateway: \"" + d.gateway + "\" is not an IPv4 address");
     // The userspace stack has one address; a listener names it or every address.
     for (auto& e : s->listeners) {
+      if (e.protocol == SecurityProtocol::ssl || e.protocol == SecurityProtocol::sasl_ssl)
+        return std::unexpected("listeners: " + e.name + " is " +
+                               security_protocol_name(e.protocol) +
+                               ", and TLS is not served on samsa.net.backend=dpdk (the "
+                               "userspace stack has no TLS): use the uring backend, or a "
+                               "PLAINTEXT or SASL_PLAINTEXT listener");
       if (e.host.empty() || e.host == "0.0.0.0") continue;
       if (e.host != d.ip)
         return std::unexpected("listeners: " + e.name + " listens on " + e.host +
@@ -393,7 +407,8 @@ std::expected<std::shared_ptr<const BrokerSettings>, std::string> make_settings(
   if (!l) return std::unexpected("listeners: " + l.error());
   if (l->empty()) return std::unexpected("listeners: at least one listener is needed");
   s->listeners = std::move(*l);
-  for (auto step : {&read_voters, &read_cluster, &read_quorum, &read_backend, &read_advertised})
+  for (auto step :
+       {&read_voters, &read_cluster, &read_security, &read_quorum, &read_backend, &read_advertised})
     if (auto r = step(c, *s); !r) return std::unexpected(r.error());
   s->auto_create_topics = c.get_bool("auto.create.topics.enable");
   s->delete_topic_enable = c.get_bool("delete.topic.enable");

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "daemon/config.h"
+#include "daemon/listener_security.h"
 #include "net/backend.h"
 #include "replication/partition.h"
 #include "replication/topic_config.h"
@@ -21,6 +22,7 @@ struct Endpoint {
   std::string host;  // "" = every interface
   std::uint16_t port = 0;
   bool controller = false;  // one of controller.listener.names (the quorum's, not clients')
+  SecurityProtocol protocol = SecurityProtocol::plaintext;  // listener.security.protocol.map
 };
 
 // Parses "NAME://host:port,..." (host may be empty or a bracketed IPv6 address).
@@ -93,6 +95,8 @@ struct BrokerSettings {
   // What Metadata tells clients: one per listener, in the same order (a dispatcher's listener
   // index names both).
   std::vector<Endpoint> advertised;
+  // Each listener's TLS context, SASL mechanisms and users (same order as listeners).
+  std::vector<ListenerSecurity> security;
   net::BackendOptions backend;  // samsa.net.backend and samsa.dpdk.*
   bool auto_create_topics = true;
   bool delete_topic_enable = true;

@@ -66,7 +66,8 @@ void ConnectionCore::start(TransportCore* t) {
   last_activity_ns_ = mono_ns();
   t_->h_.on_open(*this);
   if (state_ == State::open && limits().idle_timeout_ms > 0) {
-    arm_timer(last_activity_ns_ + limits().idle_timeout_ms * 1'000'000);
+    const std::int64_t idle = last_activity_ns_ + limits().idle_timeout_ms * 1'000'000;
+    arm_timer(handshake_deadline_ns_ ? std::min(idle, handshake_deadline_ns_) : idle);
   }
   wake();
 }
@@ -426,13 +427,22 @@ void ConnectionCore::on_timer(io::Timer* t) {
   }
   const std::int64_t idle_ns = self->limits().idle_timeout_ms * 1'000'000;
   const std::int64_t now = mono_ns();
+  const std::int64_t hs = self->handshake_deadline_ns_;
+  if (hs && now >= hs) {
+    LOG_INFO("connection %llu from %s: TLS handshake not done within %lld ms; closing",
+             static_cast<unsigned long long>(self->id_), self->peer_.c_str(),
+             static_cast<long long>(self->t_->cfg_.tls_handshake_timeout_ms));
+    self->hard_close();
+    return;
+  }
+  auto rearm = [&](std::int64_t at) { self->arm_timer(hs ? std::min(at, hs) : at); };
   const std::int64_t deadline = self->last_activity_ns_ + idle_ns;
   if (now < deadline) {
-    self->arm_timer(deadline);
+    rearm(deadline);
   } else if (self->unanswered_ > 0 || self->answers_unsent()) {
     // The handler is still working on something (a long poll, a commit), or answers wait for
     // this turn's send (timers run before turn-end hooks): not idle.
-    self->arm_timer(now + idle_ns);
+    rearm(now + idle_ns);
   } else {
     LOG_DEBUG("connection %llu from %s: idle for %lld ms; closing",
               static_cast<unsigned long long>(self->id_), self->peer_.c_str(),

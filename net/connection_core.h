@@ -236,6 +236,8 @@ class ConnectionCore : public Connection, protected io::TurnHook, protected Memo
   bool close_notified_ = false;
   ConnTimer timer_;
   std::int64_t last_activity_ns_ = 0;
+  // A TLS connection is closed if its handshake is not done by then (0: no such deadline).
+  std::int64_t handshake_deadline_ns_ = 0;
 
  private:
   void on_turn_end() override = 0;

@@ -16,6 +16,7 @@
 
 #include "io/reactor.h"
 #include "net/buffer.h"
+#include "net/tls/tls.h"
 
 namespace samsa::net {
 
@@ -86,6 +87,9 @@ class Connection {
   virtual std::uint64_t id() const = 0;
   virtual const std::string& peer() const = 0;  // "ip:port"
   virtual io::Reactor& reactor() = 0;
+  // The subject of the certificate a TLS client presented and the listener verified (RFC 2253,
+  // as Kafka's principal builder sees it), "" without one or without TLS.
+  virtual std::string tls_peer_subject() const { return {}; }
   // Opaque per-connection state of the handler (e.g. the client's negotiated versions).
   void* user = nullptr;
 };
@@ -107,6 +111,13 @@ struct ListenerConfig {
   // Sends of at least this many bytes use zero-copy (SENDMSG_ZC); 0 never. Off by default: on
   // loopback it measured slower than a copying send (the receiver copies anyway).
   std::uint32_t zerocopy_send_min_bytes = 0;
+  // TLS (SSL and SASL_SSL listeners): the context each new connection takes, asked at every
+  // accept so that a reload's certificates apply from the next connection on; empty, or
+  // returning null: plaintext. A connection whose handshake is not done within
+  // tls_handshake_timeout_ms is closed. Only the uring backend serves TLS: the DPDK backend's
+  // listen() refuses a config with it.
+  std::function<std::shared_ptr<const tls::Context>()> tls;
+  std::int64_t tls_handshake_timeout_ms = 10000;
   // The reactor's request memory budget (queued.max.request.bytes / reactors), shared by all
   // of its transports and the requests they deliver; null: frames are bounded only per
   // connection. Must outlive the transport.

@@ -417,6 +417,23 @@ void Controller::alter_configs(std::vector<ConfigAlteration> changes, bool valid
       });
 }
 
+void Controller::alter_scram_credentials(std::vector<ScramAlteration> changes,
+                                         std::function<void(std::vector<ScramOutcome>)> done) {
+  when_active(
+      [this, changes = std::move(changes), done]() mutable {
+        auto p = state_->alter_scram_credentials(std::move(changes));
+        commit_proposal(std::move(p), std::move(done));
+      },
+      [changes, done] {
+        std::vector<ScramOutcome> out;
+        for (const auto& c : changes)
+          if (std::none_of(out.begin(), out.end(),
+                           [&](const ScramOutcome& o) { return o.user == c.credential.name; }))
+            out.push_back({c.credential.name, ErrorCode::not_controller, ""});
+        done(std::move(out));
+      });
+}
+
 void Controller::allocate_producer_ids(std::int32_t broker_id, std::int64_t broker_epoch,
                                        std::function<void(ProducerIdsAnswer)> done) {
   when_active(

@@ -143,6 +143,9 @@ class Controller {
                          PartitionsDone done);
   // Topic configs and dynamic broker settings, one outcome per alteration.
   void alter_configs(std::vector<ConfigAlteration> changes, bool validate_only, ConfigDone done);
+  // AlterUserScramCredentials: one outcome per user named.
+  void alter_scram_credentials(std::vector<ScramAlteration> changes,
+                               std::function<void(std::vector<ScramOutcome>)> done);
   // Reserves a block of producer ids durably for a broker (broker_epoch -1: unchecked, the
   // single node's own coordinator); done runs once the block's record is committed.
   void allocate_producer_ids(std::int32_t broker_id, std::int64_t broker_epoch,

@@ -178,4 +178,53 @@ ConfigOutcome ControllerState::alter_one(const ConfigAlteration& a, bool validat
   return o;
 }
 
+// Kafka's rules (ScramControlManager): a user's alterations apply together or not at all; a
+// user and mechanism named twice is DUPLICATE_RESOURCE, iterations outside 4096..16384
+// UNACCEPTABLE_CREDENTIAL, removing a credential that is not there RESOURCE_NOT_FOUND.
+Proposal<std::vector<ScramOutcome>> ControllerState::alter_scram_credentials(
+    std::vector<ScramAlteration> changes) {
+  Proposal<std::vector<ScramOutcome>> out;
+  std::map<std::string, std::size_t> user_index;
+  std::map<std::pair<std::string, ScramMechanism>, int> named;
+  for (const auto& c : changes) {
+    ++named[{c.credential.name, c.credential.mechanism}];
+    if (user_index.emplace(c.credential.name, out.answer.size()).second)
+      out.answer.push_back({c.credential.name, ErrorCode::none, ""});
+  }
+  auto fail = [&](const std::string& user, ErrorCode e, std::string msg) {
+    ScramOutcome& o = out.answer[user_index[user]];
+    if (o.error == ErrorCode::none) {
+      o.error = e;
+      o.message = std::move(msg);
+    }
+  };
+  const MetadataImage& image = working();
+  for (const auto& c : changes) {
+    const auto& cr = c.credential;
+    if (cr.name.empty()) {
+      fail(cr.name, ErrorCode::unacceptable_credential, "Username must not be empty");
+    } else if (named[{cr.name, cr.mechanism}] > 1) {
+      fail(cr.name, ErrorCode::duplicate_resource,
+           "A user credential cannot be altered twice in the same request");
+    } else if (c.remove) {
+      if (!image.scram_credential(cr.name, cr.mechanism))
+        fail(cr.name, ErrorCode::resource_not_found,
+             "Attempt to delete a user credential that does not exist");
+    } else if (cr.iterations < 4096) {
+      fail(cr.name, ErrorCode::unacceptable_credential, "Too few iterations");
+    } else if (cr.iterations > 16384) {
+      fail(cr.name, ErrorCode::unacceptable_credential, "Too many iterations");
+    }
+  }
+  for (auto& c : changes) {
+    if (out.answer[user_index[c.credential.name]].error != ErrorCode::none) continue;
+    if (c.remove) {
+      emit(out.records, RemoveUserScramCredentialRecord{c.credential.name, c.credential.mechanism});
+    } else {
+      emit(out.records, std::move(c.credential));
+    }
+  }
+  return out;
+}
+
 }  // namespace samsa::replication

@@ -123,6 +123,8 @@ std::vector<MetadataRecord> ControllerState::snapshot() const {
     for (const auto& [k, v] : layer)
       out.push_back(ConfigRecord{ConfigResource::broker, res, k, v});
   if (image.next_producer_id() > 0) out.push_back(ProducerIdsRecord{-1, image.next_producer_id()});
+  for (const auto& [key, cred] : image.scram_credentials())
+    out.push_back(cred);
   return out;
 }
 

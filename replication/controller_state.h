@@ -138,6 +138,21 @@ struct ConfigOutcome {
   std::string message;
 };
 
+// One alteration of AlterUserScramCredentials: a credential to set (derived from the salted
+// password by the request's handler), or one to remove.
+struct ScramAlteration {
+  bool remove = false;
+  UserScramCredentialRecord credential;  // remove: only name and mechanism
+};
+
+// Per user, as Kafka answers: the first error among the user's alterations (none of them is
+// applied then).
+struct ScramOutcome {
+  std::string user;
+  kafka::ErrorCode error = kafka::ErrorCode::none;
+  std::string message;
+};
+
 struct PartitionsSpec {
   std::string name;
   std::int32_t count = 0;  // the new total
@@ -272,6 +287,7 @@ class ControllerState {
   Proposal<std::vector<ConfigOutcome>> alter_configs(std::vector<ConfigAlteration> changes,
                                                      bool validate_only);
   // A block of producer ids for a broker (broker_epoch -1: the single node's own coordinator).
+  Proposal<std::vector<ScramOutcome>> alter_scram_credentials(std::vector<ScramAlteration> changes);
   Proposal<ProducerIdsAnswer> allocate_producer_ids(std::int32_t broker_id,
                                                     std::int64_t broker_epoch);
 

@@ -58,8 +58,8 @@ bool MetadataImage::apply(const MetadataRecord& rec) {
           auto p = static_cast<std::size_t>(r.partition);
           if (p > slot->partitions.size()) return false;  // partitions are added in order
           TopicState* t = writable(slot);
-          PartitionState ps{r.partition, r.replicas,     r.isr,
-                            r.leader,    r.leader_epoch, r.partition_epoch, r.elr};
+          PartitionState ps{r.partition,    r.replicas,        r.isr, r.leader,
+                            r.leader_epoch, r.partition_epoch, r.elr};
           if (p == t->partitions.size()) {
             t->partitions.push_back(std::move(ps));
             ++partition_count_;
@@ -123,9 +123,21 @@ bool MetadataImage::apply(const MetadataRecord& rec) {
           TopicState* t = writable(slot);
           apply_partition_change(t->partitions[p], r);
           return true;
+        } else if constexpr (std::is_same_v<R, UserScramCredentialRecord>) {
+          if (r.name.empty()) return false;
+          scram_[{r.name, r.mechanism}] = r;
+          return true;
+        } else if constexpr (std::is_same_v<R, RemoveUserScramCredentialRecord>) {
+          return scram_.erase({r.name, r.mechanism}) > 0;
         }
       },
       rec);
+}
+
+const UserScramCredentialRecord* MetadataImage::scram_credential(std::string_view user,
+                                                                 ScramMechanism m) const {
+  auto it = scram_.find(ScramKey{std::string(user), m});
+  return it == scram_.end() ? nullptr : &it->second;
 }
 
 }  // namespace samsa::replication

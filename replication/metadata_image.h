@@ -85,6 +85,12 @@ class MetadataImage {
   std::int64_t partition_count() const { return partition_count_; }
   std::int64_t next_producer_id() const { return next_producer_id_; }
   const std::map<std::int32_t, BrokerState>& brokers() const { return brokers_; }
+  // SCRAM credentials by user and mechanism (AlterUserScramCredentials).
+  using ScramKey = std::pair<std::string, ScramMechanism>;
+  const std::map<ScramKey, UserScramCredentialRecord, std::less<>>& scram_credentials() const {
+    return scram_;
+  }
+  const UserScramCredentialRecord* scram_credential(std::string_view user, ScramMechanism m) const;
 
   // Offset of the last record applied (the image's version).
   std::int64_t offset() const { return offset_; }
@@ -96,6 +102,7 @@ class MetadataImage {
   std::unordered_map<Uuid, std::string, UuidHash> name_by_id_;
   std::map<std::string, ConfigMap> broker_configs_;
   std::map<std::int32_t, BrokerState> brokers_;
+  std::map<ScramKey, UserScramCredentialRecord, std::less<>> scram_;
   std::int64_t partition_count_ = 0;
   std::int64_t next_producer_id_ = 0;
   std::int64_t offset_ = -1;

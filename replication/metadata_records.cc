@@ -16,6 +16,8 @@ enum Type : std::int16_t {
   kRemoveTopic = 9,
   kProducerIds = 15,
   kBrokerRegistrationChange = 17,
+  kUserScramCredential = 11,
+  kRemoveUserScramCredential = 22,
 };
 
 void put_uuid(ByteWriter& w, const Uuid& u) {
@@ -199,6 +201,20 @@ std::vector<std::byte> encode_record(const MetadataRecord& r) {
           put_opt_ints(w, rec.isr);
           w.i32(rec.leader);
           if (v1) put_opt_ints(w, rec.elr);
+        } else if constexpr (std::is_same_v<R, UserScramCredentialRecord>) {
+          w.i16(kUserScramCredential);
+          w.i16(0);
+          w.string(rec.name);
+          w.i8(static_cast<std::int8_t>(rec.mechanism));
+          w.string(rec.salt);
+          w.string(rec.stored_key);
+          w.string(rec.server_key);
+          w.i32(rec.iterations);
+        } else if constexpr (std::is_same_v<R, RemoveUserScramCredentialRecord>) {
+          w.i16(kRemoveUserScramCredential);
+          w.i16(0);
+          w.string(rec.name);
+          w.i8(static_cast<std::int8_t>(rec.mechanism));
         }
       },
       r);
@@ -305,6 +321,26 @@ std::optional<MetadataRecord> decode_record(std::span<const std::byte> value) {
         r.elr = get_opt_ints(in);
         if (!r.elr) return std::nullopt;  // version 1 is written only with an ELR change
       }
+      out = std::move(r);
+      break;
+    }
+    case kUserScramCredential: {
+      UserScramCredentialRecord r;
+      r.name = in.string(false);
+      r.mechanism = static_cast<ScramMechanism>(in.i8());
+      r.salt = in.string(false);
+      r.stored_key = in.string(false);
+      r.server_key = in.string(false);
+      r.iterations = in.i32();
+      if (r.mechanism != ScramMechanism::sha256 && r.mechanism != ScramMechanism::sha512)
+        return std::nullopt;
+      out = std::move(r);
+      break;
+    }
+    case kRemoveUserScramCredential: {
+      RemoveUserScramCredentialRecord r;
+      r.name = in.string(false);
+      r.mechanism = static_cast<ScramMechanism>(in.i8());
       out = std::move(r);
       break;
     }

@@ -101,9 +101,30 @@ struct PartitionChangeRecord {
   std::optional<std::vector<std::int32_t>> elr;  // nullopt: unchanged
 };
 
+// Kafka's ScramMechanism ids.
+enum class ScramMechanism : std::int8_t { sha256 = 1, sha512 = 2 };
+
+// Kafka's UserScramCredentialRecord: a user's SCRAM credential for one mechanism (never the
+// password: what RFC 5802's server stores). A new one for the same user and mechanism
+// replaces it.
+struct UserScramCredentialRecord {
+  std::string name;
+  ScramMechanism mechanism = ScramMechanism::sha256;
+  std::string salt;
+  std::string stored_key;
+  std::string server_key;
+  std::int32_t iterations = 0;
+};
+
+struct RemoveUserScramCredentialRecord {
+  std::string name;
+  ScramMechanism mechanism = ScramMechanism::sha256;
+};
+
 using MetadataRecord =
     std::variant<TopicRecord, PartitionRecord, RemoveTopicRecord, ConfigRecord, ProducerIdsRecord,
-                 RegisterBrokerRecord, BrokerRegistrationChangeRecord, PartitionChangeRecord>;
+                 RegisterBrokerRecord, BrokerRegistrationChangeRecord, PartitionChangeRecord,
+                 UserScramCredentialRecord, RemoveUserScramCredentialRecord>;
 
 std::vector<std::byte> encode_record(const MetadataRecord& r);
 // nullopt on malformed input (the caller reports the offset).

@@ -15,6 +15,7 @@ RUN_DEBS=(
   build-essential cmake ninja-build pkg-config python3
   liburing-dev libsystemd-dev libgtest-dev libgmock-dev libbenchmark-dev libdpdk-dev
   libzstd-dev liblz4-dev libsnappy-dev zlib1g-dev librdkafka-dev dpkg-dev
+  libssl-dev
 )
 DEBS=(
   build-essential cmake ninja-build pkg-config python3
@@ -22,6 +23,8 @@ DEBS=(
   libfuse3-dev fuse3
   clang libclang-rt-14-dev clang-format
   libzstd-dev liblz4-dev libsnappy-dev zlib1g-dev
+  # TLS and SASL/SCRAM (net/tls, net/sasl); sslscan checks the SSL listener's protocols/ciphers.
+  libssl-dev openssl sslscan python3-cryptography
   kcat python3-confluent-kafka python3-kafka python3-pytest librdkafka-dev
   python3-lz4 python3-snappy python3-zstandard python3-venv
   iproute2 procps psmisc curl ca-certificates strace

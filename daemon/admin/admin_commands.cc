@@ -249,7 +249,10 @@ void status(Broker& b, AdminServer& admin, const json::Value&, Reply reply) {
 json::Value config_entry(const Config& cfg, const ConfigKey& k) {
   json::Value e;
   e["key"] = k.name;
-  e["value"] = cfg.get_string(k.name);
+  // Passwords and keys stay in the config file: the socket's peers are admins, but its answers
+  // end up in terminals and bug reports.
+  e["value"] = Config::sensitive(k.name) && cfg.is_set(k.name) ? std::string("[hidden]")
+                                                               : cfg.get_string(k.name);
   e["source"] = layer_name(cfg.source(k.name));
   e["default"] = k.default_value;
   e["dynamic"] = k.dynamic;

@@ -4,6 +4,7 @@
 
 #include "base/clock.h"
 #include "base/log.h"
+#include "daemon/api/auth.h"
 #include "daemon/api/handlers/handlers.h"
 #include "daemon/broker.h"
 
@@ -74,6 +75,15 @@ const std::array kHandlers = {
     ApiHandler{key(ApiKey::end_quorum_epoch), 0, 1, &handlers::end_quorum_epoch, -1, true},
     ApiHandler{key(ApiKey::fetch_snapshot), 0, 1, &handlers::fetch_snapshot, -1, true},
     ApiHandler{key(ApiKey::describe_quorum), 0, 2, &handlers::describe_quorum},
+    // Authentication (v0 of SaslHandshake hands the connection to raw SASL tokens, which no
+    // current client uses: it is refused) and SCRAM credentials.
+    ApiHandler{key(ApiKey::sasl_handshake), 0, 1, &handlers::sasl_handshake, 1},
+    ApiHandler{key(ApiKey::sasl_authenticate), 0, 2, &handlers::sasl_authenticate},
+    ApiHandler{key(ApiKey::describe_user_scram_credentials), 0, 0,
+               &handlers::describe_user_scram_credentials},
+    ApiHandler{key(ApiKey::alter_user_scram_credentials), 0, 0,
+               &handlers::alter_user_scram_credentials},
+    ApiHandler{key(ApiKey::describe_client_quotas), 0, 1, &handlers::describe_client_quotas},
 };
 
 // What a broker node sends on to the controller: the changes only it may commit. The answer
@@ -82,7 +92,7 @@ bool forwarded(std::int16_t k) {
   return k == key(ApiKey::create_topics) || k == key(ApiKey::delete_topics) ||
          k == key(ApiKey::create_partitions) || k == key(ApiKey::alter_configs) ||
          k == key(ApiKey::elect_leaders) || k == key(ApiKey::incremental_alter_configs) ||
-         k == key(ApiKey::describe_quorum);
+         k == key(ApiKey::describe_quorum) || k == key(ApiKey::alter_user_scram_credentials);
 }
 
 const ApiHandler* find_handler(std::int16_t k) {
@@ -207,11 +217,15 @@ void log_decode_failure(const Request& r, kafka::DecodeError e, std::size_t at) 
 
 void KafkaDispatcher::on_open(net::Connection& c) {
   LOG_DEBUG("connection %llu from %s", static_cast<unsigned long long>(c.id()), c.peer().c_str());
+  if (rc_.settings->security[listener_].protocol != SecurityProtocol::plaintext)
+    c.user = new ConnectionAuth;
 }
 
 void KafkaDispatcher::on_close(net::Connection& c) {
   LOG_DEBUG("connection %llu from %s closed", static_cast<unsigned long long>(c.id()),
             c.peer().c_str());
+  delete auth_of(c);
+  c.user = nullptr;
 }
 
 void KafkaDispatcher::on_frame(net::Connection& c, std::uint64_t seq, net::Buffer frame) {
@@ -240,6 +254,14 @@ void KafkaDispatcher::on_frame(net::Connection& c, std::uint64_t seq, net::Buffe
     LOGF_WARN((log::Fields{.client = c.peer()}),
               "closing connection from %s: api %s (key %d) is not served", c.peer().c_str(),
               std::string(kafka::api_name(k)).c_str(), k);
+    c.skip(seq);
+    c.close(false);
+    return;
+  }
+  if (const char* why =
+          auth_gate(rc_.settings->security[listener_], c, k, frame.size(), mono_ns())) {
+    LOGF_WARN((log::Fields{.client = c.peer()}), "closing connection from %s: %s (%s v%d)",
+              c.peer().c_str(), why, std::string(kafka::api_name(k)).c_str(), v);
     c.skip(seq);
     c.close(false);
     return;

@@ -13,6 +13,10 @@ bool TransportImpl::listen(const ListenerConfig& cfg, std::string* error) {
     if (error) *error = "already listening";
     return false;
   }
+  if (cfg.tls) {
+    if (error) *error = "TLS is not served by the DPDK backend (its userspace stack has no TLS)";
+    return false;
+  }
   cfg_ = cfg;
   auto link = std::make_shared<Link>();
   link->reactor = &r_;

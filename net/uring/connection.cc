@@ -16,7 +16,8 @@ namespace {
 std::atomic<std::uint64_t> g_next_connection_id{1};
 }  // namespace
 
-UringConnection::UringConnection(TransportImpl& t, int fd, std::string peer)
+UringConnection::UringConnection(TransportImpl& t, int fd, std::string peer,
+                                 std::shared_ptr<const tls::Context> tls)
     : ConnectionCore(g_next_connection_id.fetch_add(1, std::memory_order_relaxed), std::move(peer)),
       t_(t),
       fd_(fd) {
@@ -25,6 +26,10 @@ UringConnection::UringConnection(TransportImpl& t, int fd, std::string peer)
   send_op_.fn = &UringConnection::on_send;
   send_op_.conn = this;
   iov_.reserve(kMaxIov);
+  if (tls) {
+    tls_ = std::make_unique<tls::Session>(std::move(tls));
+    handshake_deadline_ns_ = mono_ns() + t.cfg_.tls_handshake_timeout_ms * 1'000'000;
+  }
 }
 
 UringConnection::~UringConnection() {
@@ -81,7 +86,11 @@ void UringConnection::on_recv(io::Completion* c, int res, std::uint32_t flags) {
     if (res > 0 && self->state_ == State::open) {
       // A frame waiting for request memory has the recv cancelled, but completions already on
       // their way still land here: take() stashes their bytes behind the waiting frame's.
-      self->take(self->t_.bufs_->data(bid), static_cast<std::size_t>(res));
+      if (self->tls_) {
+        self->tls_receive(self->t_.bufs_->data(bid), static_cast<std::size_t>(res));
+      } else {
+        self->take(self->t_.bufs_->data(bid), static_cast<std::size_t>(res));
+      }
     }
     // Copied out (or discarded): the buffer goes straight back for any connection to use.
     self->t_.bufs_->recycle(bid);
@@ -109,7 +118,7 @@ void UringConnection::on_recv(io::Completion* c, int res, std::uint32_t flags) {
       self->hard_close();
     }
   }
-  if (!self->recv_armed_ || self->state_ == State::closed) self->wake();
+  if (!self->recv_armed_ || self->state_ == State::closed || !self->tls_idle()) self->wake();
 }
 
 // ---- closing ----
@@ -140,7 +149,7 @@ void UringConnection::on_turn_end() {
   }
   flush();
   if (want_recv()) arm_recv();
-  const bool all_sent = window_.empty() && !send_inflight_;
+  const bool all_sent = window_.empty() && !send_inflight_ && tls_idle();
   if (state_ == State::open && peer_eof_ && pending_.empty() && all_sent) {
     hard_close();  // the peer said it is done and has every answer
   } else if (state_ == State::draining && all_sent) {
@@ -172,6 +181,10 @@ void UringConnection::flush() {
   if (!send_inflight_) advance_sent(0);      // drop skipped and empty answers at the front
   schedule_reads(head_seq_, cur_piece_, 0);  // file ranges are read while earlier bytes go
   if (send_inflight_) return;
+  if (tls_) {
+    tls_flush();
+    return;
+  }
   iov_.clear();
   std::size_t total = 0;
   for (std::size_t i = 0; i < window_.size() && iov_.size() < kMaxIov; ++i) {
@@ -249,7 +262,11 @@ void UringConnection::send_done(int res) {
   t_.stats_.bytes_out += static_cast<std::uint64_t>(res);
   if (static_cast<std::size_t>(res) < send_len_) ++t_.stats_.short_sends;
   last_activity_ns_ = mono_ns();
-  advance_sent(static_cast<std::size_t>(res));
+  if (tls_) {
+    tls_send_off_ += static_cast<std::size_t>(res);  // the answers were consumed when encrypted
+  } else {
+    advance_sent(static_cast<std::size_t>(res));
+  }
   wake();
 }
 

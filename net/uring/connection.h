@@ -25,10 +25,15 @@ class TransportImpl;
 
 class UringConnection final : public ConnectionCore {
  public:
-  UringConnection(TransportImpl& t, int fd, std::string peer);
+  // tls: the listener's context (null: plaintext).
+  UringConnection(TransportImpl& t, int fd, std::string peer,
+                  std::shared_ptr<const tls::Context> tls = nullptr);
   ~UringConnection() override;
 
   void start();
+  std::string tls_peer_subject() const override {
+    return tls_ ? tls_->peer_subject() : std::string();
+  }
 
  private:
   struct Op : io::Completion {
@@ -40,7 +45,9 @@ class UringConnection final : public ConnectionCore {
   // re-arming recv, finishing a close, destroying the object.
   void on_turn_end() override;
   void on_hard_close() override;
-  bool answers_unsent() const override { return !window_.empty() && !send_inflight_; }
+  bool answers_unsent() const override {
+    return (!window_.empty() || !tls_idle()) && !send_inflight_;
+  }
   void on_budget_wait() override { pause_recv(); }
   static void on_recv(io::Completion* c, int res, std::uint32_t flags);
   static void on_send(io::Completion* c, int res, std::uint32_t flags);
@@ -54,6 +61,14 @@ class UringConnection final : public ConnectionCore {
   void release_front();
   void shut_down_write();
   void finish_closed();
+  // TLS (connection_tls.cc): ciphertext in, plaintext on to the framing; answers encrypted
+  // into tls_send_, which is what a TLS connection's sendmsg carries.
+  void tls_receive(const std::byte* p, std::size_t n);
+  void tls_flush();
+  void tls_encrypt_window();
+  bool tls_idle() const {
+    return !tls_ || (tls_send_off_ == tls_send_.size() && tls_->pending_out().empty());
+  }
 
   TransportImpl& t_;
   int fd_;
@@ -75,6 +90,12 @@ class UringConnection final : public ConnectionCore {
   int zc_res_ = 0;
   std::vector<iovec> iov_;
   msghdr msg_{};
+
+  // TLS: the session, and the ciphertext being sent (copied out of the session, whose buffer
+  // may move while a sendmsg holds a pointer into ours).
+  std::unique_ptr<tls::Session> tls_;
+  std::vector<std::uint8_t> tls_send_;
+  std::size_t tls_send_off_ = 0;
 };
 
 class TransportImpl final : public TransportBase<UringTransport> {

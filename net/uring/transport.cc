@@ -167,7 +167,7 @@ void TransportImpl::adopt(int fd) {
   std::string peer = ::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) == 0
                          ? format_peer(ss)
                          : std::string("?");
-  auto* c = new UringConnection(*this, fd, std::move(peer));
+  auto* c = new UringConnection(*this, fd, std::move(peer), cfg_.tls ? cfg_.tls() : nullptr);
   add(c);
   c->start();
 }

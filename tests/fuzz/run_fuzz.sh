@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the Kafka request decoder fuzzer for a fixed time over a copy of its seed corpus.
-#   tests/fuzz/run_fuzz.sh <fuzz-build-dir> <corpus-dir> [seconds]
+#   tests/fuzz/run_fuzz.sh <fuzz-build-dir> <corpus-dir> [seconds] [target]
+# target defaults to kafka_request_fuzz.
 # Fails on any crash, sanitizer report, leak, timeout or oversized allocation; the input
 # that caused it is kept and its path printed. The committed corpus is never modified.
 set -euo pipefail
@@ -12,9 +13,10 @@ fi
 build=$1
 corpus=$2
 seconds=${3:-60}
-fuzzer=$build/tests/fuzz/kafka_request_fuzz
+target=${4:-kafka_request_fuzz}
+fuzzer=$build/tests/fuzz/$target
 if [[ ! -x $fuzzer ]]; then
-  echo "$0: $fuzzer not built (configure $build with -DSAMSA_FUZZ=ON and build kafka_request_fuzz)" >&2
+  echo "$0: $fuzzer not built (configure $build with -DSAMSA_FUZZ=ON and build $target)" >&2
   exit 1
 fi
 if [[ ! -d $corpus ]]; then
@@ -22,7 +24,7 @@ if [[ ! -d $corpus ]]; then
   exit 1
 fi
 
-work=$(mktemp -d /tmp/samsa-fuzz-kafka.XXXXXX)
+work=$(mktemp -d /tmp/samsa-fuzz-$target.XXXXXX)
 cleanup() {
   # Keep the work folder when something was found, so the input can be replayed.
   if [[ ${status:-1} -eq 0 ]]; then rm -rf "$work"; fi
@@ -47,10 +49,10 @@ tail -n 25 "$work/log"
 found=$(find "$work/artifacts" -type f | head -n 20)
 if [[ $status -ne 0 || -n $found ]]; then
   status=1
-  echo "kafka_request_fuzz FAILED; inputs kept in $work/artifacts:" >&2
+  echo "$target FAILED; inputs kept in $work/artifacts:" >&2
   for f in $found; do
     echo "  $f (replay: $fuzzer $f)" >&2
   done
   exit 1
 fi
-echo "kafka_request_fuzz: no failures in ${seconds}s"
+echo "$target: no failures in ${seconds}s"

@@ -203,7 +203,12 @@ void describe_broker(const Request& r, const kafka::DescribeConfigsRequest& req,
       e.config_source = syn.empty() ? kDefault : syn.front().source;
     }
     e.read_only = !k.dynamic;
-    e.is_sensitive = false;
+    e.is_sensitive = Config::sensitive(k.name);
+    if (e.is_sensitive) {
+      e.value = std::nullopt;
+      for (auto& x : syn)
+        x.value = std::nullopt;
+    }
     if (req.include_synonyms) e.synonyms = std::move(syn);
     e.config_type = kafka_type(k.type);
     e.documentation = req.include_documentation ? std::optional(std::string(k.doc)) : std::nullopt;

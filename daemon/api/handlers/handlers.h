@@ -50,6 +50,12 @@ void delete_groups(RequestPtr r);
 void offset_delete(RequestPtr r);
 // Producer ids for idempotent producers (groups.cc: the coordinator thread hands them out).
 void init_producer_id(RequestPtr r);
+// Authentication on SASL listeners and SCRAM credentials (security.cc).
+void sasl_handshake(RequestPtr r);
+void sasl_authenticate(RequestPtr r);
+void describe_user_scram_credentials(RequestPtr r);
+void alter_user_scram_credentials(RequestPtr r);
+void describe_client_quotas(RequestPtr r);
 // Transactions (transactions.cc).
 void init_transactional_producer(RequestPtr r, kafka::InitProducerIdRequest body);
 void add_partitions_to_txn(RequestPtr r);

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "daemon/settings.h"
+#include "tests/unit/tls/test_certs.h"
 
 namespace samsa::daemon {
 namespace {
@@ -167,7 +168,9 @@ TEST(Config, KafkaRetentionFallbacks) {
 TEST(Settings, ListenersAndControllerListenersAreSeparated) {
   auto c = Config::load("",
                         {"listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://:9093,V6://[::1]:19092",
-                         "controller.listener.names=CONTROLLER"},
+                         "controller.listener.names=CONTROLLER",
+                         "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:"
+                         "PLAINTEXT,V6:PLAINTEXT"},
                         nullptr);
   ASSERT_TRUE(c.has_value());
   auto s = make_settings(*c, "cluster");
@@ -187,6 +190,75 @@ std::string settings_error(std::vector<std::string> overrides) {
   if (!c) return "config: " + c.error();
   auto s = make_settings(*c, "cid");
   return s ? std::string() : s.error();
+}
+
+// Listener security: each listener's protocol from its name or the map, and every setting that
+// cannot be served stops the start with the key named.
+TEST(Settings, ListenerSecurityProtocolsAndTheirErrors) {
+  auto c = Config::load("",
+                        {"listeners=PLAINTEXT://:9092,INTERNAL://:9093,SASL_PLAINTEXT://:9094",
+                         "listener.security.protocol.map=INTERNAL:SASL_PLAINTEXT,"
+                         "SASL_PLAINTEXT:SASL_PLAINTEXT,PLAINTEXT:PLAINTEXT",
+                         "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-512",
+                         "listener.name.internal.plain.sasl.jaas.config=org.apache.kafka.common."
+                         "security.plain.PlainLoginModule required user_a=\"pw\";",
+                         "listener.name.internal.connections.max.reauth.ms=60000"},
+                        nullptr);
+  ASSERT_TRUE(c.has_value()) << c.error();
+  auto s = make_settings(*c, "cid");
+  ASSERT_TRUE(s.has_value()) << s.error();
+  const auto& sec = (*s)->security;
+  ASSERT_EQ(sec.size(), 3u);
+  EXPECT_EQ((*s)->listeners[1].protocol, SecurityProtocol::sasl_plaintext);
+  EXPECT_EQ(sec[0].protocol, SecurityProtocol::plaintext);
+  EXPECT_TRUE(sec[1].sasl());
+  EXPECT_EQ(sec[1].reauth_ms, 60000);
+  EXPECT_EQ(sec[2].reauth_ms, 0);
+  ASSERT_TRUE(sec[1].plain_users);
+  EXPECT_EQ(sec[1].plain_users->at("a"), "pw");
+  EXPECT_TRUE(sec[2].plain_users->empty());  // no JAAS config for that listener
+  EXPECT_TRUE(Config::sensitive("listener.name.internal.plain.sasl.jaas.config"));
+  EXPECT_TRUE(Config::sensitive("ssl.key.password"));
+  EXPECT_FALSE(Config::sensitive("ssl.keystore.location"));
+  ASSERT_NE(Config::find_key("listener.name.x.ssl.keystore.location"), nullptr);
+  EXPECT_EQ(Config::find_key("listener.name.x.log.dirs"), nullptr);
+
+  EXPECT_NE(settings_error({"listeners=OTHER://:9092"}).find("OTHER has no security protocol"),
+            std::string::npos);
+  EXPECT_NE(settings_error({"listeners=X://:9092", "listener.security.protocol.map=X:TLS"})
+                .find("expected LISTENER_NAME:PROTOCOL"),
+            std::string::npos);
+  EXPECT_NE(settings_error({"listeners=SSL://:9092"}).find("ssl.keystore.location: must be set"),
+            std::string::npos);
+  EXPECT_NE(
+      settings_error({"listeners=SSL://:9092", "ssl.keystore.type=JKS", "ssl.keystore.location=/x"})
+          .find("ssl.keystore.type: JKS is not served"),
+      std::string::npos);
+  EXPECT_NE(settings_error({"listeners=SSL://:9092", "ssl.keystore.location=/nonexistent.pem"})
+                .find("listener SSL: "),
+            std::string::npos);
+  EXPECT_NE(settings_error({"listeners=SASL_PLAINTEXT://:9092", "sasl.enabled.mechanisms=GSSAPI"})
+                .find("GSSAPI is not served"),
+            std::string::npos);
+  EXPECT_NE(settings_error({"listeners=SASL_PLAINTEXT://:9092",
+                            "listener.name.sasl_plaintext.plain.sasl.jaas.config=nonsense",
+                            "sasl.enabled.mechanisms=PLAIN"})
+                .find("plain.sasl.jaas.config"),
+            std::string::npos);
+  // A keystore that works (inline PEM), so what stops the start is the backend.
+  net::tls::testing::TestCa ca;
+  auto id = ca.issue({"CN=broker", {"localhost"}, {}, false, 1});
+  const std::vector<std::string> ssl = {"listeners=SSL://10.0.0.1:9092",
+                                        "ssl.keystore.key=" + id.key_pem,
+                                        "ssl.keystore.certificate.chain=" + id.cert_pem};
+  EXPECT_EQ(settings_error(ssl), "");
+  auto dpdk = ssl;
+  for (const char* kv :
+       {"samsa.net.backend=dpdk", "samsa.dpdk.eal.args=--no-huge", "samsa.dpdk.ip=10.0.0.1"})
+    dpdk.emplace_back(kv);
+  EXPECT_NE(settings_error(dpdk).find("TLS is not served on samsa.net.backend=dpdk"),
+            std::string::npos)
+      << settings_error(dpdk);
 }
 
 // process.roles: both (or absent) is the single node as always; broker or controller alone need

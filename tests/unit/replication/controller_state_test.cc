@@ -379,13 +379,58 @@ TEST(ControllerState, ATopicTakesTheClientsReplicaAssignment) {
            {{1, 2, 4}},          // not registered
            {{1, 2, 3}, {1, 2}},  // replication factors differ
        }) {
-    auto p = c.cs.create_topics(
-        {{"bad", static_cast<std::int32_t>(bad.size()),
-          static_cast<std::int16_t>(bad.front().size()), {}, bad}},
-        false);
+    auto p = c.cs.create_topics({{"bad",
+                                  static_cast<std::int32_t>(bad.size()),
+                                  static_cast<std::int16_t>(bad.front().size()),
+                                  {},
+                                  bad}},
+                                false);
     EXPECT_EQ(p.answer.at(0).error, ErrorCode::invalid_replica_assignment);
     EXPECT_TRUE(p.records.empty());
   }
+}
+
+ScramAlteration upsert(std::string user, ScramMechanism m, std::int32_t iterations) {
+  return {false,
+          {std::move(user), m, "salt", std::string(32, 's'), std::string(32, 'k'), iterations}};
+}
+
+ScramAlteration removal(std::string user, ScramMechanism m) {
+  return {true, {std::move(user), m, "", "", "", 0}};
+}
+
+// AlterUserScramCredentials as Kafka's ScramControlManager decides it: one outcome per user,
+// a user's changes all or nothing, and the credentials in the snapshot.
+TEST(ControllerState, ScramCredentialsAreAlteredPerUserAllOrNothing) {
+  ControllerState cs{fixed_topic_id()};
+  cs.on_become_active(0, 0);
+  auto p = cs.alter_scram_credentials(
+      {upsert("alice", ScramMechanism::sha256, 8192), upsert("alice", ScramMechanism::sha512, 4096),
+       removal("bob", ScramMechanism::sha256), upsert("carol", ScramMechanism::sha512, 4096),
+       upsert("carol", ScramMechanism::sha512, 4096), upsert("dave", ScramMechanism::sha512, 100),
+       upsert("dave", ScramMechanism::sha256, 4096)});
+  ASSERT_EQ(p.answer.size(), 4u);
+  EXPECT_EQ(p.answer[0].user, "alice");
+  EXPECT_EQ(p.answer[0].error, ErrorCode::none);
+  EXPECT_EQ(p.answer[1].error, ErrorCode::resource_not_found);
+  EXPECT_EQ(p.answer[2].error, ErrorCode::duplicate_resource);
+  EXPECT_EQ(p.answer[3].error, ErrorCode::unacceptable_credential);
+  EXPECT_EQ(p.answer[3].message, "Too few iterations");
+  EXPECT_EQ(p.records.size(), 2u);  // alice's two; dave's good one goes with his bad one
+  const MetadataImage& img = cs.image();
+  ASSERT_NE(img.scram_credential("alice", ScramMechanism::sha256), nullptr);
+  EXPECT_EQ(img.scram_credential("alice", ScramMechanism::sha256)->iterations, 8192);
+  EXPECT_EQ(img.scram_credential("dave", ScramMechanism::sha256), nullptr);
+
+  p = cs.alter_scram_credentials({removal("alice", ScramMechanism::sha256),
+                                  upsert("bob", ScramMechanism::sha256, 16384),
+                                  upsert("erin", ScramMechanism::sha256, 16385)});
+  EXPECT_EQ(p.answer[0].error, ErrorCode::none);
+  EXPECT_EQ(p.answer[1].error, ErrorCode::none);
+  EXPECT_EQ(p.answer[2].message, "Too many iterations");
+  EXPECT_EQ(cs.image().scram_credential("alice", ScramMechanism::sha256), nullptr);
+  EXPECT_NE(cs.image().scram_credential("alice", ScramMechanism::sha512), nullptr);
+  EXPECT_EQ(cs.image().scram_credentials().size(), 2u);
 }
 
 }  // namespace

@@ -48,6 +48,9 @@ TEST(MetadataRecords, EveryRecordRoundTripsAndEveryPrefixIsRejected) {
       PartitionChangeRecord{id, 3, std::vector<std::int32_t>{1}, kNoLeaderChange,
                             std::vector<std::int32_t>{2}},
       PartitionChangeRecord{id, 3, std::nullopt, 2, std::vector<std::int32_t>{}},
+      UserScramCredentialRecord{"alice", ScramMechanism::sha512, "salt", std::string(64, 's'),
+                                std::string(64, 'k'), 4096},
+      RemoveUserScramCredentialRecord{"alice", ScramMechanism::sha256},
   };
   for (const auto& r : recs) {
     auto b = encode_record(r);
@@ -73,8 +76,7 @@ TEST(MetadataRecords, TheNewFieldsTakeVersionOneOnlyWhenPresent) {
   EXPECT_EQ(version(PartitionRecord{id, 0, {1}, {1}, 1, 0, 0}), 0);
   EXPECT_EQ(version(PartitionRecord{id, 0, {1, 2}, {1}, 1, 0, 0, {2}}), 1);
   EXPECT_EQ(version(PartitionChangeRecord{id, 0, std::nullopt, 2}), 0);
-  EXPECT_EQ(version(PartitionChangeRecord{id, 0, std::nullopt, 2, std::vector<std::int32_t>{}}),
-            1);
+  EXPECT_EQ(version(PartitionChangeRecord{id, 0, std::nullopt, 2, std::vector<std::int32_t>{}}), 1);
   EXPECT_EQ(version(RegisterBrokerRecord{1, id, 5, {}, std::nullopt, true}), 0);
   EXPECT_EQ(version(RegisterBrokerRecord{1, id, 5, {}, std::nullopt, true, {id}}), 1);
   // A version this samsad does not know is refused, not misread.
