@@ -87,10 +87,14 @@ std::size_t ConnectionCore::consume(const std::byte* p, std::size_t n) {
       const std::int32_t size = load_be<std::int32_t>(hdr_);
       if (size <= 0 || static_cast<std::uint32_t>(size) > limits().max_frame_bytes) {
         ++stats().bad_frames;
+        // A TLS record header (0x16 0x03 ...) read as a size: a client configured for SSL
+        // on a listener that is not; say so, the number alone puzzles operators.
+        const bool tls = hdr_[0] == std::byte{0x16} && hdr_[1] == std::byte{0x03};
         LOG_WARN(
             "connection %llu from %s: frame size %d outside 1..%u "
-            "(socket.request.max.bytes); closing",
-            static_cast<unsigned long long>(id_), peer_.c_str(), size, limits().max_frame_bytes);
+            "(socket.request.max.bytes); closing%s",
+            static_cast<unsigned long long>(id_), peer_.c_str(), size, limits().max_frame_bytes,
+            tls ? " (it is a TLS handshake: the client uses SSL on a listener without TLS)" : "");
         hard_close();
         return used;
       }

@@ -9,8 +9,8 @@
 2. SCRAM users made with Kafka 4.1.1's kafka-configs (DescribeUserScramCredentials and
    AlterUserScramCredentials), once over SASL_SSL with a --command-config;
 3. confluent-kafka (librdkafka) produces and consumes over SSL, mutual TLS, SASL_SSL with
-   SCRAM-SHA-512, SCRAM-SHA-256 and PLAIN, and SASL_PLAINTEXT; kcat and Kafka's console
-   producer and consumer over SASL_SSL SCRAM-SHA-512; the principal of a client certificate is
+   SCRAM-SHA-512, SCRAM-SHA-256 and PLAIN, and SASL_PLAINTEXT; kcat, Kafka's console
+   producer and consumer, franz-go and kafkajs over SASL_SSL SCRAM-SHA-512; the principal of a client certificate is
    its subject through ssl.principal.mapping.rules;
 4. what must be refused: a wrong password (SASL_AUTHENTICATION_FAILED, after Kafka's 100 ms
    delay), no client certificate on MTLS, an untrusted broker certificate, any request before
@@ -393,6 +393,45 @@ def step_console(env: Env):
            f"kafka-console-consumer reads them back ({got})")
 
 
+CLIENTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "clients")
+
+
+def step_go_node(env: Env):
+    """franz-go and kafkajs over SASL_SSL with SCRAM-SHA-512 (tests/clients/go/cmd/securecheck,
+    tests/clients/node/secure_check.js), and a wrong password refused."""
+    boot = f"127.0.0.1:{env.ports['SASL_SSL']}"
+    common = ["--bootstrap", boot, "--ca", env.ca[1], "--mechanism", "SCRAM-SHA-512",
+              "--user", "alice"]
+    progs = {}
+    if shutil.which("go"):
+        binary = os.path.join(env.work, "securecheck")
+        b = subprocess.run(["go", "build", "-o", binary, "./cmd/securecheck"],
+                           cwd=os.path.join(CLIENTS, "go"), capture_output=True, text=True,
+                           timeout=300)
+        if checks(b.returncode == 0, f"franz-go check builds ({b.stderr.strip()[-120:]})"):
+            progs["franz-go"] = [binary]
+    else:
+        missing(checks, "go (franz-go)")
+    node_modules = os.path.join(CLIENTS, "node", "node_modules", "kafkajs")
+    if shutil.which("node") and os.path.isdir(node_modules):
+        progs["kafkajs"] = ["node", os.path.join(CLIENTS, "node", "secure_check.js")]
+    else:
+        missing(checks, "node with kafkajs (tests/clients/install.sh)")
+    for name, cmd in progs.items():
+        topic = f"sec-{name.replace('-', '')}"
+        p = subprocess.run(cmd + common + ["--password", "alice-secret", "--topic", topic],
+                           capture_output=True, text=True, timeout=90)
+        checks(p.returncode == 0 and "PASS" in p.stdout,
+               f"{name} over SASL_SSL SCRAM-SHA-512: 20 records produced and consumed "
+               f"({(p.stdout + p.stderr).strip().splitlines()[-1:]})")
+        p = subprocess.run(cmd + common + ["--password", "wrong", "--topic", topic,
+                                           "--expect-auth-failure"],
+                           capture_output=True, text=True, timeout=60)
+        checks(p.returncode == 0 and "Authentication failed" in p.stdout,
+               f"{name}: a wrong password is refused "
+               f"({[l for l in p.stdout.splitlines() if 'refused' in l][:1]})")
+
+
 def step_gate(env: Env, broker_log):
     port = env.ports["SASL_PLAINTEXT"]
     c = Raw(port)
@@ -477,7 +516,15 @@ def step_tls_bad_input(env: Env, broker_log):
         s.close()
     checks(max(ends) < 4, f"50 silent TLS clients closed by the 1.5 s handshake timeout "
                           f"(last after {max(ends):.1f}s)")
+    # A TLS client on the PLAINTEXT listener: the log says what happened.
+    try:
+        Raw(env.plaintext_port, ssl.create_default_context(cafile=env.ca[1]), timeout=3)
+    except (OSError, ssl.SSLError):
+        pass
+    time.sleep(0.3)
     log = broker_log()
+    checks("the client uses SSL on a listener without TLS" in log,
+           "TLS on the PLAINTEXT listener: closed, and the log says it was TLS")
     checks("TLS handshake not done within 1500 ms" in log and
            ("TLS handshake failed" in log or "wrong version number" in log),
            "both are in the log")
@@ -617,6 +664,7 @@ def main() -> int:
     settings["listeners"] = settings["listeners"].format(plain=plain)
     settings.update({"group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "2",
                      "samsa.reactors": "2"})
+    env.plaintext_port = plain
     broker = SamsadProcess(a.samsad, work, [f"{k}={v}" for k, v in settings.items()], port=plain)
     ok = False
     try:
@@ -627,6 +675,7 @@ def main() -> int:
         step_refusals(env)
         step_kcat(env)
         step_console(env)
+        step_go_node(env)
         step_gate(env, log)
         step_reauth(env)
         step_tls_bad_input(env, log)
