@@ -17,6 +17,18 @@
 #include "net/kafka/wire.h"
 
 namespace samsa::daemon {
+
+// A backend's outbound connections with this node's security for the listener they reach
+// (TLS and a SASL login on a secured inter-broker or controller listener).
+static net::ClientFactory secured(net::ClientFactory f,
+                                  std::shared_ptr<const net::ClientSecurity> s) {
+  if (!s) return f;
+  return [f = std::move(f), s = std::move(s)](io::Reactor& r, net::ClientHandler& h,
+                                              net::ClientOptions o) {
+    o.security = s;
+    return f ? f(r, h, std::move(o)) : net::ClientConnection::create(r, h, std::move(o));
+  };
+}
 namespace {
 
 // How long a forwarded answer waits for this node's image to show the change it made.
@@ -72,10 +84,11 @@ void Broker::make_shard(ReactorContext& ctx) {
   fo.testing_from_memory = settings_->cluster.testing_ack_from_memory;
   // Followers reach their leaders over the network backend (and so does the controller
   // link, start_link).
-  fo.connect = backend_->client_factory();
+  fo.connect = secured(backend_->client_factory(), settings_->inter_broker_client);
   ctx.fetcher = std::make_unique<cluster::ReplicaFetcher>(*ctx.reactor, *ctx.shard, std::move(fo));
   if (ctx.index == 0)
-    ctx.sender = std::make_unique<cluster::BrokerSender>(*ctx.reactor, backend_->client_factory());
+    ctx.sender = std::make_unique<cluster::BrokerSender>(
+        *ctx.reactor, secured(backend_->client_factory(), settings_->inter_broker_client));
   cluster::IsrKeeper::Options ko;
   ko.node_id = settings_->node_id;
   const std::size_t index = ctx.index;
@@ -242,7 +255,7 @@ void Broker::set_quorum_options(replication::Controller::Options& co) {
       po.peers[b.id] = {b.host, b.port};
     }
   po.reactor = contexts_.front()->reactor;
-  po.factory = backend_->client_factory();
+  po.factory = secured(backend_->client_factory(), settings_->controller_client);
   po.on_controller = [this](std::function<void(replication::Controller&)> fn) {
     on_controller(std::move(fn));
   };
@@ -271,8 +284,8 @@ void Broker::start_link() {
       lo.endpoints.push_back({e.name, e.host, e.port, static_cast<std::int16_t>(e.protocol)});
   // The controller is reached over the network backend from reactor 0 (which drives its
   // device). The link stops before the reactors do (Broker::shutdown).
-  lo.channel =
-      cluster::reactor_controller_channel(*contexts_.front()->reactor, backend_->client_factory());
+  lo.channel = cluster::reactor_controller_channel(
+      *contexts_.front()->reactor, secured(backend_->client_factory(), s->controller_client));
   link_ = std::make_unique<cluster::ClusterLink>(std::move(lo));
   // The leader the observer already knows (quorum-state), on this (the controller's) thread.
   if (const auto leader = controller_->quorum_view().leader; leader >= 0)

@@ -18,8 +18,8 @@ std::string lower(std::string_view s) {
 
 // listener.security.protocol.map, with Kafka's fallbacks: a listener named after a protocol
 // is that protocol; with no map set, a controller listener is PLAINTEXT.
-std::expected<void, std::string> assign_protocols(const Config& c, std::vector<Endpoint>& eps) {
-  std::map<std::string, SecurityProtocol, std::less<>> map;
+std::expected<SecurityProtocol, std::string> protocol_of(const Config& c, std::string_view name,
+                                                         bool controller) {
   for (const auto& item : c.get_list("listener.security.protocol.map")) {
     const auto colon = item.find(':');
     auto p =
@@ -28,27 +28,27 @@ std::expected<void, std::string> assign_protocols(const Config& c, std::vector<E
       return std::unexpected("listener.security.protocol.map: " + item +
                              ": expected LISTENER_NAME:PROTOCOL (PLAINTEXT, SSL, SASL_PLAINTEXT "
                              "or SASL_SSL)");
-    map[item.substr(0, colon)] = *p;
+    if (item.substr(0, colon) == name) return *p;
   }
-  const bool map_set = c.is_set("listener.security.protocol.map");
+  if (auto p = parse_security_protocol(name)) return *p;
+  if (!c.is_set("listener.security.protocol.map") && controller) return SecurityProtocol::plaintext;
+  return std::unexpected("listeners: " + std::string(name) +
+                         " has no security protocol: name it in "
+                         "listener.security.protocol.map (e.g. " +
+                         std::string(name) + ":SASL_SSL)");
+}
+
+std::expected<void, std::string> assign_protocols(const Config& c, std::vector<Endpoint>& eps) {
   for (auto& e : eps) {
-    if (auto it = map.find(e.name); it != map.end()) {
-      e.protocol = it->second;
-    } else if (auto p = parse_security_protocol(e.name)) {
-      e.protocol = *p;
-    } else if (!map_set && e.controller) {
-      e.protocol = SecurityProtocol::plaintext;
-    } else {
-      return std::unexpected("listeners: " + e.name +
-                             " has no security protocol: name it in "
-                             "listener.security.protocol.map (e.g. " +
-                             e.name + ":SASL_SSL)");
-    }
+    auto p = protocol_of(c, e.name, e.controller);
+    if (!p) return std::unexpected(p.error());
+    e.protocol = *p;
   }
   return {};
 }
 
-std::expected<net::tls::Options, std::string> tls_options(const Config& c, std::string_view l) {
+std::expected<net::tls::Options, std::string> tls_options(const Config& c, std::string_view l,
+                                                          bool server = true) {
   auto v = [&](std::string_view k) { return listener_value(c, l, k); };
   for (const char* k : {"ssl.keystore.type", "ssl.truststore.type"})
     if (v(k) != "PEM")
@@ -82,7 +82,8 @@ std::expected<net::tls::Options, std::string> tls_options(const Config& c, std::
   o.client_auth = auth == "required"    ? net::tls::ClientAuth::required
                   : auth == "requested" ? net::tls::ClientAuth::requested
                                         : net::tls::ClientAuth::none;
-  if (o.keystore_location.empty() && o.keystore_key.empty())
+  // A client presents the listener's keystore, if any, when its peer asks (mutual TLS).
+  if (server && o.keystore_location.empty() && o.keystore_key.empty())
     return std::unexpected("ssl.keystore.location: must be set for an SSL or SASL_SSL listener");
   return o;
 }
@@ -132,7 +133,61 @@ std::expected<void, std::string> read_sasl(const Config& c, const Endpoint& e,
   return {};
 }
 
+// A login module's username and password (the broker's own credentials for a SASL listener it
+// connects to).
+std::expected<std::pair<std::string, std::string>, std::string> own_credentials(
+    const Config& c, std::string_view listener, net::sasl::Mechanism m) {
+  std::string mech = lower(net::sasl::mechanism_name(m));
+  std::string key = "listener.name." + lower(listener) + "." + mech + ".sasl.jaas.config";
+  std::string jaas = c.get_string(key);
+  if (jaas.empty()) {
+    key = "sasl.jaas.config";
+    jaas = listener_value(c, listener, key);
+  }
+  if (jaas.empty())
+    return std::unexpected("listener.name." + lower(listener) + "." + mech +
+                           ".sasl.jaas.config: must give this node's username and password for "
+                           "the SASL listener it connects to");
+  std::string error;
+  auto entry = net::sasl::parse_jaas(jaas, &error);
+  if (!error.empty()) return std::unexpected(key + ": " + error);
+  auto u = entry.options.find("username");
+  auto p = entry.options.find("password");
+  if (u == entry.options.end() || p == entry.options.end())
+    return std::unexpected(key + ": needs username and password (this node's own login)");
+  return std::make_pair(u->second, p->second);
+}
+
 }  // namespace
+
+std::expected<std::shared_ptr<const net::ClientSecurity>, std::string> read_client_security(
+    const Config& c, std::string_view listener, bool controller, std::string_view mechanism_key) {
+  auto proto = protocol_of(c, listener, controller);
+  if (!proto) return std::unexpected(proto.error());
+  auto out = std::make_shared<net::ClientSecurity>();
+  if (*proto == SecurityProtocol::ssl || *proto == SecurityProtocol::sasl_ssl) {
+    auto o = tls_options(c, listener, false);
+    if (!o) return std::unexpected("listener " + std::string(listener) + ": " + o.error());
+    std::string error;
+    out->tls = net::tls::make_context(*o, net::tls::Role::client, &error);
+    if (!out->tls)
+      return std::unexpected("listener " + std::string(listener) + " (as a client): " + error);
+  }
+  if (*proto == SecurityProtocol::sasl_plaintext || *proto == SecurityProtocol::sasl_ssl) {
+    const std::string name = c.get_string(mechanism_key);
+    auto m = net::sasl::parse_mechanism(name);
+    if (!m)
+      return std::unexpected(std::string(mechanism_key) + ": " + name +
+                             " is not served: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512");
+    auto creds = own_credentials(c, listener, *m);
+    if (!creds) return std::unexpected(creds.error());
+    out->mechanism = *m;
+    out->user = creds->first;
+    out->password = creds->second;
+  }
+  if (!out->tls && !out->mechanism) return nullptr;
+  return std::shared_ptr<const net::ClientSecurity>(std::move(out));
+}
 
 const char* security_protocol_name(SecurityProtocol p) {
   switch (p) {

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "net/client_connection.h"
 #include "net/sasl/sasl.h"
 #include "net/tls/tls.h"
 
@@ -58,6 +59,13 @@ struct ListenerSecurity {
 // A listener's value of an ssl.* / sasl.* key: listener.name.<listener lower case>.<key> if set,
 // else the key's own value.
 std::string listener_value(const Config& c, std::string_view listener, std::string_view key);
+
+// How this node connects to a listener of other nodes (a cluster's inter-broker listener, or
+// its controller listener): TLS with the listener's truststore (and keystore, for mutual TLS)
+// and, on a SASL listener, a login with `mechanism_key`'s mechanism and the username and
+// password of the listener's JAAS config for it. Null for a PLAINTEXT listener.
+std::expected<std::shared_ptr<const net::ClientSecurity>, std::string> read_client_security(
+    const Config& c, std::string_view listener, bool controller, std::string_view mechanism_key);
 
 // Sets each endpoint's protocol and builds its ListenerSecurity (same order as endpoints).
 std::expected<std::vector<ListenerSecurity>, std::string> read_listener_security(

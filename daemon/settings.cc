@@ -227,6 +227,22 @@ Checked read_security(const Config& c, BrokerSettings& s) {
   auto sec = read_listener_security(c, s.listeners);
   if (!sec) return std::unexpected(sec.error());
   s.security = std::move(*sec);
+  if (!s.clustered()) return {};
+  // How this node reaches the others: brokers on the inter-broker listener, the quorum on the
+  // controller listener.
+  const ClusterSettings& cl = s.cluster;
+  if (!cl.inter_broker_listener.empty()) {
+    auto ib = read_client_security(c, cl.inter_broker_listener, false,
+                                   "sasl.mechanism.inter.broker.protocol");
+    if (!ib) return std::unexpected(ib.error());
+    s.inter_broker_client = std::move(*ib);
+  }
+  if (!cl.controller_listener.empty()) {
+    auto ctl =
+        read_client_security(c, cl.controller_listener, true, "sasl.mechanism.controller.protocol");
+    if (!ctl) return std::unexpected(ctl.error());
+    s.controller_client = std::move(*ctl);
+  }
   return {};
 }
 

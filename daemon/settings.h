@@ -97,6 +97,10 @@ struct BrokerSettings {
   std::vector<Endpoint> advertised;
   // Each listener's TLS context, SASL mechanisms and users (same order as listeners).
   std::vector<ListenerSecurity> security;
+  // A cluster node's own connections: to other brokers (inter.broker.listener.name) and to the
+  // controller quorum (controller.listener.names); null where that listener is PLAINTEXT.
+  std::shared_ptr<const net::ClientSecurity> inter_broker_client;
+  std::shared_ptr<const net::ClientSecurity> controller_client;
   net::BackendOptions backend;  // samsa.net.backend and samsa.dpdk.*
   bool auto_create_topics = true;
   bool delete_topic_enable = true;

@@ -17,12 +17,25 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "io/reactor.h"
 #include "net/buffer.h"
+#include "net/sasl/sasl.h"
+#include "net/tls/tls.h"
 
 namespace samsa::net {
+
+// How an outbound connection secures itself (a cluster's inter-broker and controller
+// listeners): TLS with a client context (null: none), then, with a mechanism, a SASL login
+// (SaslHandshake and SaslAuthenticate) before the handler hears on_connected.
+struct ClientSecurity {
+  std::shared_ptr<const tls::Context> tls;
+  std::optional<sasl::Mechanism> mechanism;
+  std::string user;
+  std::string password;
+};
 
 struct ClientOptions {
   std::string host;  // numeric address or a name (resolved off the reactor)
@@ -38,6 +51,8 @@ struct ClientOptions {
   std::int64_t backoff_max_ms = 1000;
   int socket_send_buffer_bytes = -1;  // -1: the kernel's autotuning
   int socket_receive_buffer_bytes = -1;
+  // Null: plaintext, no login. The connect timeout covers the TLS handshake and the login too.
+  std::shared_ptr<const ClientSecurity> security;
 };
 
 struct ClientStats {

@@ -34,6 +34,7 @@
 #include "base/log.h"
 #include "io/offload.h"
 #include "net/client_framing.h"
+#include "net/client_login.h"
 
 namespace samsa::net {
 
@@ -60,7 +61,7 @@ class ClientMachine : protected io::TurnHook {
   bool send(Buffer frame) {
     // The connection belongs to its reactor: requests to it are posted there.
     SAMSA_ASSERT(io::Reactor::current() == &r_);
-    if (state_ != State::connected || frame.size() == 0) return false;
+    if (state_ != State::connected || login_ || frame.size() == 0) return false;
     stats_.requests++;
     self().queue(std::move(frame));
     sent_at_.push_back(mono_ns());
@@ -68,7 +69,7 @@ class ClientMachine : protected io::TurnHook {
     wake();
     return true;
   }
-  bool connected() const { return state_ == State::connected; }
+  bool connected() const { return state_ == State::connected && !login_; }
   std::size_t inflight() const { return sent_at_.size(); }
   const ClientStats& stats() const { return stats_; }
   const std::string& host() const { return opts_.host; }
@@ -114,8 +115,46 @@ class ClientMachine : protected io::TurnHook {
     r_.disarm(&deadline_timer_);
     state_ = State::connected;
     stats_.connects++;
+    if (opts_.security && opts_.security->mechanism) {
+      // The SASL login comes first, within what is left of the connect timeout's budget (a
+      // broker that never answers it must not hold the connection).
+      login_ = std::make_unique<ClientLogin>(*opts_.security);
+      self().queue(login_->start());
+      sent_at_.push_back(mono_ns());
+      r_.arm(&deadline_timer_, mono_ns() + opts_.connect_timeout_ms * 1'000'000);
+      wake();
+      return;
+    }
     arm_deadline();
     notify([this] { h_->on_connected(*handle_); });
+  }
+
+  // A response while logging in: the next request, or the login's end.
+  void login_frame(Buffer f) {
+    Buffer next;
+    std::string error;
+    switch (login_->on_response(f, &next, &error)) {
+      case ClientLogin::Result::more:
+        self().queue(std::move(next));
+        sent_at_.push_back(mono_ns());
+        wake();
+        return;
+      case ClientLogin::Result::failed:
+        LOG_WARN("connection to %s:%u: SASL login as %s failed: %s", opts_.host.c_str(),
+                 unsigned(opts_.port), opts_.security->user.c_str(), error.c_str());
+        fail(EACCES);
+        return;
+      case ClientLogin::Result::done:
+        LOG_INFO("connection to %s:%u: logged in as %s with %s%s", opts_.host.c_str(),
+                 unsigned(opts_.port), opts_.security->user.c_str(),
+                 sasl::mechanism_name(*opts_.security->mechanism),
+                 opts_.security->tls ? " over TLS" : "");
+        login_.reset();
+        r_.disarm(&deadline_timer_);
+        backoff_.reset();
+        notify([this] { h_->on_connected(*handle_); });
+        return;
+    }
   }
 
   // Received bytes: framed into responses. Returns how many were taken (it stops when the
@@ -150,6 +189,10 @@ class ClientMachine : protected io::TurnHook {
       return;
     }
     sent_at_.pop_front();
+    if (login_) {
+      login_frame(std::move(f));
+      return;
+    }
     r_.disarm(&deadline_timer_);
     arm_deadline();
     stats_.responses++;
@@ -172,6 +215,7 @@ class ClientMachine : protected io::TurnHook {
     }
     pending_error_ = error;
     state_ = State::closing;
+    login_.reset();
     ++gen_;  // a resolution still on its way is ignored
     r_.disarm(&deadline_timer_);
     self().shut();
@@ -290,7 +334,9 @@ class ClientMachine : protected io::TurnHook {
   // The connect timeout while connecting; the oldest request's deadline once connected.
   static void on_deadline(io::Timer* t) {
     ClientMachine* self = static_cast<MachineTimer*>(t)->self;
-    if (self->state_ == State::connecting) {
+    if (self->state_ == State::connecting || (self->state_ == State::connected && self->login_)) {
+      LOG_DEBUG("connection to %s:%u: %s timed out", self->opts_.host.c_str(),
+                unsigned(self->opts_.port), self->login_ ? "the SASL login" : "connecting");
       self->fail(ETIMEDOUT);
       return;
     }
@@ -311,6 +357,7 @@ class ClientMachine : protected io::TurnHook {
     r_.arm(&deadline_timer_, sent_at_.front() + opts_.request_timeout_ms * 1'000'000);
   }
 
+  std::unique_ptr<ClientLogin> login_;  // a SASL login under way
   std::uint64_t gen_ = 0;
   int pending_error_ = 0;
   int in_callback_ = 0;

@@ -90,6 +90,9 @@ class UringClient final : public ClientMachine<UringClient> {
   void release() {
     if (fd_ >= 0) ::close(fd_);
     fd_ = -1;
+    tls_.reset();
+    tls_out_.clear();
+    tls_out_off_ = 0;
   }
 
   void turn() {}
@@ -97,6 +100,7 @@ class UringClient final : public ClientMachine<UringClient> {
   void queue(Buffer frame) { send_q_.push_back(std::move(frame)); }
 
   void flush() {
+    if (tls_) return tls_flush();
     if (send_pending_ || send_q_.empty() || fd_ < 0) return;
     iov_.clear();
     for (std::size_t i = 0; i < send_q_.size() && iov_.size() < kMaxIov; ++i) {
@@ -121,16 +125,81 @@ class UringClient final : public ClientMachine<UringClient> {
     self->connect_pending_ = false;
     if (self->state_ != State::connecting) return self->stale_op_done();
     if (res < 0) return self->fail(-res);
+    const auto& sec = self->opts_.security;
+    if (sec && sec->tls) {
+      // The TLS handshake runs within the connect timeout; connected once it is done.
+      self->tls_ = std::make_unique<tls::Session>(sec->tls, self->opts_.host);
+      if (self->tls_->failed()) return self->tls_failed();
+      self->arm_recv();
+      self->tls_flush();
+      return;
+    }
     self->arm_recv();
     self->connected_io();
     self->maybe_free();
+  }
+
+  void tls_failed() {
+    LOG_WARN("connection to %s:%u: %s", opts_.host.c_str(), unsigned(opts_.port),
+             tls_->error().c_str());
+    fail(EPROTO);
+  }
+
+  bool io_wanted() const {
+    return state_ == State::connected || (state_ == State::connecting && tls_);
+  }
+
+  // Ciphertext received: the handshake first, then plaintext on to the framing.
+  void tls_in(std::size_t n) {
+    if (!tls_->feed(reinterpret_cast<const std::uint8_t*>(scratch_.data()), n)) return tls_failed();
+    if (state_ == State::connecting && tls_->handshake_done()) connected_io();
+    while (state_ == State::connected && h_) {
+      auto plain = tls_->plain();
+      if (plain.empty()) break;
+      bytes_in(reinterpret_cast<const std::byte*>(plain.data()), plain.size());
+      tls_->consume_plain(plain.size());
+    }
+    if (tls_ && tls_->failed()) return tls_failed();
+    if (io_wanted()) tls_flush();
+  }
+
+  // Encrypts the queued requests (once the handshake is done) and sends the ciphertext, one
+  // sendmsg at a time from a buffer of ours (the session's may move while the kernel reads).
+  void tls_flush() {
+    if (send_pending_ || fd_ < 0 || !tls_) return;
+    if (tls_out_off_ == tls_out_.size()) {
+      tls_out_.clear();
+      tls_out_off_ = 0;
+      while (tls_->handshake_done() && !send_q_.empty()) {
+        Buffer& b = send_q_.front();
+        const std::size_t want = b.size() - front_off_;
+        const std::size_t took =
+            tls_->write_plain(reinterpret_cast<const std::uint8_t*>(b.data()) + front_off_, want);
+        front_off_ += took;
+        if (took < want) break;
+        front_off_ = 0;
+        send_q_.pop_front();
+      }
+      auto out = tls_->pending_out();
+      if (out.empty()) return;
+      tls_out_.assign(out.begin(), out.end());
+      tls_->consume_out(out.size());
+    }
+    iov_.clear();
+    iov_.push_back(iovec{tls_out_.data() + tls_out_off_, tls_out_.size() - tls_out_off_});
+    msg_ = msghdr{};
+    msg_.msg_iov = iov_.data();
+    msg_.msg_iovlen = 1;
+    io_uring_prep_sendmsg(r_.sqe(&send_op_), fd_, &msg_, MSG_NOSIGNAL);
+    send_pending_ = true;
+    ++ops_;
   }
 
   void arm_recv() {
     void* dst = scratch_.data();
     std::size_t len = kScratchBytes;
     std::size_t room = 0;
-    std::byte* direct = framer_.direct_room(&room);
+    std::byte* direct = tls_ ? nullptr : framer_.direct_room(&room);
     if (direct && room >= kScratchBytes) {
       // A large body goes straight into its buffer: no copy.
       dst = direct;
@@ -149,10 +218,12 @@ class UringClient final : public ClientMachine<UringClient> {
     UringClient* self = static_cast<Op*>(c)->self;
     --self->ops_;
     self->recv_pending_ = false;
-    if (self->state_ != State::connected) return self->stale_op_done();
+    if (!self->io_wanted()) return self->stale_op_done();
     if (res <= 0) return self->fail(res == 0 ? ECONNRESET : -res);
     const auto n = static_cast<std::size_t>(res);
-    if (self->direct_) {
+    if (self->tls_) {
+      self->tls_in(n);
+    } else if (self->direct_) {
       self->stats_.bytes_in += n;
       Buffer f;
       if (self->framer_.direct_done(n, &f)) self->frame_in(std::move(f));
@@ -160,17 +231,24 @@ class UringClient final : public ClientMachine<UringClient> {
       self->bytes_in(self->scratch_.data(), n);
     }
     if (!self->h_) return self->maybe_free();
-    if (self->state_ == State::connected) self->arm_recv();
+    if (self->io_wanted()) self->arm_recv();
   }
 
   static void on_send(io::Completion* c, int res, std::uint32_t) {
     UringClient* self = static_cast<Op*>(c)->self;
     --self->ops_;
     self->send_pending_ = false;
-    if (self->state_ != State::connected) return self->stale_op_done();
+    if (!self->io_wanted()) return self->stale_op_done();
     if (res < 0) return self->fail(-res);
     self->stats_.bytes_out += static_cast<std::uint64_t>(res);
     std::size_t n = static_cast<std::size_t>(res);
+    if (self->tls_) {
+      self->tls_out_off_ += n;  // the requests were taken when encrypted
+      if (self->tls_out_off_ < self->tls_out_.size() || !self->send_q_.empty() ||
+          !self->tls_->pending_out().empty())
+        self->tls_flush();
+      return;
+    }
     while (n > 0 && !self->send_q_.empty()) {
       const std::size_t left = self->send_q_.front().size() - self->front_off_;
       if (n < left) {
@@ -199,6 +277,11 @@ class UringClient final : public ClientMachine<UringClient> {
   std::size_t front_off_ = 0;
   std::vector<iovec> iov_;
   msghdr msg_{};
+
+  // TLS (ClientSecurity::tls): the session, and the ciphertext being sent.
+  std::unique_ptr<tls::Session> tls_;
+  std::vector<std::uint8_t> tls_out_;
+  std::size_t tls_out_off_ = 0;
 };
 
 }  // namespace

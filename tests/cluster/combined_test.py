@@ -17,6 +17,11 @@ on loopback. Checks, with real clients:
   logs are byte-identical.
 
 CI size: 3 kills; --full: 10.
+
+--secure: the same with nothing between the nodes in clear (issue 22): replication on an
+INTERNAL listener and the quorum on CONTROLLER, both SASL_SSL (PLAIN logins from the JAAS
+config, certificates made by openssl here), clients on PLAINTEXT; every node's log must show
+no failed login, and a plaintext request to either secured listener is refused.
 """
 
 from __future__ import annotations
@@ -220,11 +225,63 @@ def verify(producer, bootstrap: str, admin):
         ch.check(seq == sorted(seq), f"partition {p}: records in the order they were sent")
 
 
+JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="node" '
+        'password="node-secret" user_node="node-secret";')
+
+
+def secure_settings(root: str) -> dict[str, str]:
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                    "integration"))
+    import security_certs as certs
+    ca = certs.make_ca(root)
+    _, _, keystore = certs.make_cert(root, "node", "/CN=samsa-node/O=samsa", ca,
+                                     san="IP:127.0.0.1,DNS:localhost")
+    return {"listener.security.protocol.map":
+            "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_SSL,CONTROLLER:SASL_SSL",
+            "inter.broker.listener.name": "INTERNAL",
+            "ssl.keystore.location": keystore, "ssl.truststore.location": ca[1],
+            "sasl.enabled.mechanisms": "PLAIN",
+            "listener.name.internal.plain.sasl.jaas.config": JAAS,
+            "listener.name.controller.plain.sasl.jaas.config": JAAS,
+            "sasl.mechanism.inter.broker.protocol": "PLAIN",
+            "sasl.mechanism.controller.protocol": "PLAIN"}
+
+
+def check_secure(nodes, iports: dict[int, int], cports: dict[int, int]):
+    """Nothing in clear between the nodes: every login succeeded, and a plaintext ApiVersions
+    to an INTERNAL or CONTROLLER port gets no Kafka answer."""
+    import socket
+    import struct
+    logs = {n: node.log_text() for n, node in nodes.items()}
+    failed = [n for n, t in logs.items() if "SASL login as" in t and "failed" in t]
+    ch.check(not failed, f"no node logged a failed SASL login ({failed})")
+    for n, t in logs.items():
+        for name, ports in (("INTERNAL", iports), ("CONTROLLER", cports)):
+            peers = {m for m in nodes if m != n and
+                     f"127.0.0.1:{ports[m]}: logged in as node with PLAIN over TLS" in t}
+            ch.check(peers, f"node {n} logged in to {name} of nodes {sorted(peers)} over TLS")
+    for name, ports in (("INTERNAL", iports), ("CONTROLLER", cports)):
+        port = ports[1]
+        frame = struct.pack(">hhi", 18, 0, 1) + struct.pack(">h", 4) + b"test"
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+            s.sendall(struct.pack(">i", len(frame)) + frame)
+            s.settimeout(5)
+            try:
+                got = s.recv(4)
+            except (ConnectionResetError, socket.timeout):
+                got = b""
+        # A TLS server answers a non-TLS byte stream with an alert (0x15 0x03) or closes.
+        ch.check(not got or got[:1] == b"\x15",
+                 f"{name} on node 1 answers plaintext with no Kafka response ({got!r})")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--samsad", required=True)
     ap.add_argument("--samsactl")
     ap.add_argument("--full", action="store_true", help="10 kills instead of 3")
+    ap.add_argument("--secure", action="store_true",
+                    help="inter-broker and controller listeners over SASL_SSL")
     a = ap.parse_args()
     ch.set_log_prefix("[combined]")
     why = kafka_tools_available()
@@ -234,13 +291,16 @@ def main() -> int:
     root = tempfile.mkdtemp(prefix="samsa-combined-")
     cports = {n: ch.free_port() for n in NODES}
     voters = ",".join(f"{n}@127.0.0.1:{cports[n]}" for n in NODES)
+    secure = secure_settings(root) if a.secure else {}
+    iports = {n: ch.free_port() for n in NODES}
     nodes = {n: ch.Node(a.samsad, root, n, {
         "process.roles": "broker,controller", "controller.listener.names": "CONTROLLER",
         "controller.quorum.voters": voters, "samsa.cluster.id": CLUSTER_ID,
         "listeners": f"PLAINTEXT://127.0.0.1:{ch.free_port()},"
-                     f"CONTROLLER://127.0.0.1:{cports[n]}",
+                     + (f"INTERNAL://127.0.0.1:{iports[n]}," if a.secure else "")
+                     + f"CONTROLLER://127.0.0.1:{cports[n]}",
         "samsa.reactors": "1", "min.insync.replicas": "2",
-        "offsets.topic.replication.factor": "3"}) for n in NODES}
+        "offsets.topic.replication.factor": "3", **secure}) for n in NODES}
     producer = None
     ok = False
     try:
@@ -293,6 +353,8 @@ def main() -> int:
         ch.check(sorted(names) == sorted(created),
                  "every topic created after a controller fault exists, once")
         ch.wait_identical_metadata_logs(list(nodes.values()), 30)
+        if a.secure:
+            check_secure(nodes, iports, cports)
         ok = True
     finally:
         if producer:
