@@ -42,8 +42,10 @@ std::string read_text(const std::filesystem::path& p) {
 }  // namespace
 
 std::expected<std::unique_ptr<Broker>, std::string> Broker::start(
-    Config cfg, std::function<void(const std::string&)> progress) {
+    Config cfg, std::function<void(const std::string&)> progress,
+    std::function<bool()> stop_requested) {
   std::unique_ptr<Broker> b(new Broker());
+  b->stop_requested_ = std::move(stop_requested);
   if (auto r = b->init(std::move(cfg), std::move(progress)); !r) {
     b->shutdown();
     return std::unexpected(r.error());
@@ -254,6 +256,8 @@ std::expected<void, std::string> Broker::start_controller_and_coordinator(
       return mono_ms() >= hold_until;
     };
     while (!cv_.wait_for(lk, std::chrono::seconds(1), done)) {
+      if (stop_requested_ && stop_requested_())
+        return std::unexpected(std::string(kStoppedDuringStart));
       if (!progress) continue;
       lk.unlock();
       progress(progress_line());

@@ -117,9 +117,13 @@ struct ReactorContext {
 class Broker {
  public:
   // progress (optional) is called about once a second while the logs are being recovered,
-  // with a line for systemd's STATUS.
+  // with a line for systemd's STATUS. stop_requested (optional) is asked as often: true ends
+  // the start-up (shut down, kStoppedDuringStart), so SIGTERM works while a node waits for
+  // its quorum or recovers a large log.
   static std::expected<std::unique_ptr<Broker>, std::string> start(
-      Config cfg, std::function<void(const std::string&)> progress = {});
+      Config cfg, std::function<void(const std::string&)> progress = {},
+      std::function<bool()> stop_requested = {});
+  static constexpr std::string_view kStoppedDuringStart = "stopped during start-up";
   ~Broker();
 
   // SIGHUP / samsactl reload: re-reads the config file and applies what can change live.
@@ -217,6 +221,7 @@ class Broker {
     std::string error;
   };
   Broker() = default;
+  std::function<bool()> stop_requested_;
   std::expected<void, std::string> init(Config cfg,
                                         std::function<void(const std::string&)> progress);
   // init's steps, in order.

@@ -1,7 +1,8 @@
 // samsad — the samsa broker daemon.
 //   samsad [--config FILE] [--override key=value]... [--version] [--help]
 // Without --config it reads /etc/samsa/samsa.properties if present, else runs on defaults.
-// Signals: SIGTERM/SIGINT shut down gracefully, SIGHUP re-reads the config file (as
+// Signals: SIGTERM/SIGINT shut down gracefully (during start-up too, within a second: a node
+// waiting for its quorum stops, exit 0), SIGHUP re-reads the config file (as
 // `samsactl reload`, which is synchronous). Under systemd (Type=notify): READY after recovery,
 // STATUS lines, and WATCHDOG=1 only while every loop of the broker is turning.
 #include <poll.h>
@@ -145,11 +146,26 @@ int main(int argc, char** argv) {
   // data dir can take its time while a stuck start still times out.
   daemon::systemd::notify_status("starting: replaying cluster metadata");
   std::string last_progress;
-  auto broker = daemon::Broker::start(std::move(*cfg), [&](const std::string& line) {
-    daemon::systemd::notify_status(line);
-    if (line != last_progress) daemon::systemd::notify_extend_timeout(30'000'000);
-    last_progress = line;
-  });
+  // SIGTERM and SIGINT wait in the signalfd (blocked) until serve(); pending, they end a start
+  // that is still waiting (for the quorum, or on a long recovery).
+  auto stop_pending = [] {
+    sigset_t pending;
+    sigemptyset(&pending);
+    sigpending(&pending);
+    return sigismember(&pending, SIGTERM) == 1 || sigismember(&pending, SIGINT) == 1;
+  };
+  auto broker = daemon::Broker::start(
+      std::move(*cfg),
+      [&](const std::string& line) {
+        daemon::systemd::notify_status(line);
+        if (line != last_progress) daemon::systemd::notify_extend_timeout(30'000'000);
+        last_progress = line;
+      },
+      stop_pending);
+  if (!broker && broker.error() == daemon::Broker::kStoppedDuringStart) {
+    LOG_INFO("signal received during start-up: stopped");
+    return 0;
+  }
   if (!broker) {
     LOG_ERROR("start failed: %s", broker.error().c_str());
     daemon::systemd::notify_status("start failed: " + broker.error());

@@ -8,13 +8,23 @@ namespace {
 
 constexpr std::array<std::string_view, 8> kResourceTypeNames = {
     "UNKNOWN", "ANY", "TOPIC", "GROUP", "CLUSTER", "TRANSACTIONAL_ID", "DELEGATION_TOKEN", "USER"};
-constexpr std::array<std::string_view, 5> kPatternTypeNames = {"UNKNOWN", "ANY", "MATCH",
-                                                               "LITERAL", "PREFIXED"};
-constexpr std::array<std::string_view, 15> kOperationNames = {
-    "UNKNOWN", "ANY",      "ALL",           "READ",             "WRITE",
-    "CREATE",  "DELETE",   "ALTER",         "DESCRIBE",         "CLUSTER_ACTION",
-    "DESCRIBE_CONFIGS",    "ALTER_CONFIGS", "IDEMPOTENT_WRITE", "CREATE_TOKENS",
-    "DESCRIBE_TOKENS"};
+constexpr std::array<std::string_view, 5> kPatternTypeNames = {"UNKNOWN", "ANY", "MATCH", "LITERAL",
+                                                               "PREFIXED"};
+constexpr std::array<std::string_view, 15> kOperationNames = {"UNKNOWN",
+                                                              "ANY",
+                                                              "ALL",
+                                                              "READ",
+                                                              "WRITE",
+                                                              "CREATE",
+                                                              "DELETE",
+                                                              "ALTER",
+                                                              "DESCRIBE",
+                                                              "CLUSTER_ACTION",
+                                                              "DESCRIBE_CONFIGS",
+                                                              "ALTER_CONFIGS",
+                                                              "IDEMPOTENT_WRITE",
+                                                              "CREATE_TOKENS",
+                                                              "DESCRIBE_TOKENS"};
 constexpr std::array<std::string_view, 4> kPermissionNames = {"UNKNOWN", "ANY", "DENY", "ALLOW"};
 
 template <std::size_t N>
@@ -245,8 +255,8 @@ std::expected<std::vector<std::string>, std::string> parse_super_users(std::stri
     std::string_view v = trim(config.substr(0, semi));
     if (!v.empty()) {
       if (v.find(':') == std::string_view::npos)
-        return std::unexpected(
-            "expected a string in format principalType:principalName but got " + std::string(v));
+        return std::unexpected("expected a string in format principalType:principalName but got " +
+                               std::string(v));
       if (std::find(out.begin(), out.end(), v) == out.end()) out.emplace_back(v);
     }
     if (semi == std::string_view::npos) break;
@@ -348,8 +358,8 @@ bool Authorizer::authorize(std::string_view principal, std::string_view host, Ac
   return !found.any_acl && options_.allow_everyone_if_no_acl_found;
 }
 
-bool Authorizer::authorize_any(std::string_view principal, std::string_view host,
-                               AclOperation op, ResourceType type) const {
+bool Authorizer::authorize_any(std::string_view principal, std::string_view host, AclOperation op,
+                               ResourceType type) const {
   if (is_filter_op(op) || is_filter_type(type)) return false;
   // A hard-coded name, so that super users are allowed whatever the DENY ACLs say.
   if (authorize(principal, host, op, type, "hardcode")) return true;

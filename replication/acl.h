@@ -98,7 +98,7 @@ PatternType parse_pattern_type(std::string_view s);
 AclOperation parse_acl_operation(std::string_view s);
 AclPermissionType parse_acl_permission_type(std::string_view s);
 
-inline constexpr std::string_view kWildcardResource = "*";   // LITERAL "*": every resource
+inline constexpr std::string_view kWildcardResource = "*";  // LITERAL "*": every resource
 inline constexpr std::string_view kWildcardPrincipal = "User:*";
 inline constexpr std::string_view kWildcardHost = "*";
 inline constexpr std::string_view kClusterResourceName = "kafka-cluster";
