@@ -454,6 +454,7 @@ std::string Broker::open_listeners(ReactorContext& ctx, bool controller_only) {
         return l < sec.size() ? sec[l].tls_context : nullptr;
       };
       lc.tls_handshake_timeout_ms = ctx.settings->security[l].handshake_timeout_ms;
+      lc.tls_max_pending = ctx.settings->security[l].max_pending_handshakes;
     }
     if (!tr->listen(lc, &error))
       error = "listener " + e.name + "://" + e.host + ":" + std::to_string(e.port) + ": " + error;

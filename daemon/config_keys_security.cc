@@ -147,6 +147,15 @@ std::vector<ConfigKey> security_config_keys() {
        "A TLS connection whose handshake is not done this long after it was accepted is "
        "closed (a slow or silent client holds a TLS session's memory; Kafka bounds it only "
        "with connections.max.idle.ms)."},
+      {"samsa.ssl.max.pending.handshakes",
+       T::int32,
+       "1024",
+       1,
+       1000000,
+       {},
+       false,
+       "TLS connections each reactor lets be in their handshake at once per listener (each "
+       "holds ~30 KiB); more are closed at once, with a log line a second at most."},
       {"sasl.enabled.mechanisms",
        T::list,
        "SCRAM-SHA-256,SCRAM-SHA-512",

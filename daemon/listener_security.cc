@@ -229,6 +229,8 @@ std::expected<std::vector<ListenerSecurity>, std::string> read_listener_security
       return std::unexpected("ssl.principal.mapping.rules (listener " + e.name + "): " + error);
     s.principal_mapper = std::make_shared<const net::tls::PrincipalMapper>(std::move(mapper));
     s.handshake_timeout_ms = c.get_int("samsa.ssl.handshake.timeout.ms");
+    s.max_pending_handshakes =
+        static_cast<std::uint32_t>(c.get_int("samsa.ssl.max.pending.handshakes"));
     if (s.tls())
       if (auto r = read_tls(c, e, s); !r) return std::unexpected(r.error());
     if (s.sasl())

@@ -45,6 +45,7 @@ struct ListenerSecurity {
   std::shared_ptr<const net::tls::Context> tls_context;  // tls() only
   std::shared_ptr<const net::tls::PrincipalMapper> principal_mapper;
   std::int64_t handshake_timeout_ms = 10000;
+  std::uint32_t max_pending_handshakes = 1024;    // samsa.ssl.max.pending.handshakes
   std::vector<net::sasl::Mechanism> mechanisms;   // sasl() only, in sasl.enabled.mechanisms' order
   std::shared_ptr<const PlainUsers> plain_users;  // PLAIN's, from its JAAS config
   std::int64_t reauth_ms = 0;                     // connections.max.reauth.ms

@@ -118,6 +118,10 @@ struct ListenerConfig {
   // listen() refuses a config with it.
   std::function<std::shared_ptr<const tls::Context>()> tls;
   std::int64_t tls_handshake_timeout_ms = 10000;
+  // At most this many TLS connections of this transport (one per reactor and listener) may
+  // be in their handshake at once (each holds ~30 KiB of OpenSSL state); more are closed at
+  // once with a log line, so a flood of stalled handshakes has a memory bound.
+  std::uint32_t tls_max_pending = 1024;
   // The reactor's request memory budget (queued.max.request.bytes / reactors), shared by all
   // of its transports and the requests they deliver; null: frames are bounded only per
   // connection. Must outlive the transport.

@@ -29,11 +29,13 @@ UringConnection::UringConnection(TransportImpl& t, int fd, std::string peer,
   if (tls) {
     tls_ = std::make_unique<tls::Session>(std::move(tls));
     handshake_deadline_ns_ = mono_ns() + t.cfg_.tls_handshake_timeout_ms * 1'000'000;
+    ++t.stats_.tls_pending;
   }
 }
 
 UringConnection::~UringConnection() {
   if (fd_ >= 0) ::close(fd_);
+  if (handshake_deadline_ns_) --t_.stats_.tls_pending;
 }
 
 void UringConnection::start() {

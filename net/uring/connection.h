@@ -126,6 +126,7 @@ class TransportImpl final : public TransportBase<UringTransport> {
   void adopt(int fd);
 
   int lfd_ = -1;
+  std::int64_t tls_refused_logged_ns_ = 0;
   std::uint16_t port_ = 0;
   bool accepting_ = false;
   bool accept_armed_ = false;

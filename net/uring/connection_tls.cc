@@ -20,6 +20,7 @@ void UringConnection::tls_receive(const std::byte* p, std::size_t n) {
   }
   if (handshake_deadline_ns_ && tls_->handshake_done()) {
     handshake_deadline_ns_ = 0;
+    --t_.stats_.tls_pending;
     LOG_DEBUG("connection %llu from %s: %s %s%s%s", static_cast<unsigned long long>(id_),
               peer_.c_str(), tls_->protocol().c_str(), tls_->cipher().c_str(),
               tls_->peer_subject().empty() ? "" : ", client ", tls_->peer_subject().c_str());

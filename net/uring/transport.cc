@@ -167,7 +167,22 @@ void TransportImpl::adopt(int fd) {
   std::string peer = ::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) == 0
                          ? format_peer(ss)
                          : std::string("?");
-  auto* c = new UringConnection(*this, fd, std::move(peer), cfg_.tls ? cfg_.tls() : nullptr);
+  auto tls = cfg_.tls ? cfg_.tls() : nullptr;
+  if (tls && stats_.tls_pending >= cfg_.tls_max_pending) {
+    // Logged at most once a second: a flood must not flood the log too.
+    ++stats_.tls_refused;
+    if (const std::int64_t now = mono_ns(); now - tls_refused_logged_ns_ > 1'000'000'000) {
+      LOG_WARN(
+          "%s: %llu TLS handshakes under way (samsa.ssl.max.pending.handshakes); closing "
+          "new connections such as %s (%llu so far)",
+          r_.name().c_str(), static_cast<unsigned long long>(stats_.tls_pending), peer.c_str(),
+          static_cast<unsigned long long>(stats_.tls_refused));
+      tls_refused_logged_ns_ = now;
+    }
+    ::close(fd);
+    return;
+  }
+  auto* c = new UringConnection(*this, fd, std::move(peer), std::move(tls));
   add(c);
   c->start();
 }

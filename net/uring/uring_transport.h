@@ -17,6 +17,8 @@ struct UringTransportStats : ConnectionStats {
   std::uint64_t zerocopy_sends = 0;
   std::uint64_t recv_arms = 0;     // multishot recvs armed (first arm included)
   std::uint64_t recv_enobufs = 0;  // recvs ended because the buffer ring ran dry
+  std::uint64_t tls_pending = 0;   // TLS connections whose handshake is not done yet
+  std::uint64_t tls_refused = 0;   // connections closed at once: tls_max_pending reached
 };
 
 // Every reactor's listening socket sets SO_REUSEPORT, which would also let a second broker
