@@ -31,10 +31,13 @@ void round_trip_body(const M& first, std::int16_t version) {
   Reader r(bytes1);
   if (!second.decode(r, version)) fail("re-encoded message does not decode");
   if (r.remaining() != 0) fail("re-encoded message has trailing bytes");
-  if (!(second == first)) fail("round trip changed the message");
   Writer w2(false);
   second.encode(w2, version);
   if (flatten(w2.finish()) != bytes1) fail("second encoding differs");
+  // A float64 field (DescribeClientQuotas' values) may decode to NaN, which is never == itself:
+  // for those messages the identical encodings above are the round trip's proof.
+  constexpr bool kHasFloat = std::is_same_v<M, DescribeClientQuotasResponse>;
+  if (!kHasFloat && !(second == first)) fail("round trip changed the message");
 }
 
 template <class Req, class Resp>
