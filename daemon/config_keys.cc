@@ -7,8 +7,6 @@
 
 namespace samsa::daemon {
 
-std::vector<ConfigKey> security_config_keys();  // config_keys_security.cc
-
 namespace {
 
 using T = ConfigType;
@@ -785,34 +783,8 @@ const std::vector<ConfigKey> kKeys = {
 
 }  // namespace
 
-const std::vector<ConfigKey>& Config::keys() {
-  static const std::vector<ConfigKey> all = [] {
-    std::vector<ConfigKey> v = kKeys;
-    for (auto& k : security_config_keys())
-      v.push_back(k);
-    return v;
-  }();
-  return all;
-}
-
-// A listener's own ssl.* or sasl.* setting (listener.name.<l>.<key>, or
-// listener.name.<l>.<mechanism>.sasl.jaas.config) is declared by the key it overrides.
-const ConfigKey* Config::find_key(std::string_view name) {
-  for (const auto& k : keys())
-    if (k.name == name) return &k;
-  constexpr std::string_view kPrefix = "listener.name.";
-  if (!name.starts_with(kPrefix)) return nullptr;
-  std::string_view rest = name.substr(kPrefix.size());
-  const auto dot = rest.find('.');
-  if (dot == std::string_view::npos || dot == 0) return nullptr;
-  rest = rest.substr(dot + 1);
-  if (rest.ends_with("sasl.jaas.config")) rest = "sasl.jaas.config";
-  if (!rest.starts_with("ssl.") && !rest.starts_with("sasl.") &&
-      rest != "connections.max.reauth.ms")
-    return nullptr;
-  for (const auto& k : keys())
-    if (k.name == rest) return &k;
-  return nullptr;
+const std::vector<ConfigKey>& broker_config_keys() {
+  return kKeys;
 }
 
 }  // namespace samsa::daemon

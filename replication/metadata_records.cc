@@ -69,6 +69,27 @@ std::optional<std::vector<std::int32_t>> get_opt_ints(ByteReader& r) {
 
 constexpr char kB64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 
+// The SCRAM credential records' fields (after the frame header); false on a bad mechanism.
+bool decode_scram(ByteReader& in, std::int16_t type, MetadataRecord* out) {
+  if (type == kRemoveUserScramCredential) {
+    RemoveUserScramCredentialRecord r;
+    r.name = in.string(false);
+    r.mechanism = static_cast<ScramMechanism>(in.i8());
+    *out = std::move(r);
+    return true;
+  }
+  UserScramCredentialRecord r;
+  r.name = in.string(false);
+  r.mechanism = static_cast<ScramMechanism>(in.i8());
+  r.salt = in.string(false);
+  r.stored_key = in.string(false);
+  r.server_key = in.string(false);
+  r.iterations = in.i32();
+  if (r.mechanism != ScramMechanism::sha256 && r.mechanism != ScramMechanism::sha512) return false;
+  *out = std::move(r);
+  return true;
+}
+
 }  // namespace
 
 Uuid random_uuid() {
@@ -324,26 +345,10 @@ std::optional<MetadataRecord> decode_record(std::span<const std::byte> value) {
       out = std::move(r);
       break;
     }
-    case kUserScramCredential: {
-      UserScramCredentialRecord r;
-      r.name = in.string(false);
-      r.mechanism = static_cast<ScramMechanism>(in.i8());
-      r.salt = in.string(false);
-      r.stored_key = in.string(false);
-      r.server_key = in.string(false);
-      r.iterations = in.i32();
-      if (r.mechanism != ScramMechanism::sha256 && r.mechanism != ScramMechanism::sha512)
-        return std::nullopt;
-      out = std::move(r);
+    case kUserScramCredential:
+    case kRemoveUserScramCredential:
+      if (!decode_scram(in, type, &out)) return std::nullopt;
       break;
-    }
-    case kRemoveUserScramCredential: {
-      RemoveUserScramCredentialRecord r;
-      r.name = in.string(false);
-      r.mechanism = static_cast<ScramMechanism>(in.i8());
-      out = std::move(r);
-      break;
-    }
     default:
       return std::nullopt;
   }

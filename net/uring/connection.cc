@@ -178,15 +178,10 @@ void UringConnection::finish_closed() {
 
 // ---- sending ----
 
-void UringConnection::flush() {
-  if (fd_ < 0 || (state_ != State::open && state_ != State::draining)) return;
-  if (!send_inflight_) advance_sent(0);      // drop skipped and empty answers at the front
-  schedule_reads(head_seq_, cur_piece_, 0);  // file ranges are read while earlier bytes go
-  if (send_inflight_) return;
-  if (tls_) {
-    tls_flush();
-    return;
-  }
+// The answer bytes ready at the front of the window, in order, as iovecs in iov_ (at most
+// kMaxIov, up to the first answer still waiting or the first file range not read yet); their
+// total. What a sendmsg carries, or, on a TLS connection, what is encrypted next.
+std::size_t UringConnection::gather_ready() {
   iov_.clear();
   std::size_t total = 0;
   for (std::size_t i = 0; i < window_.size() && iov_.size() < kMaxIov; ++i) {
@@ -209,6 +204,19 @@ void UringConnection::flush() {
     }
     if (blocked) break;
   }
+  return total;
+}
+
+void UringConnection::flush() {
+  if (fd_ < 0 || (state_ != State::open && state_ != State::draining)) return;
+  if (!send_inflight_) advance_sent(0);      // drop skipped and empty answers at the front
+  schedule_reads(head_seq_, cur_piece_, 0);  // file ranges are read while earlier bytes go
+  if (send_inflight_) return;
+  if (tls_) {
+    tls_flush();
+    return;
+  }
+  const std::size_t total = gather_ready();
   if (total == 0) return;
   msg_ = msghdr{};
   msg_.msg_iov = iov_.data();

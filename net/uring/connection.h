@@ -56,6 +56,7 @@ class UringConnection final : public ConnectionCore {
   void arm_recv();
   void pause_recv();
   void flush();
+  std::size_t gather_ready();
   void send_done(int res);
   void advance_sent(std::size_t n);
   void release_front();

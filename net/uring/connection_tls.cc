@@ -43,33 +43,13 @@ void UringConnection::tls_receive(const std::byte* p, std::size_t n) {
 // Encrypts the answers ready at the front of the window, as far as the session takes them,
 // and releases what it took.
 void UringConnection::tls_encrypt_window() {
+  gather_ready();
   std::size_t consumed = 0;
-  bool full = false;
-  for (std::size_t i = 0; i < window_.size() && !full; ++i) {
-    Slot& s = window_[i];
-    if (s.kind == Slot::waiting) break;
-    if (s.kind == Slot::skipped) continue;
-    auto& pcs = s.resp.pieces();
-    std::size_t p = i == 0 ? cur_piece_ : 0;
-    std::size_t off = i == 0 ? cur_off_ : 0;
-    bool blocked = false;
-    for (; p < pcs.size(); ++p, off = 0) {
-      auto& pc = pcs[p];
-      if (pc.file.fd >= 0) {  // not read yet; later answers wait behind it
-        blocked = true;
-        break;
-      }
-      const std::size_t want = pc.bytes.size() - off;
-      if (want == 0) continue;
-      const std::size_t took =
-          tls_->write_plain(reinterpret_cast<const std::uint8_t*>(pc.bytes.data()) + off, want);
-      consumed += took;
-      if (took < want) {
-        full = true;
-        break;
-      }
-    }
-    if (blocked) break;
+  for (const iovec& v : iov_) {
+    const std::size_t took =
+        tls_->write_plain(static_cast<const std::uint8_t*>(v.iov_base), v.iov_len);
+    consumed += took;
+    if (took < v.iov_len) break;
   }
   advance_sent(consumed);
 }
