@@ -204,6 +204,35 @@ const std::vector<ConfigKey> kSecurityKeys = {
      false,
      "KIP-368: a SASL session lasts this long (0: for ever); a client must authenticate "
      "again before it ends, or its next request closes the connection."},
+    {"authorizer.class.name",
+     T::string,
+     "",
+     {},
+     {},
+     {},
+     false,
+     "Empty: no authorization (Kafka's default). "
+     "org.apache.kafka.metadata.authorizer.StandardAuthorizer: every request is checked "
+     "against the ACLs in the metadata log (CreateAcls, kafka-acls), with Kafka's semantics."},
+    {"super.users",
+     T::string,
+     "",
+     {},
+     {},
+     {},
+     false,
+     "Principals allowed everything whatever the ACLs say, separated by ';' "
+     "(User:admin;User:broker). A cluster's own principals (inter-broker and controller "
+     "listeners) must be here or be granted CLUSTER_ACTION, as in Kafka."},
+    {"allow.everyone.if.no.acl.found",
+     T::boolean,
+     "false",
+     {},
+     {},
+     {},
+     false,
+     "With an authorizer: a resource no ACL names is open to everyone (true) or to super "
+     "users only (false, Kafka's default)."},
 };
 
 }  // namespace

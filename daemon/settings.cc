@@ -222,11 +222,30 @@ Checked read_cluster(const Config& c, BrokerSettings& settings) {
   return {};
 }
 
+// authorizer.class.name, super.users, allow.everyone.if.no.acl.found.
+Checked read_authorizer(const Config& c, BrokerSettings& s) {
+  const std::string cls = c.get_string("authorizer.class.name");
+  if (cls == "org.apache.kafka.metadata.authorizer.StandardAuthorizer") {
+    s.authorizer_enabled = true;
+  } else if (!cls.empty()) {
+    return std::unexpected("authorizer.class.name: " + cls +
+                           ": samsa's authorizer is Kafka's StandardAuthorizer "
+                           "(org.apache.kafka.metadata.authorizer.StandardAuthorizer); leave it "
+                           "empty for no authorization");
+  }
+  auto su = replication::parse_super_users(c.get_string("super.users"));
+  if (!su) return std::unexpected("super.users: " + su.error());
+  s.authorizer.super_users = std::move(*su);
+  s.authorizer.allow_everyone_if_no_acl_found = c.get_bool("allow.everyone.if.no.acl.found");
+  return {};
+}
+
 // Each listener's protocol, TLS context and SASL users (daemon/listener_security.h).
 Checked read_security(const Config& c, BrokerSettings& s) {
   auto sec = read_listener_security(c, s.listeners);
   if (!sec) return std::unexpected(sec.error());
   s.security = std::move(*sec);
+  if (auto a = read_authorizer(c, s); !a) return a;
   if (!s.clustered()) return {};
   // How this node reaches the others: brokers on the inter-broker listener, the quorum on the
   // controller listener.

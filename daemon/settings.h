@@ -12,6 +12,7 @@
 #include "daemon/config.h"
 #include "daemon/listener_security.h"
 #include "net/backend.h"
+#include "replication/acl.h"
 #include "replication/partition.h"
 #include "replication/topic_config.h"
 
@@ -101,6 +102,10 @@ struct BrokerSettings {
   // controller quorum (controller.listener.names); null where that listener is PLAINTEXT.
   std::shared_ptr<const net::ClientSecurity> inter_broker_client;
   std::shared_ptr<const net::ClientSecurity> controller_client;
+  // authorizer.class.name set: every request is checked against the image's ACLs, with
+  // super.users and allow.everyone.if.no.acl.found.
+  bool authorizer_enabled = false;
+  replication::AuthorizerOptions authorizer;
   net::BackendOptions backend;  // samsa.net.backend and samsa.dpdk.*
   bool auto_create_topics = true;
   bool delete_topic_enable = true;

@@ -290,8 +290,11 @@ Authorizer::Authorizer(std::vector<AclBinding> bindings, AuthorizerOptions optio
 }
 
 bool Authorizer::is_super_user(std::string_view principal) const {
-  return std::find(options_.super_users.begin(), options_.super_users.end(), principal) !=
-         options_.super_users.end();
+  return is_super_user(options_, principal);
+}
+
+bool Authorizer::is_super_user(const AuthorizerOptions& o, std::string_view principal) {
+  return std::find(o.super_users.begin(), o.super_users.end(), principal) != o.super_users.end();
 }
 
 void Authorizer::scan(const Ids& ids, std::string_view principal, std::string_view host,
@@ -313,8 +316,14 @@ void Authorizer::scan(const Ids& ids, std::string_view principal, std::string_vi
 
 bool Authorizer::authorize(std::string_view principal, std::string_view host, AclOperation op,
                            ResourceType type, std::string_view name) const {
+  return authorize(options_, principal, host, op, type, name);
+}
+
+bool Authorizer::authorize(const AuthorizerOptions& opts, std::string_view principal,
+                           std::string_view host, AclOperation op, ResourceType type,
+                           std::string_view name) const {
   if (is_filter_op(op) || is_filter_type(type)) return false;
-  if (is_super_user(principal)) return true;
+  if (is_super_user(opts, principal)) return true;
   std::size_t t = type_slot(type);
   if (t >= kTypes) return false;
   const TypeIndex& index = by_type_[t];
@@ -355,14 +364,19 @@ bool Authorizer::authorize(std::string_view principal, std::string_view host, Ac
 
   if (found.deny) return false;
   if (found.allow) return true;
-  return !found.any_acl && options_.allow_everyone_if_no_acl_found;
+  return !found.any_acl && opts.allow_everyone_if_no_acl_found;
 }
 
 bool Authorizer::authorize_any(std::string_view principal, std::string_view host, AclOperation op,
                                ResourceType type) const {
+  return authorize_any(options_, principal, host, op, type);
+}
+
+bool Authorizer::authorize_any(const AuthorizerOptions& opts, std::string_view principal,
+                               std::string_view host, AclOperation op, ResourceType type) const {
   if (is_filter_op(op) || is_filter_type(type)) return false;
   // A hard-coded name, so that super users are allowed whatever the DENY ACLs say.
-  if (authorize(principal, host, op, type, "hardcode")) return true;
+  if (authorize(opts, principal, host, op, type, "hardcode")) return true;
   std::size_t t = type_slot(type);
   if (t >= kTypes) return false;
 

@@ -204,6 +204,15 @@ class Authorizer {
 
   bool is_super_user(std::string_view principal) const;
 
+  // The same decisions with options given per call: a broker's metadata image holds one
+  // Authorizer for the ACLs, while super.users and allow.everyone.if.no.acl.found are each
+  // broker's own settings.
+  bool authorize(const AuthorizerOptions& opts, std::string_view principal, std::string_view host,
+                 AclOperation op, ResourceType type, std::string_view name) const;
+  bool authorize_any(const AuthorizerOptions& opts, std::string_view principal,
+                     std::string_view host, AclOperation op, ResourceType type) const;
+  static bool is_super_user(const AuthorizerOptions& opts, std::string_view principal);
+
   // DescribeAcls (and what DeleteAcls would delete): the bindings the filter matches, in the
   // order given to the constructor.
   std::vector<AclBinding> acls(const AclBindingFilter& filter) const;

@@ -22,17 +22,8 @@ namespace samsa::replication {
 inline constexpr std::int16_t kAccessControlEntryRecordType = 18;
 inline constexpr std::int16_t kRemoveAccessControlEntryRecordType = 19;
 
-// An ACL was created; its id is what RemoveAccessControlEntryRecord names.
-struct AccessControlEntryRecord {
-  Uuid id{};
-  AclBinding binding;
-  bool operator==(const AccessControlEntryRecord&) const = default;
-};
-
-struct RemoveAccessControlEntryRecord {
-  Uuid id{};
-  bool operator==(const RemoveAccessControlEntryRecord&) const = default;
-};
+// The records themselves (AccessControlEntryRecord, RemoveAccessControlEntryRecord) are in
+// metadata_records.h, in the MetadataRecord variant.
 
 // Into / out of the writer and reader metadata_records.cc uses (for encode_record's visitor and
 // decode_record's switch). An enum code Kafka does not know reads as UNKNOWN, as Kafka's

@@ -434,6 +434,26 @@ void Controller::alter_scram_credentials(std::vector<ScramAlteration> changes,
       });
 }
 
+void Controller::create_acls(std::vector<AclBinding> acls,
+                             std::function<void(std::vector<AclOutcome>)> done) {
+  const std::size_t n = acls.size();
+  when_active(
+      [this, acls = std::move(acls), done]() { commit_proposal(state_->create_acls(acls), done); },
+      [n, done] {
+        done(refused(n, AclOutcome{ErrorCode::not_controller, "", {}}));
+      });
+}
+
+void Controller::delete_acls(std::vector<AclBindingFilter> filters,
+                             std::function<void(std::vector<AclOutcome>)> done) {
+  const std::size_t n = filters.size();
+  when_active([this, filters = std::move(filters),
+               done]() { commit_proposal(state_->delete_acls(filters), done); },
+              [n, done] {
+                done(refused(n, AclOutcome{ErrorCode::not_controller, "", {}}));
+              });
+}
+
 void Controller::allocate_producer_ids(std::int32_t broker_id, std::int64_t broker_epoch,
                                        std::function<void(ProducerIdsAnswer)> done) {
   when_active(

@@ -146,6 +146,10 @@ class Controller {
   // AlterUserScramCredentials: one outcome per user named.
   void alter_scram_credentials(std::vector<ScramAlteration> changes,
                                std::function<void(std::vector<ScramOutcome>)> done);
+  // CreateAcls (one outcome per ACL) and DeleteAcls (one per filter).
+  void create_acls(std::vector<AclBinding> acls, std::function<void(std::vector<AclOutcome>)> done);
+  void delete_acls(std::vector<AclBindingFilter> filters,
+                   std::function<void(std::vector<AclOutcome>)> done);
   // Reserves a block of producer ids durably for a broker (broker_epoch -1: unchecked, the
   // single node's own coordinator); done runs once the block's record is committed.
   void allocate_producer_ids(std::int32_t broker_id, std::int64_t broker_epoch,

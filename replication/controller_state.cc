@@ -125,6 +125,8 @@ std::vector<MetadataRecord> ControllerState::snapshot() const {
   if (image.next_producer_id() > 0) out.push_back(ProducerIdsRecord{-1, image.next_producer_id()});
   for (const auto& [key, cred] : image.scram_credentials())
     out.push_back(cred);
+  for (const auto& [id, acl] : image.acls())
+    out.push_back(AccessControlEntryRecord{id, acl});
   return out;
 }
 

@@ -153,6 +153,13 @@ struct ScramOutcome {
   std::string message;
 };
 
+// CreateAcls, per ACL; DeleteAcls, per filter with the ACLs it matched (each deleted).
+struct AclOutcome {
+  kafka::ErrorCode error = kafka::ErrorCode::none;
+  std::string message;
+  std::vector<AclBinding> matching;  // DeleteAcls only
+};
+
 struct PartitionsSpec {
   std::string name;
   std::int32_t count = 0;  // the new total
@@ -249,7 +256,12 @@ class ControllerState {
   // The working view: the committed records and every proposal since (what decisions read).
   const MetadataImage& image() const { return working(); }
   // The committed view (what brokers and reactors are shown), and its last offset.
-  ImagePtr committed_image() const { return committed_; }
+  // Sealed (its authorizer built) before it is handed out: a sealed image is never changed
+  // again (the next commit copies it), so other threads may read it.
+  ImagePtr committed_image() const {
+    committed_->seal();
+    return committed_;
+  }
   std::int64_t committed_offset() const { return committed_->offset(); }
   std::size_t uncommitted() const { return pending_.size(); }
   // The offset the next proposed record gets.
@@ -288,6 +300,9 @@ class ControllerState {
                                                      bool validate_only);
   // A block of producer ids for a broker (broker_epoch -1: the single node's own coordinator).
   Proposal<std::vector<ScramOutcome>> alter_scram_credentials(std::vector<ScramAlteration> changes);
+  // CreateAcls and DeleteAcls (controller_acls.cc), with Kafka's AclControlManager rules.
+  Proposal<std::vector<AclOutcome>> create_acls(const std::vector<AclBinding>& acls);
+  Proposal<std::vector<AclOutcome>> delete_acls(const std::vector<AclBindingFilter>& filters);
   Proposal<ProducerIdsAnswer> allocate_producer_ids(std::int32_t broker_id,
                                                     std::int64_t broker_epoch);
 

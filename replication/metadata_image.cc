@@ -1,5 +1,7 @@
 #include "replication/metadata_image.h"
 
+#include "base/assert.h"
+
 namespace samsa::replication {
 
 const TopicState* MetadataImage::topic(std::string_view name) const {
@@ -129,9 +131,45 @@ bool MetadataImage::apply(const MetadataRecord& rec) {
           return true;
         } else if constexpr (std::is_same_v<R, RemoveUserScramCredentialRecord>) {
           return scram_.erase({r.name, r.mechanism}) > 0;
+        } else if constexpr (std::is_same_v<R, AccessControlEntryRecord>) {
+          if (acls().contains(r.id)) return false;
+          writable_acls().emplace(r.id, r.binding);
+          return true;
+        } else if constexpr (std::is_same_v<R, RemoveAccessControlEntryRecord>) {
+          if (!acls().contains(r.id)) return false;
+          writable_acls().erase(r.id);
+          return true;
         }
       },
       rec);
+}
+
+const std::map<Uuid, AclBinding>& MetadataImage::acls() const {
+  static const std::map<Uuid, AclBinding> none;
+  return acls_ ? *acls_ : none;
+}
+
+const Authorizer& MetadataImage::authorizer() const {
+  static const Authorizer none;
+  SAMSA_ASSERT_MSG(sealed(), "an image's authorizer is asked for before the image is sealed");
+  return authorizer_ ? *authorizer_ : none;
+}
+
+// Copy-on-write as for topics: an ACL map shared with a published image is copied once.
+std::map<Uuid, AclBinding>& MetadataImage::writable_acls() {
+  if (!acls_ || acls_.use_count() != 1)
+    acls_ = std::make_shared<std::map<Uuid, AclBinding>>(acls_ ? *acls_ : acls());
+  authorizer_.reset();
+  return const_cast<std::map<Uuid, AclBinding>&>(*acls_);
+}
+
+void MetadataImage::seal() {
+  if (sealed()) return;
+  std::vector<AclBinding> bindings;
+  bindings.reserve(acls_->size());
+  for (const auto& [id, b] : *acls_)
+    bindings.push_back(b);
+  authorizer_ = std::make_shared<const Authorizer>(std::move(bindings), AuthorizerOptions{});
 }
 
 const UserScramCredentialRecord* MetadataImage::scram_credential(std::string_view user,

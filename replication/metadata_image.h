@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "replication/acl.h"
 #include "replication/metadata_records.h"
 
 namespace samsa::replication {
@@ -92,17 +93,29 @@ class MetadataImage {
   }
   const UserScramCredentialRecord* scram_credential(std::string_view user, ScramMechanism m) const;
 
+  // ACLs by id (AccessControlEntryRecord), and the authorizer over them. The authorizer is
+  // rebuilt by seal(), not per record: replaying n ACL records must not build it n times.
+  // Every image handed to other threads is sealed (ControllerState::committed_image); asking
+  // an unsealed one (the controller's working view) for its authorizer is a bug.
+  const std::map<Uuid, AclBinding>& acls() const;
+  const Authorizer& authorizer() const;
+  bool sealed() const { return !acls_ || authorizer_; }
+  void seal();
+
   // Offset of the last record applied (the image's version).
   std::int64_t offset() const { return offset_; }
   void set_offset(std::int64_t o) { offset_ = o; }
 
  private:
   TopicState* writable(std::shared_ptr<const TopicState>& slot);
+  std::map<Uuid, AclBinding>& writable_acls();
   std::map<std::string, std::shared_ptr<const TopicState>, std::less<>> by_name_;
   std::unordered_map<Uuid, std::string, UuidHash> name_by_id_;
   std::map<std::string, ConfigMap> broker_configs_;
   std::map<std::int32_t, BrokerState> brokers_;
   std::map<ScramKey, UserScramCredentialRecord, std::less<>> scram_;
+  std::shared_ptr<const std::map<Uuid, AclBinding>> acls_;  // copied on write; null: none yet
+  std::shared_ptr<const Authorizer> authorizer_;            // null: stale (or no ACLs)
   std::int64_t partition_count_ = 0;
   std::int64_t next_producer_id_ = 0;
   std::int64_t offset_ = -1;

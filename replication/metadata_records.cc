@@ -3,6 +3,7 @@
 #include <random>
 
 #include "base/byte_io.h"
+#include "replication/acl_records.h"
 
 namespace samsa::replication {
 namespace {
@@ -236,6 +237,14 @@ std::vector<std::byte> encode_record(const MetadataRecord& r) {
           w.i16(0);
           w.string(rec.name);
           w.i8(static_cast<std::int8_t>(rec.mechanism));
+        } else if constexpr (std::is_same_v<R, AccessControlEntryRecord>) {
+          w.i16(kAccessControlEntryRecordType);
+          w.i16(0);
+          put_acl_record_fields(w, rec);
+        } else if constexpr (std::is_same_v<R, RemoveAccessControlEntryRecord>) {
+          w.i16(kRemoveAccessControlEntryRecordType);
+          w.i16(0);
+          put_acl_record_fields(w, rec);
         }
       },
       r);
@@ -348,6 +357,12 @@ std::optional<MetadataRecord> decode_record(std::span<const std::byte> value) {
     case kUserScramCredential:
     case kRemoveUserScramCredential:
       if (!decode_scram(in, type, &out)) return std::nullopt;
+      break;
+    case kAccessControlEntryRecordType:
+      out = get_access_control_entry_fields(in);
+      break;
+    case kRemoveAccessControlEntryRecordType:
+      out = get_remove_access_control_entry_fields(in);
       break;
     default:
       return std::nullopt;

@@ -15,6 +15,8 @@
 #include <variant>
 #include <vector>
 
+#include "replication/acl.h"
+
 namespace samsa::replication {
 
 using Uuid = std::array<std::uint8_t, 16>;
@@ -121,10 +123,24 @@ struct RemoveUserScramCredentialRecord {
   ScramMechanism mechanism = ScramMechanism::sha256;
 };
 
+// Kafka's AccessControlEntryRecord (18): an ACL was created; its id is what
+// RemoveAccessControlEntryRecord (19) names. Fields: acl_records.h.
+struct AccessControlEntryRecord {
+  Uuid id{};
+  AclBinding binding;
+  bool operator==(const AccessControlEntryRecord&) const = default;
+};
+
+struct RemoveAccessControlEntryRecord {
+  Uuid id{};
+  bool operator==(const RemoveAccessControlEntryRecord&) const = default;
+};
+
 using MetadataRecord =
     std::variant<TopicRecord, PartitionRecord, RemoveTopicRecord, ConfigRecord, ProducerIdsRecord,
                  RegisterBrokerRecord, BrokerRegistrationChangeRecord, PartitionChangeRecord,
-                 UserScramCredentialRecord, RemoveUserScramCredentialRecord>;
+                 UserScramCredentialRecord, RemoveUserScramCredentialRecord,
+                 AccessControlEntryRecord, RemoveAccessControlEntryRecord>;
 
 std::vector<std::byte> encode_record(const MetadataRecord& r);
 // nullopt on malformed input (the caller reports the offset).

@@ -1,5 +1,9 @@
 #include "daemon/api/auth.h"
 
+#include "base/clock.h"
+#include "base/log.h"
+#include "daemon/api/dispatch.h"
+#include "daemon/broker.h"
 #include "net/kafka/api.h"
 
 namespace samsa::daemon {
@@ -24,6 +28,80 @@ void learn_tls_principal(const ListenerSecurity& sec, net::Connection& c, Connec
 const std::string& principal_of(net::Connection& c) {
   ConnectionAuth* a = auth_of(c);
   return a && !a->principal.empty() ? a->principal : kAnonymous;
+}
+
+std::string_view host_of(const net::Connection& c) {
+  std::string_view p = c.peer();
+  const auto colon = p.rfind(':');
+  if (colon != std::string_view::npos) p = p.substr(0, colon);
+  if (p.size() >= 2 && p.front() == '[' && p.back() == ']') p = p.substr(1, p.size() - 2);
+  return p;
+}
+
+bool authorizing(const Request& r) {
+  return r.rc.settings->authorizer_enabled;
+}
+
+namespace {
+
+void log_denied(const Request& r, std::string_view principal, replication::AclOperation op,
+                replication::ResourceType type, std::string_view name) {
+  static thread_local std::int64_t last_ns = 0;
+  static thread_local std::uint64_t quiet = 0;
+  const std::int64_t now = mono_ns();
+  if (now - last_ns < 1'000'000'000) {
+    ++quiet;
+    return;
+  }
+  const std::string more =
+      quiet ? " (" + std::to_string(quiet) + " more denials in the last second)" : "";
+  LOGF_INFO((log::Fields{.client = r.conn->peer()}),
+            "Principal = %.*s is Denied operation = %s from host = %.*s on resource = %s:%.*s "
+            "(%s v%d)%s",
+            static_cast<int>(principal.size()), principal.data(),
+            std::string(replication::name(op)).c_str(), static_cast<int>(r.host().size()),
+            r.host().data(), std::string(replication::name(type)).c_str(),
+            static_cast<int>(name.size()), name.data(),
+            std::string(kafka::api_name(r.api_key())).c_str(), r.version(), more.c_str());
+  last_ns = now;
+  quiet = 0;
+}
+
+}  // namespace
+
+bool authorized(const Request& r, replication::AclOperation op, replication::ResourceType type,
+                std::string_view name, bool quiet) {
+  const BrokerSettings& s = *r.rc.settings;
+  if (!s.authorizer_enabled) return true;
+  const std::string& principal = r.principal();
+  if (r.rc.image &&
+      r.rc.image->authorizer().authorize(s.authorizer, principal, r.host(), op, type, name))
+    return true;
+  if (!r.rc.image && replication::Authorizer::is_super_user(s.authorizer, principal)) return true;
+  if (!quiet) log_denied(r, principal, op, type, name);
+  return false;
+}
+
+std::int32_t authorized_operations(const Request& r, replication::ResourceType type,
+                                   std::string_view name,
+                                   std::initializer_list<replication::AclOperation> ops) {
+  std::int32_t bits = 0;
+  for (auto op : ops)
+    if (authorized(r, op, type, name, true)) bits |= std::int32_t{1} << replication::code(op);
+  return bits;
+}
+
+bool authorized_any(const Request& r, replication::AclOperation op,
+                    replication::ResourceType type) {
+  const BrokerSettings& s = *r.rc.settings;
+  if (!s.authorizer_enabled) return true;
+  const std::string& principal = r.principal();
+  if (r.rc.image &&
+      r.rc.image->authorizer().authorize_any(s.authorizer, principal, r.host(), op, type))
+    return true;
+  if (!r.rc.image && replication::Authorizer::is_super_user(s.authorizer, principal)) return true;
+  log_denied(r, principal, op, type, "*");
+  return false;
 }
 
 const char* auth_gate(const ListenerSecurity& sec, net::Connection& c, std::int16_t key,

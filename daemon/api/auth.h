@@ -5,13 +5,16 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "daemon/listener_security.h"
 #include "net/sasl/sasl.h"
 #include "net/transport.h"
+#include "replication/acl.h"
 
 namespace samsa::daemon {
 
@@ -35,6 +38,49 @@ inline ConnectionAuth* auth_of(net::Connection& c) {
 
 // The principal requests on this connection act as ("User:ANONYMOUS" on PLAINTEXT listeners).
 const std::string& principal_of(net::Connection& c);
+
+// The client's address as ACLs name hosts: the peer without its port (IPv6 without brackets,
+// in inet_ntop's short form, where Kafka writes the long one).
+std::string_view host_of(const net::Connection& c);
+
+struct Request;
+
+// Whether the request's principal may do op on the named resource (Kafka's authorizer, over
+// the ACLs of the image this reactor holds, with this broker's super.users and
+// allow.everyone.if.no.acl.found). Always, when authorizer.class.name is not set. A denial
+// is logged, at most once a second per reactor, as Kafka's authorizer logger does.
+// quiet: a denial is not logged (Kafka's logIfDenied=false: filtering what a listing shows,
+// the authorized operations Metadata reports).
+bool authorized(const Request& r, replication::AclOperation op, replication::ResourceType type,
+                std::string_view name, bool quiet = false);
+// Whether it may do op on at least one resource of the type (authorizeByResourceType).
+bool authorized_any(const Request& r, replication::AclOperation op, replication::ResourceType type);
+// Whether authorization is on at all (authorizer.class.name set).
+bool authorizing(const Request& r);
+// KIP-430's authorized operations: the bit (1 << code) of each of ops the principal may do on
+// the resource.
+std::int32_t authorized_operations(const Request& r, replication::ResourceType type,
+                                   std::string_view name,
+                                   std::initializer_list<replication::AclOperation> ops);
+// The operations KIP-430 reports for a topic, a group, the cluster.
+inline constexpr std::initializer_list<replication::AclOperation> kTopicAclOperations = {
+    replication::AclOperation::read,
+    replication::AclOperation::write,
+    replication::AclOperation::create,
+    replication::AclOperation::delete_,
+    replication::AclOperation::alter,
+    replication::AclOperation::describe,
+    replication::AclOperation::describe_configs,
+    replication::AclOperation::alter_configs};
+inline constexpr std::initializer_list<replication::AclOperation> kGroupAclOperations = {
+    replication::AclOperation::read, replication::AclOperation::describe,
+    replication::AclOperation::delete_, replication::AclOperation::describe_configs,
+    replication::AclOperation::alter_configs};
+inline constexpr std::initializer_list<replication::AclOperation> kClusterAclOperations = {
+    replication::AclOperation::create,           replication::AclOperation::alter,
+    replication::AclOperation::describe,         replication::AclOperation::cluster_action,
+    replication::AclOperation::describe_configs, replication::AclOperation::alter_configs,
+    replication::AclOperation::idempotent_write};
 
 // Whether a frame of api `key` and `frame_bytes` may be served now. Returns null if so, else
 // why not (the dispatcher logs it and closes the connection, as Kafka does).

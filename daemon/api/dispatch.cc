@@ -5,6 +5,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "daemon/api/auth.h"
+#include "daemon/api/envelope.h"
 #include "daemon/api/handlers/handlers.h"
 #include "daemon/broker.h"
 
@@ -74,6 +75,8 @@ const std::array kHandlers = {
     ApiHandler{key(ApiKey::begin_quorum_epoch), 0, 1, &handlers::begin_quorum_epoch, -1, true},
     ApiHandler{key(ApiKey::end_quorum_epoch), 0, 1, &handlers::end_quorum_epoch, -1, true},
     ApiHandler{key(ApiKey::fetch_snapshot), 0, 1, &handlers::fetch_snapshot, -1, true},
+    // A client's change a broker forwards with the client's identity (envelope.h).
+    ApiHandler{key(ApiKey::envelope), 0, 0, &serve_envelope, -1, true},
     ApiHandler{key(ApiKey::describe_quorum), 0, 2, &handlers::describe_quorum},
     // Authentication (v0 of SaslHandshake hands the connection to raw SASL tokens, which no
     // current client uses: it is refused) and SCRAM credentials.
@@ -84,6 +87,9 @@ const std::array kHandlers = {
     ApiHandler{key(ApiKey::alter_user_scram_credentials), 0, 0,
                &handlers::alter_user_scram_credentials},
     ApiHandler{key(ApiKey::describe_client_quotas), 0, 1, &handlers::describe_client_quotas},
+    ApiHandler{key(ApiKey::describe_acls), 1, 3, &handlers::describe_acls},
+    ApiHandler{key(ApiKey::create_acls), 1, 3, &handlers::create_acls},
+    ApiHandler{key(ApiKey::delete_acls), 1, 3, &handlers::delete_acls},
 };
 
 // What a broker node sends on to the controller: the changes only it may commit. The answer
@@ -92,7 +98,8 @@ bool forwarded(std::int16_t k) {
   return k == key(ApiKey::create_topics) || k == key(ApiKey::delete_topics) ||
          k == key(ApiKey::create_partitions) || k == key(ApiKey::alter_configs) ||
          k == key(ApiKey::elect_leaders) || k == key(ApiKey::incremental_alter_configs) ||
-         k == key(ApiKey::describe_quorum) || k == key(ApiKey::alter_user_scram_credentials);
+         k == key(ApiKey::describe_quorum) || k == key(ApiKey::alter_user_scram_credentials) ||
+         k == key(ApiKey::create_acls) || k == key(ApiKey::delete_acls);
 }
 
 const ApiHandler* find_handler(std::int16_t k) {
@@ -140,7 +147,16 @@ Request::~Request() {
 void Request::send(net::Response r) {
   if (done_) return;
   done_ = true;
+  if (envelope) r = wrap_in_envelope(*envelope, std::move(r));
   conn->respond(seq, std::move(r));
+}
+
+const std::string& Request::principal() const {
+  return envelope ? envelope->principal : principal_of(*conn);
+}
+
+std::string_view Request::host() const {
+  return envelope ? std::string_view(envelope->host) : host_of(*conn);
 }
 
 void Request::skip() {
@@ -300,7 +316,17 @@ void KafkaDispatcher::on_frame(net::Connection& c, std::uint64_t seq, net::Buffe
         seq, [handler, r = std::move(req)]() mutable { handler->handle(std::move(r)); });
     return;
   }
-  if (controller_listener && k == kafka::key(ApiKey::fetch)) {
+  // The quorum's and the brokers' own apis (registration, heartbeats, ISR changes, votes, the
+  // metadata log) need CLUSTER_ACTION on the cluster, as in Kafka. They have no error a
+  // client could act on: a denied one is logged (by authorized) and the connection closed.
+  const bool metadata_fetch = controller_listener && k == kafka::key(ApiKey::fetch);
+  if ((handler->controller_only || metadata_fetch) && k != kafka::key(ApiKey::envelope) &&
+      !authorized(*req, replication::AclOperation::cluster_action,
+                  replication::ResourceType::cluster, replication::kClusterResourceName)) {
+    req->fail("CLUSTER_ACTION on the cluster is not authorized for this principal");
+    return;
+  }
+  if (metadata_fetch) {
     handlers::metadata_log_fetch(std::move(req));
     return;
   }

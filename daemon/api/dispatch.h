@@ -24,6 +24,16 @@ namespace samsa::daemon {
 struct ReactorContext;
 class KafkaDispatcher;
 
+// A request a broker forwarded to the controller inside an EnvelopeRequest (Kafka's
+// forwarding): it acts as the client's principal, from the client's host, and its answer goes
+// back inside an EnvelopeResponse under the envelope's correlation id.
+struct Envelope {
+  std::string principal;
+  std::string host;
+  std::int32_t correlation_id = 0;
+  std::int16_t version = 0;
+};
+
 // One request in flight. Owned by whoever is working on it; reply() or skip() exactly once.
 struct Request {
   ReactorContext& rc;
@@ -31,8 +41,14 @@ struct Request {
   net::Connection* conn;
   std::uint64_t seq;
   kafka::DecodedRequestHeader header;
-  net::Buffer frame;      // the request bytes (records fields point into it)
-  std::int64_t start_ns;  // decoded at (request latency metrics)
+  net::Buffer frame;                   // the request bytes (records fields point into it)
+  std::int64_t start_ns;               // decoded at (request latency metrics)
+  std::unique_ptr<Envelope> envelope;  // forwarded by a broker, or null
+
+  // Who the request acts as, and from where (ACLs' principal and host): the connection's, or
+  // the envelope's.
+  const std::string& principal() const;
+  std::string_view host() const;
 
   std::int16_t version() const { return header.header.request_api_version; }
   std::int32_t correlation_id() const { return header.header.correlation_id; }
@@ -48,6 +64,9 @@ struct Request {
   }
   void send(net::Response r);
   void skip();  // acks=0: no answer
+  // Its place in the connection's answers now belongs to another Request (an envelope's to
+  // the request it carries): finished without an answer of its own.
+  void hand_over() { done_ = true; }
   // Closes the connection because of this request (logged with the reason).
   void fail(const char* why);
   // Charges n bytes of handling memory (per-partition state and the like) to the reactor's

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 
+#include "daemon/api/auth.h"
 #include "daemon/api/handlers/fan_out.h"
 #include "daemon/api/handlers/handlers.h"
 #include "daemon/broker.h"
@@ -21,16 +22,15 @@ namespace {
 
 using kafka::ErrorCode;
 
-// Without an authorizer every operation is allowed; these are the ones Kafka lists for the
-// cluster resource (AclOperation codes: CREATE 5, ALTER 7, DESCRIBE 8, CLUSTER_ACTION 9,
-// DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12).
-constexpr std::int32_t kClusterOperations =
-    (1 << 5) | (1 << 7) | (1 << 8) | (1 << 9) | (1 << 10) | (1 << 11) | (1 << 12);
+using replication::AclOperation;
+using replication::ResourceType;
 
 constexpr std::int8_t kBrokerEndpoints = 1;
-// What a topic allows without an authorizer, as Kafka reports it (READ, WRITE, CREATE, DELETE,
-// ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS), for known and unknown topics alike.
-constexpr std::int32_t kTopicOperations = 3576;
+
+bool describe_cluster_allowed(const Request& r) {
+  return authorized(r, AclOperation::describe, ResourceType::cluster,
+                    replication::kClusterResourceName);
+}
 
 }  // namespace
 
@@ -48,6 +48,12 @@ void describe_cluster(RequestPtr r) {
     resp.error_message =
         "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type "
         "CONTROLLER";
+    resp.controller_id = -1;
+    r->reply(resp);
+    return;
+  }
+  if (!describe_cluster_allowed(*r)) {
+    resp.error_code = kafka::code(ErrorCode::cluster_authorization_failed);
     resp.controller_id = -1;
     r->reply(resp);
     return;
@@ -82,7 +88,8 @@ void describe_cluster(RequestPtr r) {
     resp.brokers.push_back(std::move(broker));
   }
   if (req.include_cluster_authorized_operations)
-    resp.cluster_authorized_operations = kClusterOperations;
+    resp.cluster_authorized_operations = authorized_operations(
+        *r, ResourceType::cluster, replication::kClusterResourceName, kClusterAclOperations);
   r->reply(resp);
 }
 
@@ -107,6 +114,12 @@ struct LogDirsState {
 void describe_log_dirs(RequestPtr r) {
   kafka::DescribeLogDirsRequest req;
   if (!r->decode(req)) return;
+  if (!describe_cluster_allowed(*r)) {
+    kafka::DescribeLogDirsResponse resp;
+    resp.error_code = kafka::code(ErrorCode::cluster_authorization_failed);
+    r->reply(resp);
+    return;
+  }
   auto st = std::make_unique<LogDirsState>();
   if (req.topics) {
     st->wanted.emplace();
@@ -184,9 +197,12 @@ void describe_topic_partitions(RequestPtr r) {
   Resp resp;
   std::int64_t budget = std::clamp<std::int32_t>(req.response_partition_limit, 1, 2000);
   std::vector<std::string> names;
+  // Topics the principal may not describe: left out of an all-topics answer, answered
+  // TOPIC_AUTHORIZATION_FAILED when named.
   if (req.topics.empty()) {
     for (const auto& [name, t] : image.topics())
-      names.push_back(name);
+      if (authorized(*r, AclOperation::describe, ResourceType::topic, name, true))
+        names.push_back(name);
   } else {
     for (const auto& t : req.topics)
       names.push_back(t.name);
@@ -205,8 +221,15 @@ void describe_topic_partitions(RequestPtr r) {
     const std::string& name = names[i];
     Resp::DescribeTopicPartitionsResponseTopic out;
     out.name = name;
-    out.topic_authorized_operations = kTopicOperations;
+    out.topic_authorized_operations =
+        authorized_operations(*r, ResourceType::topic, name, kTopicAclOperations);
     const replication::TopicState* t = image.topic(name);
+    if (!req.topics.empty() && !authorized(*r, AclOperation::describe, ResourceType::topic, name)) {
+      out.error_code = kafka::code(ErrorCode::topic_authorization_failed);
+      out.topic_authorized_operations = 0;
+      resp.topics.push_back(std::move(out));
+      continue;
+    }
     if (!t) {
       out.error_code =
           kafka::code(replication::check_topic_name(name) ? ErrorCode::invalid_topic_exception

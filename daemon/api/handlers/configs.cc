@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <array>
 
+#include "daemon/api/auth.h"
 #include "daemon/api/handlers/handlers.h"
 #include "daemon/api/handlers/round_trip.h"
 #include "daemon/broker.h"
@@ -235,6 +236,17 @@ std::optional<Early> unsupported(std::int8_t type) {
                "Unsupported resource type " + std::to_string(type) + "."};
 }
 
+// DESCRIBE_CONFIGS (ALTER_CONFIGS) on the topic, or on the cluster for a broker's settings.
+std::optional<Early> config_denied(const Request& r, std::int8_t type, std::string_view name,
+                                   replication::AclOperation op) {
+  if (type == kTopic && !authorized(r, op, replication::ResourceType::topic, name))
+    return Early{ErrorCode::topic_authorization_failed, ""};
+  if (type == kBroker &&
+      !authorized(r, op, replication::ResourceType::cluster, replication::kClusterResourceName))
+    return Early{ErrorCode::cluster_authorization_failed, ""};
+  return std::nullopt;
+}
+
 // Runs the alterations on the controller and answers each resource with make(index, outcome).
 template <class Response, class Entry>
 void alter(RequestPtr r, std::vector<std::pair<std::int8_t, std::string>> names,
@@ -292,6 +304,9 @@ void alter_resources(RequestPtr r, Resources& resources, bool validate_only, Ops
     names.emplace_back(res.resource_type, res.resource_name);
     replication::ConfigAlteration a;
     auto e = unsupported(res.resource_type);
+    if (!e)
+      e = config_denied(*r, res.resource_type, res.resource_name,
+                        replication::AclOperation::alter_configs);
     if (!e) e = ops(res, a);
     early.push_back(e);
     if (e) continue;
@@ -340,6 +355,10 @@ void describe_configs(RequestPtr r) {
       out.error_message = std::nullopt;
     } else if (!r->charge(keys * kEntryBytes, "its configs")) {
       return;
+    } else if (auto e = config_denied(*r, res.resource_type, res.resource_name,
+                                      replication::AclOperation::describe_configs)) {
+      out.error_code = kafka::code(e->error);
+      out.error_message = std::nullopt;
     } else if (res.resource_type == kTopic) {
       describe_topic(*r, req, res, out);
     } else if (res.resource_type == kBroker) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "base/log.h"
+#include "daemon/api/envelope.h"
 #include "daemon/api/handlers/handlers.h"
 #include "daemon/api/handlers/round_trip.h"
 #include "daemon/broker.h"
@@ -105,12 +106,13 @@ void forward(RequestPtr r) {
   Broker& b = *r->rc.broker;
   const std::size_t origin = r->rc.index;
   const std::int32_t correlation = r->correlation_id();
-  std::vector<std::byte> frame(r->frame.span().begin(), r->frame.span().end());
+  std::vector<std::byte> frame = envelope_frame(*r);
   Request* raw = r.release();
   b.forward_to_controller(
       std::move(frame), [&b, origin, raw, correlation](std::optional<std::vector<std::byte>> resp) {
         b.on_reactor(origin, [raw, correlation, resp = std::move(resp)](ReactorContext&) mutable {
           RequestPtr r(raw);
+          if (resp) resp = envelope_answer(*resp);
           if (!resp || resp->size() < 4) {
             r->fail("the controller could not be reached to forward the request");
             return;

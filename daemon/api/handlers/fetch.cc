@@ -20,6 +20,7 @@
 
 #include "base/clock.h"
 #include "base/log.h"
+#include "daemon/api/auth.h"
 #include "daemon/api/fetch_sessions.h"
 #include "daemon/api/handlers/handlers.h"
 #include "daemon/api/handlers/leader_hint.h"
@@ -606,6 +607,23 @@ void add_parts(FetchCtx& c, const FetchSession* session) {
   std::size_t pi = 0;
   const std::int32_t replica_id = replication::fetch_replica_id(body, req.version());
   const std::int64_t replica_epoch = req.version() >= 15 ? body.replica_state.replica_epoch : -1;
+  // A follower needs CLUSTER_ACTION on the cluster; a consumer READ on each topic (asked once
+  // per run of partitions of one topic).
+  const bool follower_allowed =
+      replica_id < 0 ||
+      authorized(req, replication::AclOperation::cluster_action, replication::ResourceType::cluster,
+                 replication::kClusterResourceName);
+  std::string_view last_asked;
+  bool last_allowed = true;
+  auto allowed = [&](std::string_view topic) {
+    if (replica_id >= 0) return follower_allowed;
+    if (topic != last_asked || last_asked.empty()) {
+      last_asked = topic;
+      last_allowed =
+          authorized(req, replication::AclOperation::read, replication::ResourceType::topic, topic);
+    }
+    return last_allowed;
+  };
   auto add = [&](std::string_view name, const replication::Uuid& id, std::int32_t partition,
                  std::int64_t fetch_offset, std::int32_t partition_max_bytes,
                  std::int32_t leader_epoch, std::int32_t last_fetched_epoch) {
@@ -626,7 +644,9 @@ void add_parts(FetchCtx& c, const FetchSession* session) {
       p.rf = replication::ReplicaFetch{replica_id, replica_epoch, leader_epoch, fetch_offset,
                                        last_fetched_epoch};
     }
-    if (!topic) {
+    if (!(ctx->by_id && !topic) && !allowed(topic ? std::string_view(topic->name) : name)) {
+      p.out.error = ErrorCode::topic_authorization_failed;
+    } else if (!topic) {
       p.out.error =
           ctx->by_id ? ErrorCode::unknown_topic_id : ErrorCode::unknown_topic_or_partition;
     } else if (partition < 0 || static_cast<std::size_t>(partition) >= topic->partitions.size()) {

@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/txn_records.h"
+#include "daemon/api/auth.h"
 #include "daemon/api/handlers/handlers.h"
 #include "daemon/api/handlers/round_trip.h"
 #include "daemon/broker.h"
@@ -50,11 +51,12 @@ constexpr std::int8_t kGroupKey = 0;
 constexpr std::int8_t kTransactionKey = 1;
 constexpr std::int8_t kShareKey = 2;
 
-// What DescribeGroups reports as authorized operations on a group when asked (no ACLs yet:
-// everything a group has: READ, DELETE, DESCRIBE).
-// READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS: what Kafka 4 reports for a group
-// without an authorizer (group configs came with KIP-848).
-constexpr std::int32_t kGroupOperations = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11);
+using replication::AclOperation;
+using replication::ResourceType;
+
+bool group_allowed(const Request& r, AclOperation op, std::string_view group) {
+  return authorized(r, op, ResourceType::group, group);
+}
 
 // Kafka reports the address a member connected from as Java's InetAddress prints it: "/ip".
 std::string client_host(const Request& r) {
@@ -123,6 +125,11 @@ void find_coordinator(RequestPtr r) {
   // Until the topic exists (the first moments after the first start) or while the group's
   // partition has no leader (a failover), clients retry.
   auto answer = [&](std::int8_t type, std::string_view key) -> Answer {
+    if (type == kGroupKey && !group_allowed(*r, AclOperation::describe, key))
+      return {ErrorCode::group_authorization_failed, std::nullopt, {}};
+    if (type == kTransactionKey &&
+        !authorized(*r, AclOperation::describe, ResourceType::transactional_id, key))
+      return {ErrorCode::transactional_id_authorization_failed, std::nullopt, {}};
     if (type == kGroupKey || type == kTransactionKey) {
       const std::string_view topic =
           type == kGroupKey ? coordinator::kOffsetsTopic : coordinator::kTxnStateTopic;
@@ -166,6 +173,15 @@ void join_group(RequestPtr r) {
   kafka::JoinGroupRequest body;
   if (!r->decode(body)) return;
   const std::int16_t v = r->version();
+  if (!group_allowed(*r, AclOperation::read, body.group_id)) {
+    kafka::JoinGroupResponse resp;
+    resp.error_code = kafka::code(ErrorCode::group_authorization_failed);
+    resp.generation_id = -1;
+    resp.member_id = body.member_id;
+    resp.protocol_name = v >= 7 ? std::nullopt : std::optional<std::string>("");
+    r->reply(resp);
+    return;
+  }
   coordinator::JoinRequest jr;
   jr.group_id = std::move(body.group_id);
   jr.member_id = std::move(body.member_id);
@@ -207,6 +223,12 @@ void join_group(RequestPtr r) {
 void sync_group(RequestPtr r) {
   kafka::SyncGroupRequest body;
   if (!r->decode(body)) return;
+  if (!group_allowed(*r, AclOperation::read, body.group_id)) {
+    kafka::SyncGroupResponse resp;
+    resp.error_code = kafka::code(ErrorCode::group_authorization_failed);
+    r->reply(resp);
+    return;
+  }
   coordinator::SyncRequest sr;
   sr.group_id = std::move(body.group_id);
   sr.generation = body.generation_id;
@@ -234,6 +256,12 @@ void sync_group(RequestPtr r) {
 void heartbeat(RequestPtr r) {
   kafka::HeartbeatRequest body;
   if (!r->decode(body)) return;
+  if (!group_allowed(*r, AclOperation::read, body.group_id)) {
+    kafka::HeartbeatResponse resp;
+    resp.error_code = kafka::code(ErrorCode::group_authorization_failed);
+    r->reply(resp);
+    return;
+  }
   coordinator::HeartbeatRequest hr{std::move(body.group_id), body.generation_id,
                                    std::move(body.member_id), std::move(body.group_instance_id)};
   via_coordinator<ErrorCode>(
@@ -251,6 +279,12 @@ void heartbeat(RequestPtr r) {
 void leave_group(RequestPtr r) {
   kafka::LeaveGroupRequest body;
   if (!r->decode(body)) return;
+  if (!group_allowed(*r, AclOperation::read, body.group_id)) {
+    kafka::LeaveGroupResponse resp;
+    resp.error_code = kafka::code(ErrorCode::group_authorization_failed);
+    r->reply(resp);
+    return;
+  }
   coordinator::LeaveRequest lr;
   lr.group_id = std::move(body.group_id);
   if (r->version() < 3) {
@@ -292,12 +326,21 @@ void offset_commit(RequestPtr r) {
   cr.group_instance_id = body->group_instance_id;
   cr.retention_time_ms = v <= 4 ? body->retention_time_ms : -1;
   cr.group_id_not_found_for_unknown_group = v >= 9;
-  // Partitions of unknown topics are answered here; the rest go to the coordinator, and their
-  // answers are slotted back in request order.
+  // Kafka: READ on the group (else every partition GROUP_AUTHORIZATION_FAILED), then READ on
+  // each topic. Partitions of unknown or denied topics are answered here; the rest go to the
+  // coordinator, and their answers are slotted back in request order.
+  const bool group_ok = group_allowed(*r, AclOperation::read, body->group_id);
   std::vector<ErrorCode> local;
   std::vector<std::size_t> sent;  // request slot of each partition sent
   for (const auto& t : body->topics) {
+    const bool topic_ok =
+        group_ok && authorized(*r, AclOperation::read, ResourceType::topic, t.name);
     for (const auto& p : t.partitions) {
+      if (!group_ok || !topic_ok) {
+        local.push_back(group_ok ? ErrorCode::topic_authorization_failed
+                                 : ErrorCode::group_authorization_failed);
+        continue;
+      }
       if (!topic_partition_exists(*r, t.name, p.partition_index)) {
         local.push_back(ErrorCode::unknown_topic_or_partition);
         continue;
@@ -308,27 +351,30 @@ void offset_commit(RequestPtr r) {
                                p.committed_leader_epoch, p.committed_metadata});
     }
   }
+  auto answer = [body, local = std::move(local), sent = std::move(sent)](
+                    RequestPtr r, coordinator::CommitResult res) mutable {
+    for (std::size_t i = 0; i < sent.size() && i < res.size(); ++i)
+      local[sent[i]] = res[i];
+    kafka::OffsetCommitResponse resp;
+    std::size_t slot = 0;
+    for (const auto& t : body->topics) {
+      kafka::OffsetCommitResponse::OffsetCommitResponseTopic rt;
+      rt.name = t.name;
+      rt.topic_id = t.topic_id;
+      for (const auto& p : t.partitions)
+        rt.partitions.push_back({p.partition_index, kafka::code(local[slot++])});
+      resp.topics.push_back(std::move(rt));
+    }
+    r->reply(resp);
+  };
+  // A denied group is not the coordinator's business at all.
+  if (!group_ok) return answer(std::move(r), {});
   via_coordinator<coordinator::CommitResult>(
       std::move(r),
       [cr = std::move(cr)](GroupCoordinator& c, auto done) mutable {
         c.commit_offsets(std::move(cr), std::move(done));
       },
-      [body, local = std::move(local), sent = std::move(sent)](
-          RequestPtr r, coordinator::CommitResult res) mutable {
-        for (std::size_t i = 0; i < sent.size() && i < res.size(); ++i)
-          local[sent[i]] = res[i];
-        kafka::OffsetCommitResponse resp;
-        std::size_t slot = 0;
-        for (const auto& t : body->topics) {
-          kafka::OffsetCommitResponse::OffsetCommitResponseTopic rt;
-          rt.name = t.name;
-          rt.topic_id = t.topic_id;
-          for (const auto& p : t.partitions)
-            rt.partitions.push_back({p.partition_index, kafka::code(local[slot++])});
-          resp.topics.push_back(std::move(rt));
-        }
-        r->reply(resp);
-      });
+      std::move(answer));
 }
 
 namespace {
@@ -372,6 +418,23 @@ std::vector<Topic> by_topic(std::vector<coordinator::FetchedOffset>& offsets,
   return out;
 }
 
+// What a principal may see of one group's committed offsets (see offset_fetch).
+void hide_unauthorized(const Request& r, coordinator::FetchResult& fr, bool group_denied,
+                       bool named) {
+  if (group_denied) {
+    fr.error = ErrorCode::group_authorization_failed;
+    fr.offsets.clear();
+    return;
+  }
+  if (!authorizing(r)) return;
+  std::erase_if(fr.offsets, [&](coordinator::FetchedOffset& o) {
+    if (authorized(r, AclOperation::describe, ResourceType::topic, o.topic, !named)) return false;
+    if (!named) return true;
+    o = {o.topic, o.partition, -1, -1, "", ErrorCode::topic_authorization_failed};
+    return false;
+  });
+}
+
 }  // namespace
 
 void offset_fetch(RequestPtr r) {
@@ -408,8 +471,15 @@ void offset_fetch(RequestPtr r) {
         v1_partitions.emplace_back(t.topic, p);
 
   std::vector<std::string> group_ids;
-  for (const auto& g : groups)
+  // Kafka: DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED), and on each topic: a named
+  // topic the principal may not describe is answered TOPIC_AUTHORIZATION_FAILED, and left out
+  // of an all-topics answer.
+  std::vector<std::pair<bool, bool>> denied_named;  // per group: denied, named its topics
+  for (const auto& g : groups) {
     group_ids.push_back(g.group_id);
+    denied_named.emplace_back(!group_allowed(*r, AclOperation::describe, g.group_id),
+                              g.topics.has_value());
+  }
 
   using Results = std::vector<coordinator::FetchResult>;
   via_coordinator<Results>(
@@ -435,9 +505,11 @@ void offset_fetch(RequestPtr r) {
         }
         step();
       },
-      [v1_partitions = std::move(v1_partitions), group_ids = std::move(group_ids)](
-          RequestPtr r, Results res) mutable {
+      [v1_partitions = std::move(v1_partitions), group_ids = std::move(group_ids),
+       denied_named = std::move(denied_named)](RequestPtr r, Results res) mutable {
         const std::int16_t v = r->version();
+        for (std::size_t i = 0; i < res.size() && i < denied_named.size(); ++i)
+          hide_unauthorized(*r, res[i], denied_named[i].first, denied_named[i].second);
         kafka::OffsetFetchResponse resp;
         if (v < 8) {
           coordinator::FetchResult& fr = res.front();
@@ -479,9 +551,14 @@ void list_groups(RequestPtr r) {
       [](RequestPtr r, coordinator::ListResult res) {
         kafka::ListGroupsResponse resp;
         resp.error_code = kafka::code(res.error);
+        // Kafka: every group with DESCRIBE on the cluster, else those the principal may
+        // describe.
+        const bool all = authorized(*r, AclOperation::describe, ResourceType::cluster,
+                                    replication::kClusterResourceName, true);
         for (auto& g : res.groups)
-          resp.groups.push_back({std::move(g.group_id), std::move(g.protocol_type),
-                                 std::move(g.state), std::move(g.type)});
+          if (all || authorized(*r, AclOperation::describe, ResourceType::group, g.group_id, true))
+            resp.groups.push_back({std::move(g.group_id), std::move(g.protocol_type),
+                                   std::move(g.state), std::move(g.type)});
         r->reply(resp);
       });
 }
@@ -490,14 +567,39 @@ void describe_groups(RequestPtr r) {
   kafka::DescribeGroupsRequest body;
   if (!r->decode(body)) return;
   const bool ops = body.include_authorized_operations;
+  // DESCRIBE on each group: a denied one is answered GROUP_AUTHORIZATION_FAILED and nothing
+  // of it is described.
+  std::vector<std::string> allowed;
+  std::vector<std::optional<std::string>> denied;  // per requested group, in order
+  for (auto& g : body.groups) {
+    if (group_allowed(*r, AclOperation::describe, g)) {
+      allowed.push_back(std::move(g));
+      denied.emplace_back();
+    } else {
+      denied.emplace_back(std::move(g));
+    }
+  }
   via_coordinator<std::vector<coordinator::DescribedGroup>>(
       std::move(r),
-      [groups = std::move(body.groups)](GroupCoordinator& c, auto done) mutable {
+      [groups = std::move(allowed)](GroupCoordinator& c, auto done) mutable {
         c.describe_groups(std::move(groups), std::move(done));
       },
-      [ops](RequestPtr r, std::vector<coordinator::DescribedGroup> res) {
+      [ops, denied = std::move(denied)](RequestPtr r,
+                                        std::vector<coordinator::DescribedGroup> described) {
         const std::int16_t v = r->version();
         kafka::DescribeGroupsResponse resp;
+        std::vector<coordinator::DescribedGroup> res;
+        std::size_t next = 0;
+        for (const auto& d : denied) {
+          if (!d) {
+            res.push_back(std::move(described[next++]));
+            continue;
+          }
+          coordinator::DescribedGroup g;
+          g.group_id = *d;
+          g.error = ErrorCode::group_authorization_failed;
+          res.push_back(std::move(g));
+        }
         for (auto& d : res) {
           kafka::DescribeGroupsResponse::DescribedGroup g;
           g.group_id = std::move(d.group_id);
@@ -523,7 +625,9 @@ void describe_groups(RequestPtr r) {
             dm.member_assignment = std::move(m.assignment);
             g.members.push_back(std::move(dm));
           }
-          if (ops && d.error == ErrorCode::none) g.authorized_operations = kGroupOperations;
+          if (ops && d.error == ErrorCode::none)
+            g.authorized_operations =
+                authorized_operations(*r, ResourceType::group, g.group_id, kGroupAclOperations);
           resp.groups.push_back(std::move(g));
         }
         r->reply(resp);
@@ -533,13 +637,18 @@ void describe_groups(RequestPtr r) {
 void delete_groups(RequestPtr r) {
   kafka::DeleteGroupsRequest body;
   if (!r->decode(body)) return;
+  std::vector<std::string> allowed, denied;  // DELETE on each group
+  for (auto& g : body.groups_names)
+    (group_allowed(*r, AclOperation::delete_, g) ? allowed : denied).push_back(std::move(g));
   via_coordinator<std::vector<coordinator::DeleteGroupResult>>(
       std::move(r),
-      [groups = std::move(body.groups_names)](GroupCoordinator& c, auto done) mutable {
+      [groups = std::move(allowed)](GroupCoordinator& c, auto done) mutable {
         c.delete_groups(std::move(groups), std::move(done));
       },
-      [](RequestPtr r, std::vector<coordinator::DeleteGroupResult> res) {
+      [denied = std::move(denied)](RequestPtr r, std::vector<coordinator::DeleteGroupResult> res) {
         kafka::DeleteGroupsResponse resp;
+        for (const auto& g : denied)
+          resp.results.push_back({g, kafka::code(ErrorCode::group_authorization_failed)});
         for (auto& d : res)
           resp.results.push_back({std::move(d.group_id), kafka::code(d.error)});
         r->reply(resp);
@@ -549,12 +658,23 @@ void delete_groups(RequestPtr r) {
 void offset_delete(RequestPtr r) {
   auto body = std::make_shared<kafka::OffsetDeleteRequest>();
   if (!r->decode(*body)) return;
+  if (!group_allowed(*r, AclOperation::delete_, body->group_id)) {
+    kafka::OffsetDeleteResponse resp;
+    resp.error_code = kafka::code(ErrorCode::group_authorization_failed);
+    r->reply(resp);
+    return;
+  }
   coordinator::OffsetDeleteRequest dr;
   dr.group_id = body->group_id;
   std::vector<ErrorCode> local;
   std::vector<std::size_t> sent;
   for (const auto& t : body->topics) {
+    const bool topic_ok = authorized(*r, AclOperation::read, ResourceType::topic, t.name);
     for (const auto& p : t.partitions) {
+      if (!topic_ok) {
+        local.push_back(ErrorCode::topic_authorization_failed);
+        continue;
+      }
       if (!topic_partition_exists(*r, t.name, p.partition_index)) {
         local.push_back(ErrorCode::unknown_topic_or_partition);
         continue;
@@ -599,6 +719,24 @@ namespace samsa::daemon::handlers {
 void init_producer_id(RequestPtr r) {
   kafka::InitProducerIdRequest body;
   if (!r->decode(body)) return;
+  // Kafka: WRITE on the transactional id; an idempotent producer needs IDEMPOTENT_WRITE on
+  // the cluster, or WRITE on some topic.
+  const bool allowed = body.transactional_id
+                           ? authorized(*r, AclOperation::write, ResourceType::transactional_id,
+                                        *body.transactional_id)
+                           : authorized(*r, AclOperation::idempotent_write, ResourceType::cluster,
+                                        replication::kClusterResourceName, true) ||
+                                 authorized_any(*r, AclOperation::write, ResourceType::topic);
+  if (!allowed) {
+    kafka::InitProducerIdResponse resp;
+    resp.error_code =
+        kafka::code(body.transactional_id ? ErrorCode::transactional_id_authorization_failed
+                                          : ErrorCode::cluster_authorization_failed);
+    resp.producer_id = -1;
+    resp.producer_epoch = -1;
+    r->reply(resp);
+    return;
+  }
   if (body.transactional_id) {
     init_transactional_producer(std::move(r), std::move(body));
     return;

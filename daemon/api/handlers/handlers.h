@@ -56,6 +56,10 @@ void sasl_authenticate(RequestPtr r);
 void describe_user_scram_credentials(RequestPtr r);
 void alter_user_scram_credentials(RequestPtr r);
 void describe_client_quotas(RequestPtr r);
+// ACLs (acls.cc).
+void create_acls(RequestPtr r);
+void describe_acls(RequestPtr r);
+void delete_acls(RequestPtr r);
 // Transactions (transactions.cc).
 void init_transactional_producer(RequestPtr r, kafka::InitProducerIdRequest body);
 void add_partitions_to_txn(RequestPtr r);

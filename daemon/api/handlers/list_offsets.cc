@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "base/log.h"
+#include "daemon/api/auth.h"
 #include "daemon/api/handlers/fan_out.h"
 #include "daemon/api/handlers/handlers.h"
 #include "daemon/broker.h"
@@ -158,6 +159,8 @@ void list_offsets(RequestPtr r) {
   const std::int16_t version = ctx->req->version();
   for (const auto& t : ctx->body.topics) {
     const replication::TopicState* topic = ctx->image->topic(t.name);
+    const bool allowed = authorized(*ctx->req, replication::AclOperation::describe,
+                                    replication::ResourceType::topic, t.name);
     for (const auto& p : t.partitions) {
       Item it;
       it.partition = p.partition_index;
@@ -167,6 +170,8 @@ void list_offsets(RequestPtr r) {
       if (mentions[tp] > 1) {
         it.error = ErrorCode::invalid_request;
         it.repeated = std::exchange(listed[tp], true);
+      } else if (!allowed) {
+        it.error = ErrorCode::topic_authorization_failed;
       } else if (!topic || p.partition_index < 0 ||
                  static_cast<std::size_t>(p.partition_index) >= topic->partitions.size()) {
         it.error = ErrorCode::unknown_topic_or_partition;

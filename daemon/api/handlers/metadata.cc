@@ -2,6 +2,7 @@
 #include <set>
 
 #include "base/log.h"
+#include "daemon/api/auth.h"
 #include "daemon/api/handlers/handlers.h"
 #include "daemon/api/handlers/round_trip.h"
 #include "daemon/broker.h"
@@ -18,14 +19,16 @@ namespace {
 using kafka::ErrorCode;
 using kafka::MetadataRequest;
 using kafka::MetadataResponse;
+using replication::AclOperation;
+using replication::ResourceType;
 
 constexpr std::string_view kOffsetsTopic = "__consumer_offsets";
-// What Kafka reports without an authorizer when a client asks (KIP-430): every operation that
-// applies to a topic (READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS,
-// ALTER_CONFIGS) and to the cluster (CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS,
-// ALTER_CONFIGS, IDEMPOTENT_WRITE).
-constexpr std::int32_t kTopicOperations = 3576;
-constexpr std::int32_t kClusterOperations = 8096;
+// CREATE on the cluster, or on the topic (Kafka's rule for creating a topic).
+bool may_create_topic(const Request& r, std::string_view name) {
+  return authorized(r, AclOperation::create, ResourceType::cluster,
+                    replication::kClusterResourceName, true) ||
+         authorized(r, AclOperation::create, ResourceType::topic, name);
+}
 
 // A replica is offline when its broker is not registered or fenced (a cluster node's view;
 // a single node has no registrations and no offline replicas).
@@ -96,27 +99,45 @@ void answer(RequestPtr r, const MetadataRequest& req,
     if (!listed) resp.controller_id = resp.brokers.empty() ? -1 : resp.brokers.front().node_id;
   }
   if (req.include_cluster_authorized_operations)
-    resp.cluster_authorized_operations = kClusterOperations;
+    resp.cluster_authorized_operations = authorized_operations(
+        *r, ResourceType::cluster, replication::kClusterResourceName, kClusterAclOperations);
   auto add = [&](const replication::TopicState& t) {
     resp.topics.push_back(describe(t, image, clustered));
   };
 
   const bool all = !req.topics || (v == 0 && req.topics->empty());
   if (all) {
+    // Topics the principal may not describe are left out, without a log line each.
     for (const auto& [name, t] : image.topics())
-      add(*t);
+      if (authorized(*r, AclOperation::describe, ResourceType::topic, name, true)) add(*t);
   } else {
+    const bool auto_create = s.auto_create_topics && !s.controller_only() &&
+                             (r->version() < 4 || req.allow_auto_topic_creation);
     for (std::size_t i = 0; i < req.topics->size(); ++i) {
       const auto& want = (*req.topics)[i];
       const replication::TopicState* t =
           want.name ? image.topic(*want.name) : image.topic(want.topic_id);
+      MetadataResponse::MetadataResponseTopic miss;
+      miss.name = want.name;
+      miss.topic_id = want.topic_id;
+      // Kafka: a topic the principal may not describe is TOPIC_AUTHORIZATION_FAILED whether it
+      // exists or not (named by id: UNKNOWN_TOPIC_ID, which tells nothing either); a missing
+      // one it may not create, when auto-creation was asked for, too.
+      if (t || want.name) {
+        const std::string_view name = t ? std::string_view(t->name) : *want.name;
+        const bool denied = !authorized(*r, AclOperation::describe, ResourceType::topic, name) ||
+                            (!t && auto_create && !may_create_topic(*r, name));
+        if (denied) {
+          miss.error_code = kafka::code(want.name ? ErrorCode::topic_authorization_failed
+                                                  : ErrorCode::unknown_topic_id);
+          resp.topics.push_back(std::move(miss));
+          continue;
+        }
+      }
       if (t) {
         add(*t);
         continue;
       }
-      MetadataResponse::MetadataResponseTopic miss;
-      miss.name = want.name;
-      miss.topic_id = want.topic_id;
       auto f = want.name ? std::lower_bound(
                                failed.begin(), failed.end(), *want.name,
                                [](const auto& e, const std::string& n) { return e.first < n; })
@@ -138,7 +159,8 @@ void answer(RequestPtr r, const MetadataRequest& req,
   // Kafka fills in the operations for every topic it answers about, found or not.
   if (req.include_topic_authorized_operations)
     for (auto& t : resp.topics)
-      t.topic_authorized_operations = kTopicOperations;
+      t.topic_authorized_operations =
+          t.name ? authorized_operations(*r, ResourceType::topic, *t.name, kTopicAclOperations) : 0;
   r->reply(resp);
 }
 
@@ -209,6 +231,10 @@ void metadata(RequestPtr r) {
       const auto& want = (*req.topics)[i];
       if (!want.name || r->rc.image->topic(*want.name)) continue;
       if (replication::check_topic_name(*want.name)) continue;
+      // answer() tells the client why (TOPIC_AUTHORIZATION_FAILED).
+      if (!authorized(*r, AclOperation::describe, ResourceType::topic, *want.name, true) ||
+          !may_create_topic(*r, *want.name))
+        continue;
       if (want.name->starts_with("__")) continue;  // internal names are created by the broker
       if (named.contains(*want.name)) continue;
       if (create.size() == most) {

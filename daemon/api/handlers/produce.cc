@@ -11,6 +11,7 @@
 #include "base/bytes.h"
 #include "base/clock.h"
 #include "base/log.h"
+#include "daemon/api/auth.h"
 #include "daemon/api/handlers/fan_out.h"
 #include "daemon/api/handlers/handlers.h"
 #include "daemon/api/handlers/leader_hint.h"
@@ -25,6 +26,8 @@ namespace samsa::daemon::handlers {
 namespace {
 
 using kafka::ErrorCode;
+using replication::AclOperation;
+using replication::ResourceType;
 
 struct ProduceCtx;
 
@@ -179,16 +182,29 @@ void produce(RequestPtr r) {
     return;
   }
   ctx->slots.resize(n);
+  // Kafka's order: the transactional id, then each topic (before whether it exists: a
+  // principal that may not write learns nothing of it).
+  const bool txn_allowed =
+      !body.transactional_id ||
+      authorized(req, AclOperation::write, ResourceType::transactional_id, *body.transactional_id);
   std::size_t si = 0;
   for (const auto& t : body.topic_data) {
     const replication::TopicState* topic =
         req.version() >= 13 ? image.topic(t.topic_id) : image.topic(t.name);
+    const bool by_unknown_id = req.version() >= 13 && !topic;
+    const bool allowed =
+        by_unknown_id || authorized(req, AclOperation::write, ResourceType::topic,
+                                    topic ? std::string_view(topic->name) : t.name);
     for (const auto& pd : t.partition_data) {
       Slot& s = ctx->slots[si++];
       s.partition = pd.index;
       s.topic = topic ? std::string_view(topic->name) : std::string_view(t.name);
       if (!acks_ok) {
         s.error = ErrorCode::invalid_required_acks;
+      } else if (!txn_allowed) {
+        s.error = ErrorCode::transactional_id_authorization_failed;
+      } else if (!allowed) {
+        s.error = ErrorCode::topic_authorization_failed;
       } else if (!topic) {
         s.error = req.version() >= 13 ? ErrorCode::unknown_topic_id
                                       : ErrorCode::unknown_topic_or_partition;

@@ -1,5 +1,6 @@
 // DescribeProducers: each partition's idempotent producers as its shard holds them (producer
 // id, epoch, last sequence and timestamp), what `kafka-transactions describe-producers` prints.
+#include "daemon/api/auth.h"
 #include "daemon/api/handlers/fan_out.h"
 #include "daemon/api/handlers/handlers.h"
 #include "net/kafka/gen/describe_producers_request.h"
@@ -75,10 +76,14 @@ void describe_producers(RequestPtr r) {
   ctx->image = ctx->req->rc.image;
   for (const auto& t : ctx->body.topics) {
     const replication::TopicState* topic = ctx->image->topic(t.name);
+    const bool allowed = authorized(*ctx->req, replication::AclOperation::read,
+                                    replication::ResourceType::topic, t.name);
     for (std::int32_t p : t.partition_indexes) {
       Item it;
       it.partition = p;
-      if (!topic || p < 0 || static_cast<std::size_t>(p) >= topic->partitions.size()) {
+      if (!allowed) {
+        it.error = ErrorCode::topic_authorization_failed;
+      } else if (!topic || p < 0 || static_cast<std::size_t>(p) >= topic->partitions.size()) {
         it.error = ErrorCode::unknown_topic_or_partition;
         it.unknown_topic = !topic;
       } else {

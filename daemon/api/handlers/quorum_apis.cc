@@ -4,6 +4,7 @@
 // Each is decoded here, converted (replication/quorum/quorum_wire.h), handed to the controller
 // thread (replication::Controller's on_* calls) and answered on the request's reactor.
 #include "base/log.h"
+#include "daemon/api/auth.h"
 #include "daemon/api/handlers/handlers.h"
 #include "daemon/api/handlers/round_trip.h"
 #include "daemon/api/quorum_describe.h"
@@ -154,6 +155,13 @@ void describe_quorum(RequestPtr r) {
   for (const auto& t : req.topics)
     for (const auto& p : t.partitions)
       if (t.topic_name == q::kMetadataTopic && p.partition_index == 0) ours = true;
+  if (!authorized(*r, replication::AclOperation::describe, replication::ResourceType::cluster,
+                  replication::kClusterResourceName)) {
+    kafka::DescribeQuorumResponse resp;
+    resp.error_code = kafka::code(ErrorCode::cluster_authorization_failed);
+    r->reply(resp);
+    return;
+  }
   if (!ours) {
     kafka::DescribeQuorumResponse resp;
     resp.error_code = kafka::code(ErrorCode::unknown_topic_or_partition);

@@ -3,6 +3,7 @@
 #include <type_traits>
 
 #include "base/log.h"
+#include "daemon/api/auth.h"
 #include "daemon/api/handlers/fan_out.h"
 #include "daemon/api/handlers/handlers.h"
 #include "daemon/broker.h"
@@ -131,7 +132,11 @@ void delete_records(RequestPtr r) {
         it.partition = p.partition_index;
         it.in = p.offset;
         resolve(*r.rc.broker, image, t.name, it);
-        if (it.error == ErrorCode::none && replication::is_internal_topic(t.name)) {
+        if (!authorized(r, replication::AclOperation::delete_, replication::ResourceType::topic,
+                        t.name)) {
+          it.error = ErrorCode::topic_authorization_failed;
+          it.shard = SIZE_MAX;
+        } else if (it.error == ErrorCode::none && replication::is_internal_topic(t.name)) {
           // Kafka refuses it too: the broker's own records live there.
           it.error = ErrorCode::invalid_topic_exception;
           it.shard = SIZE_MAX;
@@ -166,13 +171,29 @@ void offset_for_leader_epoch(RequestPtr r) {
   kafka::OffsetForLeaderEpochRequest req;
   if (!r->decode(req)) return;
   using Resp = kafka::OffsetForLeaderEpochResponse;
+  // Kafka: a follower (replica id set) needs CLUSTER_ACTION on the cluster, a client DESCRIBE
+  // on each topic.
+  const bool follower = req.replica_id >= 0;
+  const bool follower_allowed =
+      !follower ||
+      authorized(*r, replication::AclOperation::cluster_action, replication::ResourceType::cluster,
+                 replication::kClusterResourceName);
   per_partition<Resp>(
       std::move(r), std::move(req),
-      [](const Request& r, const replication::MetadataImage& image, const auto& t, const auto& p) {
+      [follower, follower_allowed](const Request& r, const replication::MetadataImage& image,
+                                   const auto& t, const auto& p) {
         Item it;
         it.partition = p.partition;
         it.in = p.leader_epoch;
         it.current_epoch = p.current_leader_epoch;
+        const bool allowed = follower ? follower_allowed
+                                      : authorized(r, replication::AclOperation::describe,
+                                                   replication::ResourceType::topic, t.topic);
+        if (!allowed) {
+          it.error = follower ? ErrorCode::cluster_authorization_failed
+                              : ErrorCode::topic_authorization_failed;
+          return it;
+        }
         resolve(*r.rc.broker, image, t.topic, it);
         return it;
       },

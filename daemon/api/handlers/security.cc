@@ -32,6 +32,10 @@ std::optional<Mechanism> mechanism_of(std::int8_t id) {
   return std::nullopt;
 }
 
+bool cluster_allowed(const Request& r, replication::AclOperation op) {
+  return authorized(r, op, replication::ResourceType::cluster, replication::kClusterResourceName);
+}
+
 const ListenerSecurity& security_of(const Request& r) {
   return r.rc.settings->security[r.dispatcher.listener()];
 }
@@ -206,6 +210,11 @@ void describe_user_scram_credentials(RequestPtr r) {
   kafka::DescribeUserScramCredentialsRequest req;
   if (!r->decode(req)) return;
   kafka::DescribeUserScramCredentialsResponse resp;
+  if (!cluster_allowed(*r, replication::AclOperation::describe)) {
+    resp.error_code = kafka::code(ErrorCode::cluster_authorization_failed);
+    r->reply(resp);
+    return;
+  }
   const auto& creds = r->rc.image->scram_credentials();
   using Result = kafka::DescribeUserScramCredentialsResponse::DescribeUserScramCredentialsResult;
   auto describe = [&](const std::string& user) {
@@ -298,6 +307,11 @@ void alter_user_scram_credentials(RequestPtr r) {
     }
     changes.push_back(std::move(a));
   }
+  if (!cluster_allowed(*r, replication::AclOperation::alter)) {
+    // Kafka: every user named is refused.
+    for (const auto& c : changes)
+      refuse(c.credential.name, ErrorCode::cluster_authorization_failed, "");
+  }
   std::erase_if(changes, [&](const auto& c) { return early.contains(c.credential.name); });
   via_controller<std::vector<replication::ScramOutcome>>(
       std::move(r),
@@ -323,6 +337,12 @@ void describe_client_quotas(RequestPtr r) {
   kafka::DescribeClientQuotasRequest req;
   if (!r->decode(req)) return;
   kafka::DescribeClientQuotasResponse resp;
+  if (!cluster_allowed(*r, replication::AclOperation::describe_configs)) {
+    resp.error_code = kafka::code(ErrorCode::cluster_authorization_failed);
+    resp.entries = std::nullopt;
+    r->reply(resp);
+    return;
+  }
   for (const auto& c : req.components) {
     if (c.match_type < 0 || c.match_type > 2) {
       resp.error_code = kafka::code(ErrorCode::invalid_request);

@@ -1,6 +1,7 @@
 // CreateTopics, DeleteTopics, CreatePartitions and ElectLeaders: validated and committed by the
 // controller thread; answered from the origin reactor once every reactor has applied the change.
 #include "base/log.h"
+#include "daemon/api/auth.h"
 #include "daemon/api/handlers/handlers.h"
 #include "daemon/api/handlers/round_trip.h"
 #include "daemon/broker.h"
@@ -18,6 +19,15 @@ namespace samsa::daemon::handlers {
 namespace {
 
 using kafka::ErrorCode;
+using replication::AclOperation;
+using replication::ResourceType;
+
+// CREATE on the cluster, or on the topic (Kafka's rule for creating a topic).
+bool may_create(const Request& r, std::string_view topic) {
+  return authorized(r, AclOperation::create, ResourceType::cluster,
+                    replication::kClusterResourceName, true) ||
+         authorized(r, AclOperation::create, ResourceType::topic, topic);
+}
 
 }  // namespace
 
@@ -29,6 +39,11 @@ void create_topics(RequestPtr r) {
   std::vector<std::optional<replication::TopicOutcome>> early(req->topics.size());
   for (std::size_t i = 0; i < req->topics.size(); ++i) {
     const auto& t = req->topics[i];
+    if (!may_create(*r, t.name)) {
+      early[i] =
+          replication::TopicOutcome{t.name, ErrorCode::topic_authorization_failed, "", {}, -1, -1};
+      continue;
+    }
     replication::TopicSpec spec{t.name, t.num_partitions, t.replication_factor, {}};
     for (const auto& c : t.configs) {
       if (c.value) spec.configs[c.name] = *c.value;
@@ -107,20 +122,39 @@ void create_topics(RequestPtr r) {
 void delete_topics(RequestPtr r) {
   kafka::DeleteTopicsRequest req;
   if (!r->decode(req)) return;
-  std::vector<std::pair<std::string, replication::Uuid>> topics;
+  std::vector<std::pair<std::string, replication::Uuid>> named;
   if (r->version() >= 6) {
     for (const auto& t : req.topics)
-      topics.emplace_back(t.name.value_or(""), t.topic_id);
+      named.emplace_back(t.name.value_or(""), t.topic_id);
   } else {
     for (const auto& n : req.topic_names)
-      topics.emplace_back(n, replication::Uuid{});
+      named.emplace_back(n, replication::Uuid{});
+  }
+  // DELETE on each topic (a topic named by an id this broker knows is checked by its name; an
+  // unknown id is the controller's UNKNOWN_TOPIC_ID).
+  std::vector<std::pair<std::string, replication::Uuid>> topics;
+  std::vector<std::optional<replication::DeleteOutcome>> early(named.size());
+  for (std::size_t i = 0; i < named.size(); ++i) {
+    const auto& [name, id] = named[i];
+    const replication::TopicState* t = name.empty() ? r->rc.image->topic(id) : nullptr;
+    const std::string_view resource = t ? std::string_view(t->name) : name;
+    if ((!resource.empty() || t) &&
+        !authorized(*r, AclOperation::delete_, ResourceType::topic, resource)) {
+      early[i] = replication::DeleteOutcome{name, id, ErrorCode::topic_authorization_failed, ""};
+      continue;
+    }
+    topics.push_back(named[i]);
   }
   via_controller<std::vector<replication::DeleteOutcome>>(
       std::move(r),
       [topics = std::move(topics)](replication::Controller& c, auto done) mutable {
         c.delete_topics(std::move(topics), std::move(done));
       },
-      [](RequestPtr r, std::vector<replication::DeleteOutcome> out) {
+      [early = std::move(early)](RequestPtr r, std::vector<replication::DeleteOutcome> decided) {
+        std::vector<replication::DeleteOutcome> out;
+        std::size_t next = 0;
+        for (const auto& e : early)
+          out.push_back(e ? *e : decided[next++]);
         kafka::DeleteTopicsResponse resp;
         for (const auto& o : out) {
           kafka::DeleteTopicsResponse::DeletableTopicResult res;
@@ -144,7 +178,12 @@ void create_partitions(RequestPtr r) {
     return;
   std::vector<replication::PartitionsSpec> specs;
   specs.reserve(req.topics.size());
+  std::vector<std::string> denied;  // ALTER on the topic
   for (auto& t : req.topics) {
+    if (!authorized(*r, AclOperation::alter, ResourceType::topic, t.name)) {
+      denied.push_back(std::move(t.name));
+      continue;
+    }
     replication::PartitionsSpec s;
     s.name = std::move(t.name);
     s.count = t.count;
@@ -160,8 +199,11 @@ void create_partitions(RequestPtr r) {
       [specs = std::move(specs), validate_only](replication::Controller& c, auto done) mutable {
         c.create_partitions(std::move(specs), validate_only, std::move(done));
       },
-      [](RequestPtr r, std::vector<replication::PartitionsOutcome> out) {
+      [denied = std::move(denied)](RequestPtr r, std::vector<replication::PartitionsOutcome> out) {
         kafka::CreatePartitionsResponse resp;
+        for (const auto& name : denied)
+          resp.results.push_back(
+              {name, kafka::code(ErrorCode::topic_authorization_failed), std::nullopt});
         for (auto& o : out) {
           kafka::CreatePartitionsResponse::CreatePartitionsTopicResult res;
           res.name = std::move(o.name);
@@ -185,6 +227,22 @@ void elect_leaders(RequestPtr r) {
   if (req.election_type != 0 && req.election_type != 1) {
     kafka::ElectLeadersResponse resp;
     resp.error_code = kafka::code(ErrorCode::invalid_request);
+    r->reply(resp);
+    return;
+  }
+  if (!authorized(*r, AclOperation::alter, ResourceType::cluster,
+                  replication::kClusterResourceName)) {
+    // Kafka: the error at the top and for every partition named.
+    kafka::ElectLeadersResponse resp;
+    resp.error_code = kafka::code(ErrorCode::cluster_authorization_failed);
+    if (req.topic_partitions)
+      for (const auto& t : *req.topic_partitions) {
+        auto& res = resp.replica_election_results.emplace_back();
+        res.topic = t.topic;
+        for (std::int32_t p : t.partitions)
+          res.partition_result.push_back(
+              {p, kafka::code(ErrorCode::cluster_authorization_failed), std::nullopt});
+      }
     r->reply(resp);
     return;
   }

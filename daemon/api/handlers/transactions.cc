@@ -8,9 +8,11 @@
 // that does not know PRODUCER_FENCED gets INVALID_PRODUCER_EPOCH, as Kafka answers it.
 #include <memory>
 #include <regex>
+#include <set>
 
 #include "base/log.h"
 #include "coordinator/txn_coordinator.h"
+#include "daemon/api/auth.h"
 #include "daemon/api/handlers/fan_out.h"
 #include "daemon/api/handlers/handlers.h"
 #include "daemon/api/handlers/round_trip.h"
@@ -70,6 +72,22 @@ bool partition_exists(const Request& r, const std::string& topic, std::int32_t p
 
 }  // namespace
 
+namespace {
+
+using replication::AclOperation;
+using replication::ResourceType;
+
+bool txn_allowed(const Request& r, AclOperation op, std::string_view id) {
+  return authorized(r, op, ResourceType::transactional_id, id);
+}
+
+bool cluster_action_allowed(const Request& r) {
+  return authorized(r, AclOperation::cluster_action, ResourceType::cluster,
+                    replication::kClusterResourceName);
+}
+
+}  // namespace
+
 void init_transactional_producer(RequestPtr r, kafka::InitProducerIdRequest body) {
   coordinator::TxnInitRequest req;
   req.transactional_id = std::move(*body.transactional_id);
@@ -103,6 +121,12 @@ void add_partitions_to_txn(RequestPtr r) {
     t.topics = std::move(body.v3_and_below_topics);
     body.transactions.clear();
     body.transactions.push_back(std::move(t));
+  } else if (!cluster_action_allowed(*r)) {
+    // The brokers' form: only a broker may verify or add for a producer.
+    kafka::AddPartitionsToTxnResponse resp;
+    resp.error_code = kafka::code(ErrorCode::cluster_authorization_failed);
+    r->reply(resp);
+    return;
   }
   struct Ctx {
     std::vector<coordinator::TxnAddResult> results;
@@ -127,6 +151,24 @@ void add_partitions_to_txn(RequestPtr r) {
         a.partitions[tp.name].insert(p);
         unknown |= !partition_exists(*r, tp.name, p);
       }
+    // The client's form (Kafka): WRITE on the transactional id, then on each topic; a denied
+    // topic fails the add, the other partitions are not attempted.
+    if (v < 4) {
+      const bool id_ok = txn_allowed(*r, AclOperation::write, t.transactional_id);
+      std::set<std::string_view> denied;
+      for (const auto& [topic, parts] : a.partitions)
+        if (id_ok && !authorized(*r, AclOperation::write, ResourceType::topic, topic))
+          denied.insert(topic);
+      if (!id_ok || !denied.empty()) {
+        for (const auto& [topic, parts] : a.partitions)
+          for (std::int32_t p : parts)
+            ctx->results[i][topic][p] = !id_ok ? ErrorCode::transactional_id_authorization_failed
+                                        : denied.contains(topic)
+                                            ? ErrorCode::topic_authorization_failed
+                                            : ErrorCode::operation_not_attempted;
+        continue;
+      }
+    }
     if (unknown) {
       // Kafka's answer: the unknown ones say so, the others were not attempted.
       for (const auto& [topic, parts] : a.partitions)
@@ -183,6 +225,14 @@ void add_partitions_to_txn(RequestPtr r) {
 void add_offsets_to_txn(RequestPtr r) {
   kafka::AddOffsetsToTxnRequest body;
   if (!r->decode(body)) return;
+  const bool id_ok = txn_allowed(*r, AclOperation::write, body.transactional_id);
+  if (!id_ok || !authorized(*r, AclOperation::read, ResourceType::group, body.group_id)) {
+    kafka::AddOffsetsToTxnResponse resp;
+    resp.error_code = kafka::code(id_ok ? ErrorCode::group_authorization_failed
+                                        : ErrorCode::transactional_id_authorization_failed);
+    r->reply(resp);
+    return;
+  }
   // The group's partition of __consumer_offsets joins the transaction (its marker completes
   // the TxnOffsetCommits made in it).
   const std::int32_t offsets_partition = offsets_partition_of(*r, body.group_id);
@@ -216,6 +266,14 @@ void add_offsets_to_txn(RequestPtr r) {
 void end_txn(RequestPtr r) {
   kafka::EndTxnRequest body;
   if (!r->decode(body)) return;
+  if (!txn_allowed(*r, AclOperation::write, body.transactional_id)) {
+    kafka::EndTxnResponse resp;
+    resp.error_code = kafka::code(ErrorCode::transactional_id_authorization_failed);
+    resp.producer_id = -1;
+    resp.producer_epoch = -1;
+    r->reply(resp);
+    return;
+  }
   coordinator::TxnEndRequest req{std::move(body.transactional_id), body.producer_id,
                                  body.producer_epoch, body.committed, r->version() >= 5};
   via_txn_coordinator<coordinator::TxnEndResult>(
@@ -243,15 +301,27 @@ void txn_offset_commit(RequestPtr r) {
   cr.group_instance_id = body.group_instance_id;
   cr.producer_id = body.producer_id;
   cr.producer_epoch = body.producer_epoch;
-  std::vector<ErrorCode> early;  // UNKNOWN_TOPIC_OR_PARTITION found here, per partition
-  for (const auto& t : body.topics)
+  // Found here, per partition: Kafka's authorization (WRITE on the transactional id, READ on
+  // the group, READ on each topic) and UNKNOWN_TOPIC_OR_PARTITION.
+  std::vector<ErrorCode> early;
+  const ErrorCode denied = !txn_allowed(*r, AclOperation::write, body.transactional_id)
+                               ? ErrorCode::transactional_id_authorization_failed
+                           : !authorized(*r, AclOperation::read, ResourceType::group, body.group_id)
+                               ? ErrorCode::group_authorization_failed
+                               : ErrorCode::none;
+  for (const auto& t : body.topics) {
+    const bool topic_ok = denied != ErrorCode::none ||
+                          authorized(*r, AclOperation::read, ResourceType::topic, t.name);
     for (const auto& p : t.partitions) {
       cr.partitions.push_back({t.name, p.partition_index, p.committed_offset,
                                p.committed_leader_epoch, p.committed_metadata});
-      early.push_back(partition_exists(*r, t.name, p.partition_index)
+      early.push_back(denied != ErrorCode::none ? denied
+                      : !topic_ok               ? ErrorCode::topic_authorization_failed
+                      : partition_exists(*r, t.name, p.partition_index)
                           ? ErrorCode::none
                           : ErrorCode::unknown_topic_or_partition);
     }
+  }
   // Transaction version 2 (v5+): no AddOffsetsToTxn from the client; the group's partition of
   // __consumer_offsets joins the transaction here, before the offsets are written.
   std::optional<TxnPartitionCheck> add;
@@ -326,11 +396,14 @@ void write_txn_markers(RequestPtr r) {
   auto ctx = std::make_unique<Ctx>();
   if (!r->decode(ctx->body)) return;
   ctx->req = std::move(r);
+  // Only a broker (CLUSTER_ACTION) writes markers.
+  const bool allowed = cluster_action_allowed(*ctx->req);
   for (std::size_t m = 0; m < ctx->body.markers.size(); ++m)
     for (const auto& t : ctx->body.markers[m].topics)
       for (std::int32_t p : t.partition_indexes)
         ctx->items.push_back({m, t.name, p,
-                              partition_exists(*ctx->req, t.name, p)
+                              !allowed ? ErrorCode::cluster_authorization_failed
+                              : partition_exists(*ctx->req, t.name, p)
                                   ? ErrorCode::none
                                   : ErrorCode::unknown_topic_or_partition});
   const std::size_t n = ctx->items.size();
@@ -375,13 +448,22 @@ void write_txn_markers(RequestPtr r) {
 void describe_transactions(RequestPtr r) {
   kafka::DescribeTransactionsRequest body;
   if (!r->decode(body)) return;
+  std::vector<std::string> ids, denied;  // DESCRIBE on each transactional id
+  for (auto& id : body.transactional_ids)
+    (txn_allowed(*r, AclOperation::describe, id) ? ids : denied).push_back(std::move(id));
   via_txn_coordinator<std::vector<coordinator::DescribedTxn>>(
       std::move(r),
-      [ids = std::move(body.transactional_ids)](TxnCoordinator& c, auto done) mutable {
+      [ids = std::move(ids)](TxnCoordinator& c, auto done) mutable {
         c.describe(std::move(ids), std::move(done));
       },
-      [](RequestPtr r, std::vector<coordinator::DescribedTxn> res) {
+      [denied = std::move(denied)](RequestPtr r, std::vector<coordinator::DescribedTxn> res) {
         kafka::DescribeTransactionsResponse resp;
+        for (const auto& id : denied) {
+          kafka::DescribeTransactionsResponse::TransactionState ts;
+          ts.error_code = kafka::code(ErrorCode::transactional_id_authorization_failed);
+          ts.transactional_id = id;
+          resp.transaction_states.push_back(std::move(ts));
+        }
         for (auto& d : res) {
           kafka::DescribeTransactionsResponse::TransactionState ts;
           ts.error_code = kafka::code(d.error);
@@ -442,6 +524,9 @@ void list_transactions(RequestPtr r) {
         resp.unknown_state_filters = unknown;
         for (auto& t : res) {
           if (pattern && !std::regex_match(t.transactional_id, *pattern)) continue;
+          if (!authorized(*r, AclOperation::describe, ResourceType::transactional_id,
+                          t.transactional_id, true))
+            continue;
           resp.transaction_states.push_back(
               {std::move(t.transactional_id), t.producer_id, std::move(t.state)});
         }

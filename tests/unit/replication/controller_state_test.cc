@@ -433,5 +433,76 @@ TEST(ControllerState, ScramCredentialsAreAlteredPerUserAllOrNothing) {
   EXPECT_EQ(cs.image().scram_credentials().size(), 2u);
 }
 
+AclBinding acl(std::string topic, std::string principal, AclOperation op,
+               AclPermissionType perm = AclPermissionType::allow,
+               PatternType pattern = PatternType::literal) {
+  return {ResourceType::topic, std::move(topic), pattern, std::move(principal), "*", op, perm};
+}
+
+// CreateAcls and DeleteAcls as Kafka's AclControlManager decides them: each ACL alone, an
+// identical ACL stored once, every filter listing what it matched; the ACLs in the snapshot,
+// and the committed image's authorizer deciding over them.
+TEST(ControllerState, AclsAreCreatedOnceDeletedByFilterAndKeptInTheSnapshot) {
+  ControllerState cs{fixed_topic_id()};
+  cs.on_become_active(0, 0);
+  auto p = cs.create_acls(
+      {acl("t", "User:alice", AclOperation::read), acl("t", "User:alice", AclOperation::read),
+       acl("", "User:alice", AclOperation::read), acl("t", "alice", AclOperation::read),
+       acl("p-", "User:*", AclOperation::write, AclPermissionType::allow, PatternType::prefixed),
+       acl("p-x", "User:bob", AclOperation::all, AclPermissionType::deny)});
+  ASSERT_EQ(p.answer.size(), 6u);
+  EXPECT_EQ(p.answer[0].error, ErrorCode::none);
+  EXPECT_EQ(p.answer[1].error, ErrorCode::none);  // the same ACL again: no second record
+  EXPECT_EQ(p.answer[2].error, kAclValidationError);
+  EXPECT_EQ(p.answer[3].error, kAclValidationError);
+  EXPECT_EQ(p.records.size(), 3u);
+  EXPECT_EQ(cs.create_acls({acl("t", "User:alice", AclOperation::read)}).records.size(), 0u);
+
+  cs.commit(cs.next_offset() - 1);
+  ImagePtr img = cs.committed_image();
+  ASSERT_TRUE(img->sealed());
+  const Authorizer& az = img->authorizer();
+  AuthorizerOptions opts;
+  EXPECT_TRUE(
+      az.authorize(opts, "User:alice", "1.2.3.4", AclOperation::read, ResourceType::topic, "t"));
+  EXPECT_FALSE(
+      az.authorize(opts, "User:bob", "1.2.3.4", AclOperation::read, ResourceType::topic, "t"));
+  EXPECT_TRUE(az.authorize(opts, "User:bob", "h", AclOperation::write, ResourceType::topic, "p-y"));
+  EXPECT_FALSE(
+      az.authorize(opts, "User:bob", "h", AclOperation::write, ResourceType::topic, "p-x"));
+
+  // The snapshot rebuilds the same ACLs.
+  ControllerState from_snapshot;
+  std::int64_t off = 0;
+  for (const auto& r : cs.snapshot()) {
+    auto back = decode_record(encode_record(r));
+    ASSERT_TRUE(back.has_value());
+    from_snapshot.replay(*back, off++);
+  }
+  EXPECT_EQ(from_snapshot.committed_image()->acls(), img->acls());
+
+  // Two filters matching one ACL both list it; it is removed once. An invalid filter fails
+  // alone.
+  AclBindingFilter by_name;
+  by_name.resource_type = ResourceType::topic;
+  by_name.resource_name = "t";
+  AclBindingFilter alice;
+  alice.principal = "User:alice";
+  AclBindingFilter bad;
+  bad.resource_type = ResourceType::unknown;
+  auto d = cs.delete_acls({by_name, alice, bad});
+  ASSERT_EQ(d.answer.size(), 3u);
+  EXPECT_EQ(d.answer[0].matching.size(), 1u);
+  EXPECT_EQ(d.answer[1].matching.size(), 1u);
+  EXPECT_EQ(d.answer[2].error, kAclValidationError);
+  EXPECT_EQ(d.records.size(), 1u);
+  cs.commit(cs.next_offset() - 1);
+  EXPECT_EQ(cs.committed_image()->acls().size(), 2u);
+  // The image handed out before is unchanged (copy on write).
+  EXPECT_EQ(img->acls().size(), 3u);
+  EXPECT_FALSE(cs.committed_image()->authorizer().authorize(
+      opts, "User:alice", "h", AclOperation::read, ResourceType::topic, "t"));
+}
+
 }  // namespace
 }  // namespace samsa::replication

@@ -51,6 +51,10 @@ TEST(MetadataRecords, EveryRecordRoundTripsAndEveryPrefixIsRejected) {
       UserScramCredentialRecord{"alice", ScramMechanism::sha512, "salt", std::string(64, 's'),
                                 std::string(64, 'k'), 4096},
       RemoveUserScramCredentialRecord{"alice", ScramMechanism::sha256},
+      AccessControlEntryRecord{id,
+                               {ResourceType::topic, "orders", PatternType::prefixed, "User:alice",
+                                "10.0.0.1", AclOperation::read, AclPermissionType::allow}},
+      RemoveAccessControlEntryRecord{id},
   };
   for (const auto& r : recs) {
     auto b = encode_record(r);
