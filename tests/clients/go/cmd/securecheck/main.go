@@ -6,10 +6,18 @@
 // to the broker with the given (wrong) credentials and passes if franz-go reports a SASL
 // authentication failure. It prints one line per step, then PASS (exit 0) or FAIL: <why>
 // (exit 1); usage errors exit 2. Everything is bounded: 60 s in the normal mode, 30 s with
-// --expect-auth-failure.
+// --expect-auth-failure or --expect-denied.
+//
+// With --expect-denied (tests/integration/acl_test.py) the user is authenticated but the
+// broker's ACLs deny it: producing one record to --topic must fail with
+// TOPIC_AUTHORIZATION_FAILED, and a consumer in --group subscribed to --group-topic (a topic the
+// user may read) must be refused with GROUP_AUTHORIZATION_FAILED. --plaintext talks to a
+// SASL_PLAINTEXT listener (no TLS, no --ca) in any mode.
 //
 //	securecheck --bootstrap HOST:PORT --ca CA.pem --mechanism SCRAM-SHA-512|SCRAM-SHA-256|PLAIN
 //	            --user U --password P --topic T [--count N] [--expect-auth-failure]
+//	securecheck --bootstrap HOST:PORT --plaintext --mechanism PLAIN --user U --password P
+//	            --topic T --expect-denied --group G --group-topic T2
 package main
 
 import (
@@ -60,6 +68,8 @@ type args struct {
 	bootstrap, ca, mechanism, user, password, topic string
 	count                                           int
 	expectAuthFailure                               bool
+	plaintext, expectDenied                         bool
+	group, groupTopic                               string
 }
 
 func parseArgs() args {
@@ -73,12 +83,25 @@ func parseArgs() args {
 	flag.IntVar(&a.count, "count", 20, "number of records")
 	flag.BoolVar(&a.expectAuthFailure, "expect-auth-failure", false,
 		"pass only if the broker refuses the credentials")
+	flag.BoolVar(&a.plaintext, "plaintext", false, "SASL_PLAINTEXT: no TLS (--ca not needed)")
+	flag.BoolVar(&a.expectDenied, "expect-denied", false,
+		"pass only if ACLs deny producing to --topic and consuming in --group")
+	flag.StringVar(&a.group, "group", "", "with --expect-denied: a consumer group the user may not use")
+	flag.StringVar(&a.groupTopic, "group-topic", "",
+		"with --expect-denied: a topic the user may read, subscribed to in --group")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		usage("unexpected argument %q", flag.Arg(0))
 	}
-	if a.bootstrap == "" || a.ca == "" || a.mechanism == "" || a.user == "" || a.topic == "" {
-		usage("--bootstrap, --ca, --mechanism, --user and --topic are required")
+	if a.bootstrap == "" || (a.ca == "" && !a.plaintext) || a.mechanism == "" || a.user == "" ||
+		a.topic == "" {
+		usage("--bootstrap, --ca (unless --plaintext), --mechanism, --user and --topic are required")
+	}
+	if a.expectDenied && (a.group == "" || a.groupTopic == "") {
+		usage("--expect-denied needs --group and --group-topic")
+	}
+	if a.expectDenied && a.expectAuthFailure {
+		usage("--expect-denied and --expect-auth-failure exclude each other")
 	}
 	if a.count < 1 {
 		usage("--count must be at least 1")
@@ -121,12 +144,14 @@ func newClient(a args, opts ...kgo.Opt) *kgo.Client {
 	base := []kgo.Opt{
 		kgo.SeedBrokers(a.bootstrap),
 		kgo.ClientID("samsa-securecheck-go"),
-		kgo.DialTLSConfig(tlsConfig(a)),
 		kgo.SASL(mechanism(a)),
 		kgo.DialTimeout(5 * time.Second),
 		kgo.RequestTimeoutOverhead(5 * time.Second),
 		kgo.RetryTimeout(20 * time.Second),
 		kgo.MetadataMinAge(100 * time.Millisecond),
+	}
+	if !a.plaintext {
+		base = append(base, kgo.DialTLSConfig(tlsConfig(a)))
 	}
 	cl, err := kgo.NewClient(append(base, opts...)...)
 	if err != nil {
@@ -140,8 +165,8 @@ func expectAuthFailure(a args) {
 	defer cancel()
 	cl := newClient(a, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0), kgo.AllowAutoTopicCreation())
 	defer cl.Close()
-	step("connecting to %s over SASL_SSL as %q with %s (expecting an authentication failure)",
-		a.bootstrap, a.user, a.mechanism)
+	step("connecting to %s over %s as %q with %s (expecting an authentication failure)",
+		a.bootstrap, protocol(a), a.user, a.mechanism)
 	// Ping opens a connection (TLS, then the SASL exchange) and sends a Metadata request.
 	err := cl.Ping(ctx)
 	if err == nil {
@@ -165,6 +190,64 @@ func expectAuthFailure(a args) {
 	}
 }
 
+func protocol(a args) string {
+	if a.plaintext {
+		return "SASL_PLAINTEXT"
+	}
+	return "SASL_SSL"
+}
+
+// expectDenied: authenticated, but the ACLs let the user neither write --topic nor use --group.
+func expectDenied(a args) {
+	ctx, cancel := context.WithTimeout(context.Background(), authLimit-5*time.Second)
+	defer cancel()
+	step("connecting to %s over %s as %q with %s (expecting ACL denials)", a.bootstrap,
+		protocol(a), a.user, a.mechanism)
+	cl := newClient(a, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0),
+		kgo.RecordRetries(2))
+	defer cl.Close()
+	pctx, pcancel := context.WithTimeout(ctx, 12*time.Second)
+	err := cl.ProduceSync(pctx, &kgo.Record{Topic: a.topic, Value: []byte(a.topic + "-denied")}).FirstErr()
+	pcancel()
+	switch {
+	case err == nil:
+		failf("produced to %s: the broker did not deny WRITE", a.topic)
+	case !errors.Is(err, kerr.TopicAuthorizationFailed):
+		failf("produce to %s: expected TOPIC_AUTHORIZATION_FAILED, got: %v", a.topic, err)
+	}
+	step("produce to %s refused: %v", a.topic, err)
+
+	cons := newClient(a, kgo.ConsumerGroup(a.group), kgo.ConsumeTopics(a.groupTopic),
+		kgo.FetchMaxWait(500*time.Millisecond))
+	defer cons.Close()
+	step("consuming %s in group %s", a.groupTopic, a.group)
+	for {
+		fs := cons.PollFetches(ctx)
+		if ctx.Err() != nil {
+			failf("no GROUP_AUTHORIZATION_FAILED within %s", authLimit-5*time.Second)
+		}
+		var gerr error
+		fs.EachError(func(t string, p int32, err error) {
+			if gerr == nil {
+				gerr = err
+			}
+		})
+		if gerr == nil {
+			if fs.NumRecords() > 0 {
+				failf("consumed %d records in group %s: the broker did not deny the group",
+					fs.NumRecords(), a.group)
+			}
+			continue
+		}
+		if !errors.Is(gerr, kerr.GroupAuthorizationFailed) {
+			failf("consume in group %s: expected GROUP_AUTHORIZATION_FAILED, got: %v", a.group, gerr)
+		}
+		step("group %s refused: %v", a.group, gerr)
+		step("PASS")
+		return
+	}
+}
+
 func normal(a args) {
 	ctx, cancel := context.WithTimeout(context.Background(), runLimit-5*time.Second)
 	defer cancel()
@@ -172,7 +255,7 @@ func normal(a args) {
 		kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	defer cl.Close()
 
-	step("connecting to %s over SASL_SSL as %q with %s", a.bootstrap, a.user, a.mechanism)
+	step("connecting to %s over %s as %q with %s", a.bootstrap, protocol(a), a.user, a.mechanism)
 	pctx, pcancel := context.WithTimeout(ctx, 20*time.Second)
 	err := cl.Ping(pctx)
 	pcancel()
@@ -265,7 +348,7 @@ func main() {
 	a := parseArgs()
 	// A hard bound in case a client call ignores its context.
 	limit := runLimit
-	if a.expectAuthFailure {
+	if a.expectAuthFailure || a.expectDenied {
 		limit = authLimit
 	}
 	time.AfterFunc(limit, func() {
@@ -275,6 +358,10 @@ func main() {
 	if a.expectAuthFailure {
 		expectAuthFailure(a)
 		return
+	}
+	if a.expectDenied {
+		expectDenied(a)
+		os.Exit(0)
 	}
 	normal(a)
 }
