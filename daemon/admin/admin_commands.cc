@@ -92,8 +92,9 @@ std::string iso_time(std::int64_t ms) {
   return buf;
 }
 
-// Only while serving: the broker's threads exist and answer.
-bool serving(Broker& b, const Reply& r, bool drained_ok = false) {
+}  // namespace
+
+bool serving(Broker& b, const Reply& r, bool drained_ok) {
   auto s = b.state();
   if (s == Broker::State::serving || s == Broker::State::draining ||
       (drained_ok && s == Broker::State::drained))
@@ -105,6 +106,15 @@ bool serving(Broker& b, const Reply& r, bool drained_ok = false) {
                                         : ""));
   return false;
 }
+
+std::string lower_error(kafka::ErrorCode e) {
+  std::string s(kafka::error_name(e));
+  for (char& c : s)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s.empty() ? "kafka_error_" + std::to_string(kafka::code(e)) : s;
+}
+
+namespace {
 
 json::Value recovery_json(Broker& b) {
   json::Value r;
@@ -564,6 +574,7 @@ void register_admin_commands(AdminServer& admin, Broker& b) {
                     [&b](const json::Value& a, Reply r) { testing_stall(b, a, r); });
   register_topic_commands(admin, b);
   register_quorum_command(admin, b);
+  register_security_commands(admin, b);
 }
 
 }  // namespace samsa::daemon

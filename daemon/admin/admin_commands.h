@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "base/kafka_errors.h"
 #include "daemon/admin/admin.h"
 
 namespace samsa::kafka {
@@ -30,6 +31,14 @@ void register_admin_commands(AdminServer& admin, Broker& broker);
 void register_topic_commands(AdminServer& admin, Broker& broker);
 // The controller quorum (admin_quorum.cc).
 void register_quorum_command(AdminServer& admin, Broker& broker);
+// acl.* and user.* (admin_security.cc).
+void register_security_commands(AdminServer& admin, Broker& broker);
+
+// Only while serving (or draining; drained too with drained_ok): the broker's threads exist
+// and answer. Otherwise answers "unavailable" and returns false.
+bool serving(Broker& b, const Reply& r, bool drained_ok = false);
+// A Kafka error as an admin error code: its name in lower case.
+std::string lower_error(kafka::ErrorCode e);
 // DescribeQuorum's answer as the quorum command shows it (admin_quorum.cc): leader, epoch, high
 // watermark, max follower lag, voters and observers with their lag and fetch times, the
 // voters' endpoints. Ages are taken against now_wall_ms, the answering node's clock.

@@ -14,21 +14,6 @@
 namespace samsa::daemon {
 namespace {
 
-bool serving(Broker& b, const Reply& r) {
-  auto s = b.state();
-  if (s == Broker::State::serving || s == Broker::State::draining || s == Broker::State::drained)
-    return true;
-  r.error(admin_error::unavailable, std::string("samsad is ") + Broker::state_name(s));
-  return false;
-}
-
-std::string lower_error(kafka::ErrorCode e) {
-  std::string s(kafka::error_name(e));
-  for (char& c : s)
-    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s.empty() ? "kafka_error_" + std::to_string(kafka::code(e)) : s;
-}
-
 json::Value int_array(const std::vector<std::int32_t>& v) {
   json::Value a = json::Value::array();
   for (auto x : v)
@@ -163,7 +148,7 @@ std::optional<json::Value> topic_meta(const replication::MetadataImage& img,
 }
 
 void topic_list(Broker& b, const json::Value&, Reply reply) {
-  if (!serving(b, reply)) return;
+  if (!serving(b, reply, true)) return;
   b.on_controller([reply](replication::Controller& c) {
     json::Value list = json::Value::array();
     for (const auto& [name, t] : c.image()->topics()) {
@@ -185,7 +170,7 @@ void topic_list(Broker& b, const json::Value&, Reply reply) {
 // topic.describe {topic} and partition.describe {topic, partition?}.
 void describe(Broker& b, AdminServer& admin, const json::Value& args, Reply reply,
               bool partitions_only) {
-  if (!serving(b, reply)) return;
+  if (!serving(b, reply, true)) return;
   Args a(args, reply);
   auto topic = a.string("topic", true);
   auto partition = a.integer("partition", false, 0, INT32_MAX);
@@ -237,7 +222,7 @@ void describe(Broker& b, AdminServer& admin, const json::Value& args, Reply repl
 }
 
 void topic_create(Broker& b, const json::Value& args, Reply reply) {
-  if (!serving(b, reply)) return;
+  if (!serving(b, reply, true)) return;
   Args a(args, reply);
   auto topic = a.string("topic", true);
   auto partitions = a.integer("partitions", false, 1, 1'000'000);
@@ -275,7 +260,7 @@ void topic_create(Broker& b, const json::Value& args, Reply reply) {
 }
 
 void topic_delete(Broker& b, const json::Value& args, Reply reply) {
-  if (!serving(b, reply)) return;
+  if (!serving(b, reply, true)) return;
   Args a(args, reply);
   auto topic = a.string("topic", true);
   if (a.failed()) return;
@@ -302,7 +287,7 @@ void topic_delete(Broker& b, const json::Value& args, Reply reply) {
 }
 
 void group_list(Broker& b, const json::Value&, Reply reply) {
-  if (!serving(b, reply)) return;
+  if (!serving(b, reply, true)) return;
   b.on_coordinator([reply](coordinator::GroupCoordinator& g) {
     g.list_groups({}, [&g, reply](coordinator::ListResult r) {
       if (r.error != kafka::ErrorCode::none)
@@ -426,7 +411,7 @@ void answer_offsets(
 }
 
 void group_describe(Broker& b, AdminServer& admin, const json::Value& args, Reply reply) {
-  if (!serving(b, reply)) return;
+  if (!serving(b, reply, true)) return;
   Args a(args, reply);
   auto group = a.string("group", true);
   if (a.failed()) return;

@@ -85,6 +85,8 @@ bool authorized(const Request& r, replication::AclOperation op, replication::Res
 std::int32_t authorized_operations(const Request& r, replication::ResourceType type,
                                    std::string_view name,
                                    std::initializer_list<replication::AclOperation> ops) {
+  // Kafka reports operations only on what the principal may describe.
+  if (!authorized(r, replication::AclOperation::describe, type, name, true)) return 0;
   std::int32_t bits = 0;
   for (auto op : ops)
     if (authorized(r, op, type, name, true)) bits |= std::int32_t{1} << replication::code(op);

@@ -21,6 +21,7 @@
 #include "daemon/admin/admin_json.h"
 #include "daemon/config.h"
 #include "daemon/samsactl/samsactl_format.h"
+#include "daemon/samsactl/samsactl_security.h"
 
 namespace {
 
@@ -109,6 +110,33 @@ const Command kCommands[] = {
      "leader's); a broker asks the active controller, as Kafka's brokers do. Then this\n"
      "node's own view: the leader it follows, its epoch, its metadata log and how far it has\n"
      "applied it (shown even when the controllers cannot be reached).\n"},
+    {"acl list", "", "the ACLs in the cluster metadata (what kafka-acls --list shows)",
+     "Every ACL: permission, principal, operation, resource and its pattern, host. Says so\n"
+     "when authorizer.class.name is not set (the ACLs are then kept but not enforced).\n"},
+    {"acl add",
+     "--allow|--deny PRINCIPAL --operation OP --topic|--group|--transactional-id NAME|--cluster "
+     "[--prefixed] [--host HOST]",
+     "add an ACL",
+     "Adds one ACL, committed to the cluster metadata log, as kafka-acls --add does: e.g.\n"
+     "  samsactl acl add --allow User:alice --operation Read --topic orders --prefixed\n"
+     "Operations: All, Read, Write, Create, Delete, Alter, Describe, ClusterAction,\n"
+     "DescribeConfigs, AlterConfigs, IdempotentWrite. No Kafka login is needed: this is how\n"
+     "the first ACLs are made when every listener needs one.\n"},
+    {"acl remove",
+     "--allow|--deny PRINCIPAL --operation OP --topic|--group|--transactional-id NAME|--cluster "
+     "[--prefixed] [--host HOST]",
+     "remove the ACL given exactly", "Removes the ACL that matches every part given.\n"},
+    {"user list", "", "SCRAM users: mechanism and iterations",
+     "Every SCRAM credential in the cluster metadata (never a password or a key).\n"},
+    {"user add", "USER --mechanism SCRAM-SHA-256|SCRAM-SHA-512 [--iterations N]",
+     "set a SCRAM user's password (read from standard input)",
+     "Stores USER's SCRAM credential for the mechanism, salted and derived here, as\n"
+     "kafka-configs --alter --entity-type users --add-config 'SCRAM-SHA-256=[...]' does. The\n"
+     "password is the first line of standard input:\n"
+     "  echo \"$PASSWORD\" | samsactl user add alice --mechanism SCRAM-SHA-512\n"
+     "Iterations: 4096 (the default) to 16384.\n"},
+    {"user remove", "USER --mechanism SCRAM-SHA-256|SCRAM-SHA-512",
+     "remove a SCRAM user's credential", "Removes USER's credential for the mechanism.\n"},
     {"testing stall", "[reactor N|controller|coordinator] SECONDS",
      "test-only: block a broker loop (needs samsa.testing.hooks=true)",
      "Blocks one of samsad's loops for SECONDS, as a bug would, so a test can watch systemd's\n"
@@ -448,6 +476,9 @@ std::expected<Value, int> build_request(const Command& command,
     if (!nargs(1, 1)) return std::unexpected(bad());
     req["cmd"] = "group.describe";
     ar["group"] = args[0];
+  } else if (name.starts_with("acl ") || name.starts_with("user ")) {
+    if (auto why = fmt::security_request(name, args, req, ar))
+      return std::unexpected(usage_error(name + ": " + *why));
   } else if (name == "testing stall") {
     req["cmd"] = "testing.stall";
     long long n = 0;
@@ -536,6 +567,10 @@ std::string format_result(const std::string& name, const Value& r, bool with_key
     out = fmt::format_group_describe(r);
   } else if (name == "quorum") {
     out = fmt::format_quorum(r);
+  } else if (name == "acl list") {
+    out = fmt::format_acl_list(r);
+  } else if (name == "user list") {
+    out = fmt::format_user_list(r);
   } else {
     out = fmt::format_generic(r);
   }

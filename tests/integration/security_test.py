@@ -657,6 +657,41 @@ def step_reload(env: Env, samsactl: str, broker):
     checks(r is not None and r["Brokers"], "a connection made before the reload carries on")
 
 
+def step_samsactl_user(env: Env, samsactl: str, broker):
+    """samsactl user add makes a SCRAM user (the password from standard input) a client logs in
+    as; user list shows it (no key); user remove takes it away. samsactl acl add/list on a
+    broker without an authorizer keeps the ACL and says it is not enforced."""
+    ctl = [samsactl, "--socket", os.path.join(broker.work, "admin.sock")]
+    run = lambda *a, stdin=None: subprocess.run([*ctl, *a], input=stdin, capture_output=True,
+                                                text=True, timeout=30)
+    p = run("user", "add", "dora", "--mechanism", "SCRAM-SHA-512", "--iterations", "8192",
+            stdin="dora-secret\n")
+    checks(p.returncode == 0, f"samsactl user add dora ({p.stderr.strip()[-120:]})")
+    p = run("user", "list")
+    checks(re.search(r"dora\s+SCRAM-SHA-512\s+8192", p.stdout) is not None,
+           f"samsactl user list shows dora ({p.stdout.strip()[-200:]})")
+    sasl = {"security.protocol": "SASL_SSL", "sasl.mechanisms": "SCRAM-SHA-512",
+            "sasl.username": "dora", "sasl.password": "dora-secret"}
+    err = produce_consume(client_conf(env, "SASL_SSL", **sasl), "sec-dora")
+    checks(err is None, f"dora, made by samsactl, produces and consumes over SASL_SSL ({err})")
+    p = run("user", "add", "erin", "--mechanism", "SCRAM-SHA-512", stdin="")
+    checks(p.returncode == 2 and "standard input" in p.stderr,
+           f"samsactl user add without a password on standard input: usage error ({p.stderr!r})")
+    p = run("user", "remove", "dora", "--mechanism", "SCRAM-SHA-512")
+    checks(p.returncode == 0, f"samsactl user remove dora ({p.stderr.strip()[-120:]})")
+    e = refused(client_conf(env, "SASL_SSL", **sasl), "Authentication failed")
+    checks("Authentication failed" in e, f"dora, removed, cannot log in ({e})")
+    p = run("acl", "add", "--allow", "User:dora", "--operation", "Read", "--topic", "t",
+            "--prefixed")
+    checks(p.returncode == 0, f"samsactl acl add ({p.stderr.strip()[-120:]})")
+    p = run("acl", "list")
+    checks("User:dora" in p.stdout and "PREFIXED" in p.stdout and "not enforced" in p.stdout,
+           f"samsactl acl list: the ACL, not enforced without an authorizer ({p.stdout!r})")
+    p = run("acl", "add", "--allow", "dora", "--operation", "Read", "--topic", "t")
+    checks(p.returncode == 1 and "colon" in p.stderr,
+           f"samsactl acl add with a principal without a type: refused ({p.stderr.strip()})")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--samsad", required=True)
@@ -699,6 +734,7 @@ def main() -> int:
         step_failed_logins(env, broker, a.failed_logins)
         step_sslscan(env)
         step_reload(env, a.samsactl, broker)
+        step_samsactl_user(env, a.samsactl, broker)
         checks(broker.alive(), "samsad is still running")
         checks(broker.stop() is None, "samsad exits 0 on SIGTERM")
         ok = True

@@ -52,12 +52,6 @@ void describe_cluster(RequestPtr r) {
     r->reply(resp);
     return;
   }
-  if (!describe_cluster_allowed(*r)) {
-    resp.error_code = kafka::code(ErrorCode::cluster_authorization_failed);
-    resp.controller_id = -1;
-    r->reply(resp);
-    return;
-  }
   resp.cluster_id = s.cluster_id;
   resp.controller_id = s.node_id;
   const Endpoint& ep = s.advertised[std::min(r->dispatcher.listener(), s.advertised.size() - 1)];

@@ -121,15 +121,14 @@ void answer(RequestPtr r, const MetadataRequest& req,
       miss.name = want.name;
       miss.topic_id = want.topic_id;
       // Kafka: a topic the principal may not describe is TOPIC_AUTHORIZATION_FAILED whether it
-      // exists or not (named by id: UNKNOWN_TOPIC_ID, which tells nothing either); a missing
-      // one it may not create, when auto-creation was asked for, too.
+      // exists or not; a missing one it may not create, when auto-creation was asked for, too.
       if (t || want.name) {
         const std::string_view name = t ? std::string_view(t->name) : *want.name;
         const bool denied = !authorized(*r, AclOperation::describe, ResourceType::topic, name) ||
                             (!t && auto_create && !may_create_topic(*r, name));
         if (denied) {
-          miss.error_code = kafka::code(want.name ? ErrorCode::topic_authorization_failed
-                                                  : ErrorCode::unknown_topic_id);
+          // Named by id: the name is not told (an id is not secret, Kafka says).
+          miss.error_code = kafka::code(ErrorCode::topic_authorization_failed);
           resp.topics.push_back(std::move(miss));
           continue;
         }

@@ -84,7 +84,14 @@ void create_topics(RequestPtr r) {
       res.error_code = kafka::code(o.error);
       res.error_message = o.message.empty() ? std::nullopt : std::optional(o.message);
       res.topic_id = o.id;
-      if (o.error == ErrorCode::none) {
+      if (o.error == ErrorCode::none &&
+          !authorized(*r, AclOperation::describe_configs, ResourceType::topic, o.name, true)) {
+        // Created, but its configs are not the principal's to see (Kafka's answer).
+        res.num_partitions = o.partitions;
+        res.replication_factor = o.replication_factor;
+        res.topic_config_error_code = kafka::code(ErrorCode::topic_authorization_failed);
+        res.configs.emplace();
+      } else if (o.error == ErrorCode::none) {
         res.num_partitions = o.partitions;
         res.replication_factor = o.replication_factor;
         std::map<std::string, std::string> overrides;
@@ -130,16 +137,19 @@ void delete_topics(RequestPtr r) {
     for (const auto& n : req.topic_names)
       named.emplace_back(n, replication::Uuid{});
   }
-  // DELETE on each topic (a topic named by an id this broker knows is checked by its name; an
-  // unknown id is the controller's UNKNOWN_TOPIC_ID).
+  // Kafka's controller: a topic the principal may not describe is TOPIC_AUTHORIZATION_FAILED
+  // (named by id, without its name) whether it exists or not; one it may describe but not
+  // delete too; the rest go to the controller (UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID).
   std::vector<std::pair<std::string, replication::Uuid>> topics;
   std::vector<std::optional<replication::DeleteOutcome>> early(named.size());
   for (std::size_t i = 0; i < named.size(); ++i) {
     const auto& [name, id] = named[i];
-    const replication::TopicState* t = name.empty() ? r->rc.image->topic(id) : nullptr;
+    const replication::TopicState* t =
+        name.empty() ? r->rc.image->topic(id) : r->rc.image->topic(name);
     const std::string_view resource = t ? std::string_view(t->name) : name;
-    if ((!resource.empty() || t) &&
-        !authorized(*r, AclOperation::delete_, ResourceType::topic, resource)) {
+    if (!resource.empty() &&
+        (!authorized(*r, AclOperation::describe, ResourceType::topic, resource) ||
+         (t && !authorized(*r, AclOperation::delete_, ResourceType::topic, resource)))) {
       early[i] = replication::DeleteOutcome{name, id, ErrorCode::topic_authorization_failed, ""};
       continue;
     }

@@ -473,8 +473,10 @@ void describe_transactions(RequestPtr r) {
           ts.transaction_start_time_ms = d.start_ms;
           ts.producer_id = d.producer_id;
           ts.producer_epoch = d.producer_epoch;
+          // Kafka lists only the topics the principal may describe.
           for (auto& [topic, parts] : d.partitions)
-            ts.topics.push_back({topic, std::vector<std::int32_t>(parts.begin(), parts.end())});
+            if (authorized(*r, AclOperation::describe, ResourceType::topic, topic, true))
+              ts.topics.push_back({topic, std::vector<std::int32_t>(parts.begin(), parts.end())});
           resp.transaction_states.push_back(std::move(ts));
         }
         r->reply(resp);
