@@ -9,12 +9,24 @@ after it (every such topic once; the controllers' metadata logs identical).
 powerfs runs with `--entries dirsync`, as samsad_powerloss.py runs samsad: a new file or
 directory survives a cut only once its parent directory was fsynced (what POSIX promises, the
 strictest of its modes), so a broker that forgot a directory fsync loses the entry here too.
+
+--secure: nothing between the nodes in clear. Each broker replicates over an INTERNAL listener
+(port 9094) and every node speaks to the quorum over CONTROLLER (9093), both SASL_SSL with PLAIN
+logins as User:node (as combined_test.py's secure_settings()); each node has its own certificate
+(SAN: its namespace's IP only, signed by one CA), so a peer's IP is verified against the node it
+meant to reach. The clients stay on PLAINTEXT (9092, the first listener: every raw request of
+the test goes there). The authorizer is on (StandardAuthorizer, super.users=User:node and
+User:ANONYMOUS, the PLAINTEXT clients): every request is authorized, and allowed. check_secure()
+reads the logs and probes the secured ports at the end.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import signal
+import socket
+import struct
 import sys
 import threading
 import time
@@ -24,10 +36,41 @@ sys.path.insert(0, os.path.join(HERE, "..", "durability", "powerfs"))
 import powerloss  # noqa: E402  (PowerFs, ctl: the power-loss driver's mount handling)
 import cluster_harness as ch  # noqa: E402
 from cluster_harness import BROKERS, Node, kproto  # noqa: E402
-from fault_net import BROKER_PORT, CONTROLLER_PORT, ip_of  # noqa: E402
+from fault_net import BROKER_PORT, CONTROLLER_PORT, INTERNAL_PORT, ip_of  # noqa: E402
 
 ENTRIES = "dirsync"
 CLUSTER_ID = "fLtQ3xk9TnKc0Wm7aZr2Bw"  # every node formats with it (samsa.cluster.id)
+# --secure: the nodes' PLAIN login (the JAAS config holds the client's and the server's side).
+JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="node" '
+        'password="node-secret" user_node="node-secret";')
+
+
+def secure_settings(certs: str, ids) -> tuple[dict[str, str], dict[int, dict[str, str]]]:
+    """(what every node gets, each node's keystore): a CA and one certificate per node, its
+    SAN the node's IP (tests/integration/security_certs.py, openssl)."""
+    import security_certs  # tests/integration (on the path through cluster_harness)
+    os.makedirs(certs, exist_ok=True)
+    ca = security_certs.make_ca(certs)
+    own = {}
+    for i in ids:
+        _, _, keystore = security_certs.make_cert(
+            certs, f"node-{i}", f"/CN=samsa-node-{i}/O=samsa", ca, san=f"IP:{ip_of(i)}",
+            serial=i)
+        own[i] = {"ssl.keystore.location": keystore}
+    common = {"listener.security.protocol.map":
+              "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_SSL,CONTROLLER:SASL_SSL",
+              "ssl.truststore.location": ca[1],
+              "sasl.enabled.mechanisms": "PLAIN",
+              "listener.name.controller.plain.sasl.jaas.config": JAAS,
+              "sasl.mechanism.controller.protocol": "PLAIN",
+              "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+              "super.users": "User:node;User:ANONYMOUS"}
+    return common, own
+
+
+BROKER_SECURE = {"inter.broker.listener.name": "INTERNAL",
+                 "listener.name.internal.plain.sasl.jaas.config": JAAS,
+                 "sasl.mechanism.inter.broker.protocol": "PLAIN"}
 
 
 def controller_ids(n: int, combined: bool = False) -> tuple[int, ...]:
@@ -38,6 +81,18 @@ def controller_ids(n: int, combined: bool = False) -> tuple[int, ...]:
 def node_ids(a) -> tuple[int, ...]:
     """Every samsad of the cluster, each in its own namespace."""
     return tuple(sorted(set(controller_ids(a.controllers, a.combined)) | set(BROKERS)))
+
+
+def plaintext_probe(host: str, port: int) -> bytes:
+    """The first bytes answered to a plaintext ApiVersions v0 (b"" if none, or closed)."""
+    frame = struct.pack(">hhi", 18, 0, 1) + struct.pack(">h", 10) + b"fault-test"
+    with socket.create_connection((host, port), timeout=5) as s:
+        s.sendall(struct.pack(">i", len(frame)) + frame)
+        s.settimeout(5)
+        try:
+            return s.recv(16)
+        except (ConnectionResetError, socket.timeout):
+            return b""
 
 
 class Member:
@@ -112,16 +167,25 @@ class Cluster:
         for kv in a.override:
             k, v = kv.split("=", 1)
             broker_extra[k] = v
+        self.secure = bool(getattr(a, "secure", False))
+        # The port brokers replicate over (what the slow fault throttles).
+        self.replication_port = INTERNAL_PORT if self.secure else BROKER_PORT
+        own: dict[int, dict[str, str]] = {}
+        if self.secure:
+            sec_common, own = secure_settings(os.path.join(work, "certs"), node_ids(a))
+            common.update(sec_common)
+            broker_extra = dict(BROKER_SECURE, **broker_extra)
         self.members: dict[int, Member] = {}
-        nodes = [(c, dict(common, **{
+        nodes = [(c, dict(common, **own.get(c, {}), **{
             "process.roles": "controller",
             "listeners": f"CONTROLLER://{ip_of(c)}:{CONTROLLER_PORT}"}))
             for c in self.controllers if c not in BROKERS]
         for b in BROKERS:
             # A combined node's first listener is its clients' (Node connects to it).
             listeners = f"PLAINTEXT://{ip_of(b)}:{BROKER_PORT}" + (
+                f",INTERNAL://{ip_of(b)}:{INTERNAL_PORT}" if self.secure else "") + (
                 f",CONTROLLER://{ip_of(b)}:{CONTROLLER_PORT}" if b in self.controllers else "")
-            nodes.append((b, dict(common, **broker_extra, **{
+            nodes.append((b, dict(common, **own.get(b, {}), **broker_extra, **{
                 "process.roles": "broker,controller" if b in self.controllers else "broker",
                 "listeners": listeners})))
         for i, props in nodes:
@@ -348,6 +412,109 @@ class Cluster:
                 sizes = {c: sum(map(len, b.values())) for c, b in logs.items()}
                 return problems, (f"{len(logs[first])} batches, bytes per controller {sizes}")
             time.sleep(0.5)
+
+    # ---- --secure ----
+    def secured_ports(self, i: int) -> list[tuple[str, int]]:
+        """(listener, port) of node i's SASL_SSL listeners."""
+        out = [("INTERNAL", INTERNAL_PORT)] if i in BROKERS else []
+        return out + ([("CONTROLLER", CONTROLLER_PORT)] if i in self.controllers else [])
+
+    def check_secure(self) -> tuple[list[str], list[str]]:
+        """(problems, lines to log): nothing went between the nodes in clear.
+        - no node logged a failed SASL login, nor a login without TLS;
+        - each broker logged in over TLS to the INTERNAL listener of both other brokers (each
+          led partitions the other two followed) and to the CONTROLLER listener of a
+          controller; each controller to the CONTROLLER listener of another voter;
+        - the authorizer is on: a raw DescribeAcls to each live broker's client port answers
+          0, not SECURITY_DISABLED (User:ANONYMOUS is a super user);
+        - a plaintext ApiVersions to each live node's INTERNAL and CONTROLLER ports gets no
+          Kafka answer (a TLS alert, or the connection closed)."""
+        problems, lines = [], []
+        ok_line = re.compile(r"connection to (\S+):(\d+): logged in as node with PLAIN over TLS$",
+                             re.M)
+        by_addr = {(ip_of(i), p): (i, name) for i in self.members
+                   for name, p in self.secured_ports(i)}
+        for i, m in sorted(self.members.items()):
+            text = m.node.log_text()
+            failed = re.findall(r"^.*SASL login as \S+ failed.*$", text, re.M)
+            if failed:
+                problems.append(f"node {i} logged {len(failed)} failed SASL logins, e.g. "
+                                f"{failed[0].strip()}")
+            clear = [x for x in re.findall(r"^.*: logged in as .*$", text, re.M)
+                     if not x.endswith(" over TLS")]
+            if clear:
+                problems.append(f"node {i} logged in without TLS: {clear[0].strip()}")
+            reached: dict[str, set[int]] = {"INTERNAL": set(), "CONTROLLER": set()}
+            logins = 0
+            for mm in ok_line.finditer(text):
+                logins += 1
+                peer = by_addr.get((mm.group(1), int(mm.group(2))))
+                if peer is None:
+                    problems.append(f"node {i} logged in to {mm.group(1)}:{mm.group(2)}, no "
+                                    f"node's secured listener")
+                elif peer[0] != i:
+                    reached[peer[1]].add(peer[0])
+            want = {"CONTROLLER": (set(self.controllers) - {i}, "any")}
+            if i in BROKERS:
+                want["INTERNAL"] = (set(BROKERS) - {i}, "all")
+            for name, (peers, rule) in want.items():
+                if not peers:
+                    continue  # --controllers 1: the one controller has no peer
+                got = reached[name] & peers
+                if (rule == "all" and got != peers) or not got:
+                    problems.append(f"node {i} logged in over TLS to {name} of nodes "
+                                    f"{sorted(got)} only (expected {rule} of {sorted(peers)})")
+            lines.append(f"node {i}: {logins} logins as node with PLAIN over TLS, to INTERNAL of "
+                         f"{sorted(reached['INTERNAL'])}, CONTROLLER of "
+                         f"{sorted(reached['CONTROLLER'])}; failed {len(failed)}")
+        for b, n in sorted(self.brokers.items()):
+            if not n.alive() or b in self.net.down:
+                continue
+            err = self.describe_acls_error(b)
+            if err != 0:
+                problems.append(f"broker {b}: DescribeAcls answered {err}, not 0" + (
+                    " (SECURITY_DISABLED: the authorizer is off)" if err == 54 else ""))
+            lines.append(f"broker {b}: DescribeAcls on the client port -> error {err}"
+                         + (" (the authorizer is on; User:ANONYMOUS a super user)"
+                            if err == 0 else ""))
+        for i, m in sorted(self.members.items()):
+            if not m.node.alive() or i in self.net.down:
+                continue
+            for name, port in self.secured_ports(i):
+                try:
+                    got = plaintext_probe(ip_of(i), port)
+                except OSError as e:
+                    problems.append(f"{name} of node {i} ({ip_of(i)}:{port}): {e}")
+                    continue
+                # A TLS server answers a non-TLS byte stream with an alert (0x15) or closes.
+                if got and got[:1] != b"\x15":
+                    problems.append(f"{name} of node {i} ({ip_of(i)}:{port}) answered a "
+                                    f"plaintext ApiVersions with {got!r}")
+                what = ("closed, nothing answered" if not got else "a TLS alert"
+                        if got[:1] == b"\x15" else "AN ANSWER IN CLEAR")
+                lines.append(f"node {i} {name} ({ip_of(i)}:{port}): plaintext ApiVersions -> "
+                             f"{what} {got[:8]!r}")
+        return problems, lines
+
+    def describe_acls_error(self, b: int):
+        """The ErrorCode of a raw DescribeAcls v3 (every ACL) to broker b's client port; a
+        string if it did not answer."""
+        n = self.node(b)
+        try:
+            conn = kproto.Conn(n.host, n.port, timeout=5)
+        except OSError as e:
+            return f"no connection ({e})"
+        try:
+            conn.send(self.kp.encode_request(29, 3, 3, "fault-test", {
+                "ResourceTypeFilter": 1, "ResourceNameFilter": None, "PatternTypeFilter": 1,
+                "PrincipalFilter": None, "HostFilter": None, "Operation": 1,
+                "PermissionType": 1}))
+            _, body = self.kp.decode_response(29, 3, conn.recv(5))
+            return body["ErrorCode"]
+        except (OSError, kproto.Closed) as e:
+            return f"no answer ({type(e).__name__})"
+        finally:
+            conn.close()
 
     # ---- faults ----
     def kill(self, i: int):

@@ -10,7 +10,8 @@ Nothing is added to the root namespace. Faults act on the bridge's side of a mem
   isolate(id)  `ip link set p<id> down`: the member loses every peer (this kernel has no
                sch_netem, so no `netem loss 100%`; a downed link is the same cut).
   slow(id)     an HTB class limited to --slow-kbit on the traffic the bridge sends the member
-               *from a broker listener port* (source port 9092): the answers to its follower
+               *from the brokers' inter-broker listener port* (source port 9092; 9094, the
+               SASL_SSL INTERNAL listener, with --secure): the answers to its follower
                fetches (and any request it sends another broker) crawl, while its heartbeats
                to the controller (port 9093), the clients' requests to it and its answers to
                them pass at full speed. The stand-in for `netem delay 200ms` (absent here): a
@@ -26,8 +27,9 @@ import os
 import re
 import subprocess
 
-BROKER_PORT = 9092
+BROKER_PORT = 9092  # the clients' listener (PLAINTEXT); also the inter-broker one unless --secure
 CONTROLLER_PORT = 9093
+INTERNAL_PORT = 9094  # --secure: the inter-broker listener (SASL_SSL)
 SUBNET = "10.99.0"
 CLIENT_IP = f"{SUBNET}.2"
 CLONE_NEWNET = 0x40000000
@@ -118,7 +120,8 @@ class Net:
         run("ip", "-n", self.br, "link", "set", f"p{node_id}", "up")
         self.down.discard(node_id)
 
-    def slow(self, node_id: int, kbit: int):
+    def slow(self, node_id: int, kbit: int, port: int = BROKER_PORT):
+        """Rate-limits what the member receives from `port` (the inter-broker listener's)."""
         dev = f"p{node_id}"
         tc = ["tc", "-n", self.br]
         run(*tc, "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "10")
@@ -128,7 +131,7 @@ class Net:
             f"{kbit}kbit", "ceil", f"{kbit}kbit", "burst", "1600", "cburst", "1600",
             "quantum", "1514")
         run(*tc, "filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio", "1",
-            "u32", "match", "ip", "sport", str(BROKER_PORT), "0xffff", "flowid", "1:20")
+            "u32", "match", "ip", "sport", str(port), "0xffff", "flowid", "1:20")
         self.slowed.add(node_id)
 
     def slow_stats(self, node_id: int) -> str:

@@ -9,7 +9,7 @@ loop, then a history checker (fault_check.py) reads every partition back.
 
   fault_test.py --samsad PATH --powerfs PATH [--cycles N | --full] [--seed S]
                 [--only kill,isolate,slow,powercut,ckill,cisolate,bckill] [--controllers 3|1]
-                [--combined]
+                [--combined] [--secure]
                 [--consumer group|assign] [--memory-acks]
                 [--sync-delay-ms MS [--slow-disks 2,3]] [--cut-modes drop,torn,reorder]
                 [--expect-loss] [--keep] [--override key=value]...
@@ -50,6 +50,20 @@ acknowledged record is there at its acknowledged offset, none twice, each produc
 records in order within a partition, and nothing the consumer saw during the run disappeared;
 every topic created through the run is in every broker's Metadata once, under one id; and the
 controllers' metadata logs (once caught up) hold the same batches byte for byte: no fork.
+
+--secure: nothing between the nodes in clear (issue 22). Brokers replicate over an INTERNAL
+listener (port 9094) and every node reaches the quorum over CONTROLLER (9093), both SASL_SSL
+with PLAIN logins as User:node; one certificate per node (its SAN the node's IP, one CA: the
+peer's address is verified); the clients and the test's raw requests stay on PLAINTEXT (9092:
+no raw request of this test goes to a secured port). The authorizer is on
+(StandardAuthorizer, super.users=User:node;User:ANONYMOUS): every request of the run is
+authorized under the faults, and allowed. The slow fault throttles the INTERNAL port (where
+the fetches go: a follower that still replicated over 9092 would never leave the ISR). At the
+end, besides the usual checks: no node logged a failed SASL login or a login without TLS;
+each broker logged in over TLS to both other brokers' INTERNAL and to a controller, each
+controller to another voter; a DescribeAcls to each broker's client port answers 0, not
+SECURITY_DISABLED (the authorizer is on); and a plaintext ApiVersions to every node's INTERNAL
+and CONTROLLER port gets no Kafka answer (cluster.faults.secure).
 
 --memory-acks starts the brokers with the test-only samsa.testing.replica.ack.from.memory=true
 (followers report their log end, not their durable end, as Kafka's do): then power cuts must
@@ -102,7 +116,7 @@ def missing_tools(a) -> list[str]:
         missing.append("root")
     if not os.access("/dev/fuse", os.R_OK | os.W_OK):
         missing.append("/dev/fuse")
-    for tool in ("ip", "tc", "fusermount3", "java"):
+    for tool in ("ip", "tc", "fusermount3", "java") + (("openssl",) if a.secure else ()):
         if not shutil.which(tool):
             missing.append(tool)
     if subprocess.run([PYTHON, "-c", "import confluent_kafka"], capture_output=True).returncode:
@@ -243,7 +257,7 @@ class Loop:
         log(f"  slowing broker {f}, follower of partition {q} (leader {leader}, "
             f"ISR {list(isr)}), to {self.a.slow_kbit} kbit/s")
         t0 = time.time()
-        self.net.slow(f, self.a.slow_kbit)
+        self.net.slow(f, self.a.slow_kbit, self.cluster.replication_port)
         bound = self.a.lag_ms / 1000 + self.a.slow_timeout
         out = self.cluster.wait_for(lambda live, parts: q in parts and f not in parts[q][1],
                                     bound, 0.1)
@@ -588,6 +602,14 @@ def run(a, work: str) -> int:
         loop.problems += log_problems
         log(f"controllers' metadata logs: {summary}"
             f"{'; identical' if not log_problems else ''}")
+        if a.secure:
+            secure_problems, lines = cluster.check_secure()
+            for line in lines:
+                log(f"secure: {line}")
+            loop.problems += secure_problems
+            log("secure: every node logged in to its peers with PLAIN over TLS, no failed "
+                "login, the authorizer on, no Kafka answer in clear on a secured port"
+                if not secure_problems else "secure: see the problems")
         return report(a, loop, work, drained, loop_s, time.time() - t_start)
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -693,6 +715,9 @@ def main() -> int:
                     help="a quorum of 3 controllers (default) or one")
     ap.add_argument("--combined", action="store_true",
                     help="3 nodes, each a voter and a broker (process.roles=broker,controller)")
+    ap.add_argument("--secure", action="store_true",
+                    help="the inter-broker and controller listeners SASL_SSL (PLAIN), the "
+                         "authorizer on; clients on PLAINTEXT")
     ap.add_argument("--topic", default="faults")
     ap.add_argument("--partitions", type=int, default=6)
     ap.add_argument("--rate", type=float, default=150, help="records/s per producer")
@@ -744,7 +769,9 @@ def main() -> int:
 
 def attempt_once(a) -> int:
     work = tempfile.mkdtemp(prefix="samsa-faults-")
-    log(f"seed {a.seed}, {a.cycles} cycles of {a.only or ','.join(FAULTS)}; work dir {work}")
+    log(f"seed {a.seed}, {a.cycles} cycles of {a.only or ','.join(FAULTS)}"
+        f"{' (--secure: SASL_SSL between the nodes, authorizer on)' if a.secure else ''}; "
+        f"work dir {work}")
     rc = 1
     try:
         rc = run(a, work)
