@@ -454,6 +454,18 @@ void Controller::delete_acls(std::vector<AclBindingFilter> filters,
               });
 }
 
+void Controller::alter_client_quotas(std::vector<QuotaAlteration> changes, bool validate_only,
+                                     std::function<void(std::vector<QuotaOutcome>)> done) {
+  const std::size_t n = changes.size();
+  when_active(
+      [this, changes = std::move(changes), validate_only, done]() mutable {
+        commit_proposal(state_->alter_client_quotas(std::move(changes), validate_only), done);
+      },
+      [n, done] {
+        done(refused(n, QuotaOutcome{ErrorCode::not_controller, ""}));
+      });
+}
+
 void Controller::allocate_producer_ids(std::int32_t broker_id, std::int64_t broker_epoch,
                                        std::function<void(ProducerIdsAnswer)> done) {
   when_active(

@@ -150,6 +150,8 @@ class Controller {
   void create_acls(std::vector<AclBinding> acls, std::function<void(std::vector<AclOutcome>)> done);
   void delete_acls(std::vector<AclBindingFilter> filters,
                    std::function<void(std::vector<AclOutcome>)> done);
+  void alter_client_quotas(std::vector<QuotaAlteration> changes, bool validate_only,
+                           std::function<void(std::vector<QuotaOutcome>)> done);
   // Reserves a block of producer ids durably for a broker (broker_epoch -1: unchecked, the
   // single node's own coordinator); done runs once the block's record is committed.
   void allocate_producer_ids(std::int32_t broker_id, std::int64_t broker_epoch,

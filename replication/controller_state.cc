@@ -125,6 +125,9 @@ std::vector<MetadataRecord> ControllerState::snapshot() const {
   if (image.next_producer_id() > 0) out.push_back(ProducerIdsRecord{-1, image.next_producer_id()});
   for (const auto& [key, cred] : image.scram_credentials())
     out.push_back(cred);
+  for (const auto& [entity, values] : image.client_quotas())
+    for (const auto& [key, value] : values)
+      out.push_back(ClientQuotaRecord{entity, key, value, false});
   for (const auto& [id, acl] : image.acls())
     out.push_back(AccessControlEntryRecord{id, acl});
   return out;

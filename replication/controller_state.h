@@ -160,6 +160,22 @@ struct AclOutcome {
   std::vector<AclBinding> matching;  // DeleteAcls only
 };
 
+// AlterClientQuotas: one entry's operations, applied together or not at all.
+struct QuotaAlteration {
+  QuotaEntity entity;  // as the request names it (any order)
+  struct Op {
+    std::string key;
+    double value = 0;
+    bool remove = false;
+  };
+  std::vector<Op> ops;
+};
+
+struct QuotaOutcome {
+  kafka::ErrorCode error = kafka::ErrorCode::none;
+  std::string message;
+};
+
 struct PartitionsSpec {
   std::string name;
   std::int32_t count = 0;  // the new total
@@ -303,6 +319,9 @@ class ControllerState {
   // CreateAcls and DeleteAcls (controller_acls.cc), with Kafka's AclControlManager rules.
   Proposal<std::vector<AclOutcome>> create_acls(const std::vector<AclBinding>& acls);
   Proposal<std::vector<AclOutcome>> delete_acls(const std::vector<AclBindingFilter>& filters);
+  // AlterClientQuotas (controller_quotas.cc), Kafka's ClientQuotaControlManager rules.
+  Proposal<std::vector<QuotaOutcome>> alter_client_quotas(std::vector<QuotaAlteration> changes,
+                                                          bool validate_only);
   Proposal<ProducerIdsAnswer> allocate_producer_ids(std::int32_t broker_id,
                                                     std::int64_t broker_epoch);
 

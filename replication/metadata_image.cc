@@ -131,6 +131,15 @@ bool MetadataImage::apply(const MetadataRecord& rec) {
           return true;
         } else if constexpr (std::is_same_v<R, RemoveUserScramCredentialRecord>) {
           return scram_.erase({r.name, r.mechanism}) > 0;
+        } else if constexpr (std::is_same_v<R, ClientQuotaRecord>) {
+          if (r.entity.empty() || r.key.empty()) return false;
+          if (!r.remove) {
+            quotas_[r.entity][r.key] = r.value;
+          } else if (auto it = quotas_.find(r.entity); it != quotas_.end()) {
+            it->second.erase(r.key);
+            if (it->second.empty()) quotas_.erase(it);
+          }
+          return true;
         } else if constexpr (std::is_same_v<R, AccessControlEntryRecord>) {
           if (acls().contains(r.id)) return false;
           writable_acls().emplace(r.id, r.binding);

@@ -93,6 +93,10 @@ class MetadataImage {
   }
   const UserScramCredentialRecord* scram_credential(std::string_view user, ScramMechanism m) const;
 
+  // Client quotas (ClientQuotaRecord) by entity: each entity's keys and values.
+  using QuotaMap = std::map<QuotaEntity, std::map<std::string, double>>;
+  const QuotaMap& client_quotas() const { return quotas_; }
+
   // ACLs by id (AccessControlEntryRecord), and the authorizer over them. The authorizer is
   // rebuilt by seal(), not per record: replaying n ACL records must not build it n times.
   // Every image handed to other threads is sealed (ControllerState::committed_image); asking
@@ -114,6 +118,7 @@ class MetadataImage {
   std::map<std::string, ConfigMap> broker_configs_;
   std::map<std::int32_t, BrokerState> brokers_;
   std::map<ScramKey, UserScramCredentialRecord, std::less<>> scram_;
+  QuotaMap quotas_;
   std::shared_ptr<const std::map<Uuid, AclBinding>> acls_;  // copied on write; null: none yet
   std::shared_ptr<const Authorizer> authorizer_;            // null: stale (or no ACLs)
   std::int64_t partition_count_ = 0;

@@ -1,5 +1,6 @@
 #include "replication/metadata_records.h"
 
+#include <cstring>
 #include <random>
 
 #include "base/byte_io.h"
@@ -19,6 +20,7 @@ enum Type : std::int16_t {
   kBrokerRegistrationChange = 17,
   kUserScramCredential = 11,
   kRemoveUserScramCredential = 22,
+  kClientQuota = 14,
 };
 
 void put_uuid(ByteWriter& w, const Uuid& u) {
@@ -237,6 +239,19 @@ std::vector<std::byte> encode_record(const MetadataRecord& r) {
           w.i16(0);
           w.string(rec.name);
           w.i8(static_cast<std::int8_t>(rec.mechanism));
+        } else if constexpr (std::is_same_v<R, ClientQuotaRecord>) {
+          w.i16(kClientQuota);
+          w.i16(0);
+          w.i32(static_cast<std::int32_t>(rec.entity.size()));
+          for (const auto& [type, name] : rec.entity) {
+            w.string(type);
+            w.nullable_string(name);
+          }
+          w.string(rec.key);
+          std::uint64_t bits = 0;
+          std::memcpy(&bits, &rec.value, sizeof bits);
+          w.i64(static_cast<std::int64_t>(bits));
+          w.i8(rec.remove ? 1 : 0);
         } else if constexpr (std::is_same_v<R, AccessControlEntryRecord>) {
           w.i16(kAccessControlEntryRecordType);
           w.i16(0);
@@ -358,6 +373,23 @@ std::optional<MetadataRecord> decode_record(std::span<const std::byte> value) {
     case kRemoveUserScramCredential:
       if (!decode_scram(in, type, &out)) return std::nullopt;
       break;
+    case kClientQuota: {
+      ClientQuotaRecord r;
+      const auto n = static_cast<std::size_t>(in.array(false, 4));
+      for (std::size_t i = 0; in.ok() && i < n; ++i) {
+        std::string type = in.string(false);
+        auto name = in.nullable_string(false);
+        r.entity.emplace_back(std::move(type), std::move(name));
+      }
+      r.key = in.string(false);
+      const auto bits = static_cast<std::uint64_t>(in.i64());
+      std::memcpy(&r.value, &bits, sizeof bits);
+      const std::int8_t remove = in.i8();
+      if (remove != 0 && remove != 1) return std::nullopt;
+      r.remove = remove == 1;
+      out = std::move(r);
+      break;
+    }
     case kAccessControlEntryRecordType:
       out = get_access_control_entry_fields(in);
       break;

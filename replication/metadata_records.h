@@ -136,11 +136,23 @@ struct RemoveAccessControlEntryRecord {
   bool operator==(const RemoveAccessControlEntryRecord&) const = default;
 };
 
+// Kafka's ClientQuotaRecord (14): one quota of one entity set (or removed). The entity is
+// its (type, name) pairs sorted by type: "user" and/or "client-id" (a null name is that
+// type's default), or "ip".
+using QuotaEntity = std::vector<std::pair<std::string, std::optional<std::string>>>;
+struct ClientQuotaRecord {
+  QuotaEntity entity;
+  std::string key;  // producer_byte_rate, consumer_byte_rate, request_percentage, ...
+  double value = 0;
+  bool remove = false;
+  bool operator==(const ClientQuotaRecord&) const = default;
+};
+
 using MetadataRecord =
     std::variant<TopicRecord, PartitionRecord, RemoveTopicRecord, ConfigRecord, ProducerIdsRecord,
                  RegisterBrokerRecord, BrokerRegistrationChangeRecord, PartitionChangeRecord,
                  UserScramCredentialRecord, RemoveUserScramCredentialRecord,
-                 AccessControlEntryRecord, RemoveAccessControlEntryRecord>;
+                 AccessControlEntryRecord, RemoveAccessControlEntryRecord, ClientQuotaRecord>;
 
 std::vector<std::byte> encode_record(const MetadataRecord& r);
 // nullopt on malformed input (the caller reports the offset).

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <initializer_list>
 #include <memory>
 #include <optional>
@@ -12,12 +13,16 @@
 #include <string_view>
 
 #include "daemon/listener_security.h"
+#include "daemon/quotas.h"
+#include "io/reactor.h"
 #include "net/sasl/sasl.h"
 #include "net/transport.h"
 #include "replication/acl.h"
 
 namespace samsa::daemon {
 
+// A connection's own state, on every listener: its authentication, and its client quotas
+// (daemon/quotas.h) with the requests that wait while it is muted.
 struct ConnectionAuth {
   enum class Stage : std::uint8_t { handshake, authenticate, done };
   Stage stage = Stage::handshake;
@@ -29,6 +34,15 @@ struct ConnectionAuth {
   std::int64_t session_end_ns = 0;  // connections.max.reauth.ms: 0 for ever
   bool reauthenticating = false;    // a KIP-368 exchange on an authenticated connection
   bool principal_known = false;
+  ClientQuotaCache quota;
+  // Frames that arrived while the connection was muted (throttled), in order, and the timer
+  // that lets them through when the mute ends.
+  struct Muted : io::Timer {
+    net::Connection* conn = nullptr;
+    void* dispatcher = nullptr;
+  } unmute;
+  std::deque<std::pair<std::uint64_t, net::Buffer>> parked;
+  bool releasing = false;  // the parked frames are being handled
 };
 
 // The connection's state (made by the dispatcher's on_open on secured listeners), or null.

@@ -87,6 +87,7 @@ const std::array kHandlers = {
     ApiHandler{key(ApiKey::alter_user_scram_credentials), 0, 0,
                &handlers::alter_user_scram_credentials},
     ApiHandler{key(ApiKey::describe_client_quotas), 0, 1, &handlers::describe_client_quotas},
+    ApiHandler{key(ApiKey::alter_client_quotas), 0, 1, &handlers::alter_client_quotas},
     ApiHandler{key(ApiKey::describe_acls), 1, 3, &handlers::describe_acls},
     ApiHandler{key(ApiKey::create_acls), 1, 3, &handlers::create_acls},
     ApiHandler{key(ApiKey::delete_acls), 1, 3, &handlers::delete_acls},
@@ -99,7 +100,8 @@ bool forwarded(std::int16_t k) {
          k == key(ApiKey::create_partitions) || k == key(ApiKey::alter_configs) ||
          k == key(ApiKey::elect_leaders) || k == key(ApiKey::incremental_alter_configs) ||
          k == key(ApiKey::describe_quorum) || k == key(ApiKey::alter_user_scram_credentials) ||
-         k == key(ApiKey::create_acls) || k == key(ApiKey::delete_acls);
+         k == key(ApiKey::create_acls) || k == key(ApiKey::delete_acls) ||
+         k == key(ApiKey::alter_client_quotas);
 }
 
 const ApiHandler* find_handler(std::int16_t k) {
@@ -175,6 +177,16 @@ void Request::fail(const char* why) {
   conn->close(false);
 }
 
+std::int32_t Request::throttle(QuotaType t, std::int64_t amount) {
+  ConnectionAuth* a = auth_of(*conn);
+  if (!a || envelope || !rc.image || conn->closed()) return 0;
+  std::string_view user = principal();
+  if (user.starts_with("User:")) user.remove_prefix(5);
+  const std::int64_t ms =
+      record_quota(a->quota, *rc.image, user, header.header.client_id.value_or(""), t, amount);
+  return static_cast<std::int32_t>(std::min<std::int64_t>(ms, INT32_MAX));
+}
+
 bool Request::charge(std::uint64_t n, const char* what) {
   if (rc.budget.try_charge(n)) {
     charged_ += n;
@@ -233,18 +245,62 @@ void log_decode_failure(const Request& r, kafka::DecodeError e, std::size_t at) 
 
 void KafkaDispatcher::on_open(net::Connection& c) {
   LOG_DEBUG("connection %llu from %s", static_cast<unsigned long long>(c.id()), c.peer().c_str());
-  if (rc_.settings->security[listener_].protocol != SecurityProtocol::plaintext)
-    c.user = new ConnectionAuth;
+  auto* a = new ConnectionAuth;
+  a->unmute.conn = &c;
+  a->unmute.dispatcher = this;
+  a->unmute.fn = [](io::Timer* t) {
+    auto* m = static_cast<ConnectionAuth::Muted*>(t);
+    static_cast<KafkaDispatcher*>(m->dispatcher)->release_parked(*m->conn);
+  };
+  c.user = a;
 }
 
 void KafkaDispatcher::on_close(net::Connection& c) {
   LOG_DEBUG("connection %llu from %s closed", static_cast<unsigned long long>(c.id()),
             c.peer().c_str());
+  if (ConnectionAuth* a = auth_of(c); a && a->unmute.armed()) c.reactor().disarm(&a->unmute);
   delete auth_of(c);
   c.user = nullptr;
 }
 
+// Kafka mutes a throttled client's channel: nothing more is read from it until the throttle
+// time is over. Here its frames wait, in order, and are handled then; a client that keeps
+// sending regardless is closed once queued.max.requests frames wait.
 void KafkaDispatcher::on_frame(net::Connection& c, std::uint64_t seq, net::Buffer frame) {
+  ConnectionAuth* a = auth_of(c);
+  if (a && !a->releasing && (!a->parked.empty() || mono_ns() < a->quota.muted_until_ns)) {
+    if (a->parked.size() >= rc_.settings->queued_max_requests) {
+      LOGF_WARN((log::Fields{.client = c.peer()}),
+                "closing connection from %s: %zu requests sent while throttled", c.peer().c_str(),
+                a->parked.size());
+      c.skip(seq);
+      c.close(false);
+      return;
+    }
+    a->parked.emplace_back(seq, std::move(frame));
+    if (!a->unmute.armed()) c.reactor().arm(&a->unmute, a->quota.muted_until_ns);
+    return;
+  }
+  dispatch(c, seq, std::move(frame));
+}
+
+void KafkaDispatcher::release_parked(net::Connection& c) {
+  ConnectionAuth* a = auth_of(c);
+  while (!c.closed() && !a->parked.empty()) {
+    if (mono_ns() < a->quota.muted_until_ns) {
+      c.reactor().arm(&a->unmute, a->quota.muted_until_ns);
+      return;
+    }
+    auto [seq, frame] = std::move(a->parked.front());
+    a->parked.pop_front();
+    a->releasing = true;
+    dispatch(c, seq, std::move(frame));
+    if (c.closed()) return;
+    a->releasing = false;
+  }
+}
+
+void KafkaDispatcher::dispatch(net::Connection& c, std::uint64_t seq, net::Buffer frame) {
   ++requests_;
   auto h = kafka::decode_request_header(frame.span());
   if (!h.ok()) {
@@ -330,7 +386,22 @@ void KafkaDispatcher::on_frame(net::Connection& c, std::uint64_t seq, net::Buffe
     handlers::metadata_log_fetch(std::move(req));
     return;
   }
+  // request_percentage counts the time this reactor spends handling the client's request
+  // (what runs here; waits for other threads and long polls are not handling).
+  const bool timed = !rc_.image->client_quotas().empty();
+  const std::int64_t t0 = timed ? mono_ns() : 0;
+  const std::string client = timed ? req->header.header.client_id.value_or("") : std::string();
   handler->handle(std::move(req));
+  if (timed && !c.closed()) record_request_time(c, client, (mono_ns() - t0) / 1000);
+}
+
+void KafkaDispatcher::record_request_time(net::Connection& c, const std::string& client,
+                                          std::int64_t micros) {
+  ConnectionAuth* a = auth_of(c);
+  if (!a || !rc_.image) return;
+  std::string_view user = principal_of(c);
+  if (user.starts_with("User:")) user.remove_prefix(5);
+  record_quota(a->quota, *rc_.image, user, client, QuotaType::request, micros);
 }
 
 }  // namespace samsa::daemon

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "base/kafka_errors.h"
+#include "daemon/quotas.h"
 #include "net/buffer.h"
 #include "net/kafka/api.h"
 #include "net/transport.h"
@@ -73,6 +74,11 @@ struct Request {
   // request budget until the request ends. When it does not fit, logs what did not, closes
   // the connection and returns false: the request is finished.
   bool charge(std::uint64_t n, const char* what);
+  // Records amount against the client's quota of type t (daemon/quotas.h) and returns the
+  // throttle time its answer carries (the connection is muted that long); 0 when no quota
+  // applies or it is within it. Not for a forwarded request (the broker that forwarded it
+  // throttles its client).
+  std::int32_t throttle(QuotaType t, std::int64_t amount);
 
   Request(ReactorContext& rc, KafkaDispatcher& d, net::Connection* c, std::uint64_t seq,
           kafka::DecodedRequestHeader h, net::Buffer f);
@@ -123,6 +129,8 @@ class KafkaDispatcher final : public net::FrameHandler {
   void on_open(net::Connection& c) override;
   void on_frame(net::Connection& c, std::uint64_t seq, net::Buffer frame) override;
   void on_close(net::Connection& c) override;
+  // The frames parked while c was muted, handled now that the mute is over.
+  void release_parked(net::Connection& c);
 
   // Requests decoded but not yet answered (graceful shutdown waits for 0).
   std::size_t in_flight() const { return in_flight_; }
@@ -131,6 +139,9 @@ class KafkaDispatcher final : public net::FrameHandler {
   void request_finished() { --in_flight_; }
 
  private:
+  // Handles one frame (on_frame once the connection is not muted).
+  void dispatch(net::Connection& c, std::uint64_t seq, net::Buffer frame);
+  void record_request_time(net::Connection& c, const std::string& client, std::int64_t micros);
   ReactorContext& rc_;
   std::size_t listener_;
   std::size_t in_flight_ = 0;

@@ -414,6 +414,7 @@ void respond(FetchCtx* raw) {
   std::size_t budget =
       static_cast<std::size_t>(std::max(0, std::min(ctx->body.max_bytes, s.fetch_max_bytes)));
   bool any = false;
+  std::uint64_t sent_total = 0;
   std::vector<std::size_t> with_data;
   for (std::size_t oi = 0; oi < order.size(); ++oi) {
     Part& p = ctx->parts[order[oi]];
@@ -427,6 +428,7 @@ void respond(FetchCtx* raw) {
       resp.responses.push_back(std::move(tr));
     }
     const std::uint64_t sent = encode_part(r, ctx->body.isolation_level, p, budget, any, resp);
+    sent_total += sent;
     if (sent) {
       with_data.push_back(order[oi]);
       r.rc.metrics.add_bytes_out(p.topic, sent);
@@ -450,6 +452,10 @@ void respond(FetchCtx* raw) {
       resp.session_id = created->id;
     }
   }
+  // Fetch quota: a consumer's bytes (followers are not throttled here: Kafka's replication
+  // throttles are another mechanism).
+  if (ctx->body.replica_id < 0 && ctx->body.replica_state.replica_id < 0)
+    resp.throttle_time_ms = r.throttle(QuotaType::fetch, static_cast<std::int64_t>(sent_total));
   ctx->req->reply(resp);
 }
 

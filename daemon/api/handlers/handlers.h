@@ -55,7 +55,9 @@ void sasl_handshake(RequestPtr r);
 void sasl_authenticate(RequestPtr r);
 void describe_user_scram_credentials(RequestPtr r);
 void alter_user_scram_credentials(RequestPtr r);
+// Client quotas (quotas.cc).
 void describe_client_quotas(RequestPtr r);
+void alter_client_quotas(RequestPtr r);
 // ACLs (acls.cc).
 void create_acls(RequestPtr r);
 void describe_acls(RequestPtr r);

@@ -45,6 +45,7 @@ struct ProduceCtx {
   kafka::ProduceRequest body;
   std::vector<Slot> slots;    // in request order: topics, then their partitions
   std::int64_t start_ns = 0;  // when the request arrived (acks=all's timeout counts from it)
+  std::int32_t throttle_ms = 0;  // the produce quota's throttle time (daemon/quotas.h)
 };
 
 // Shard thread: Partition::produce's answer.
@@ -156,6 +157,7 @@ void respond(std::unique_ptr<ProduceCtx> ctx) {
     }
     resp.responses.push_back(std::move(tr));
   }
+  resp.throttle_time_ms = ctx->throttle_ms;
   r->reply(resp);
 }
 
@@ -165,6 +167,10 @@ void produce(RequestPtr r) {
   auto ctx = std::make_unique<ProduceCtx>();
   if (!r->decode(ctx->body)) return;
   ctx->start_ns = mono_ns();
+  // Produce quota: the request's bytes, recorded as it arrives (Kafka reads one request at a
+  // time per connection; samsa takes several, so the mute must start before the next one is
+  // taken). acks=0 has no answer to carry the throttle time; its connection is muted alike.
+  ctx->throttle_ms = r->throttle(QuotaType::produce, static_cast<std::int64_t>(r->frame.size()));
   ctx->req = std::move(r);
   Request& req = *ctx->req;
   ctx->image = req.rc.image;

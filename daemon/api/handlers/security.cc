@@ -330,30 +330,4 @@ void alter_user_scram_credentials(RequestPtr r) {
       });
 }
 
-// samsa keeps no client quotas yet (issue 22's quotas are still to come), so every filter
-// matches nothing: the answer Kafka gives a cluster without quotas. kafka-configs --describe
-// --entity-type users asks for quotas and SCRAM credentials together.
-void describe_client_quotas(RequestPtr r) {
-  kafka::DescribeClientQuotasRequest req;
-  if (!r->decode(req)) return;
-  kafka::DescribeClientQuotasResponse resp;
-  if (!cluster_allowed(*r, replication::AclOperation::describe_configs)) {
-    resp.error_code = kafka::code(ErrorCode::cluster_authorization_failed);
-    resp.entries = std::nullopt;
-    r->reply(resp);
-    return;
-  }
-  for (const auto& c : req.components) {
-    if (c.match_type < 0 || c.match_type > 2) {
-      resp.error_code = kafka::code(ErrorCode::invalid_request);
-      resp.error_message = "Unexpected match type " + std::to_string(c.match_type);
-      resp.entries = std::nullopt;
-      r->reply(resp);
-      return;
-    }
-  }
-  resp.entries.emplace();
-  r->reply(resp);
-}
-
 }  // namespace samsa::daemon::handlers

@@ -1,0 +1,72 @@
+// Client quotas, enforced as Kafka's ClientQuotaManager does on each broker: a client's
+// produce bytes, fetch bytes and request handling time are measured over quota.window.num
+// windows of quota.window.size.seconds; over its quota, the answer carries throttle_time_ms
+// and the connection is muted that long (its next requests wait), so clients that honour the
+// field (KIP-219) and clients that do not are held to the rate alike.
+//
+// Which quota applies is Kafka's order, per quota key, from the metadata image's
+// ClientQuotaRecords: user+client-id, user+default client, user, default user+client-id,
+// default user+default client, default user, client-id, default client. A quota found for a
+// user alone is shared by all that user's clients; one for a client id alone by every user
+// of that id; a default applies to each user (client) on its own.
+//
+// Measuring is lock-free: a connection caches its quotas and sensors until the image or its
+// client id changes (then one lookup under the registry's lock). Sensors are shared by all
+// reactors (a client's connections may be on several), their windows atomic.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace samsa::replication {
+class MetadataImage;
+}
+
+namespace samsa::daemon {
+
+enum class QuotaType : std::uint8_t { produce = 0, fetch = 1, request = 2 };
+inline constexpr std::size_t kQuotaTypes = 3;
+
+// A rate over the last kWindows windows of kWindowMs, as Kafka's Rate with SampledStat.
+class RateSensor {
+ public:
+  static constexpr int kWindows = 11;              // quota.window.num
+  static constexpr std::int64_t kWindowMs = 1000;  // quota.window.size.seconds
+  void record(std::int64_t amount, std::int64_t now_ms);
+  // Per second, over the windows still in range (at least kWindows - 1 windows' time, as
+  // Kafka counts, so a new sensor does not see a burst as a huge rate).
+  double rate(std::int64_t now_ms, std::int64_t* elapsed_ms = nullptr) const;
+  // How long the client must wait for the rate to come back to quota (0: it is within it),
+  // at most the whole measured span.
+  std::int64_t throttle_ms(double quota, std::int64_t now_ms) const;
+
+ private:
+  std::array<std::atomic<std::int64_t>, kWindows> window_{};  // window number (now / size)
+  std::array<std::atomic<std::int64_t>, kWindows> amount_{};
+};
+
+// What a connection keeps: the quotas that apply to it and their sensors, valid for one image
+// and one client id.
+struct ClientQuotaCache {
+  std::int64_t image_offset = -2;
+  std::string client_id;
+  std::array<std::optional<double>, kQuotaTypes> limit;
+  std::array<std::shared_ptr<RateSensor>, kQuotaTypes> sensor;
+  std::int64_t muted_until_ns = 0;  // its next requests wait until then
+};
+
+// Records amount (bytes; request time in microseconds) against the client's quota of type t
+// and returns the throttle time in ms (0 when within the quota or when no quota applies).
+// user: the principal's name ("User:" dropped).
+std::int64_t record_quota(ClientQuotaCache& cache, const replication::MetadataImage& image,
+                          std::string_view user, std::string_view client_id, QuotaType t,
+                          std::int64_t amount);
+
+// Kafka's quota keys for the three types.
+std::string_view quota_key(QuotaType t);
+
+}  // namespace samsa::daemon
