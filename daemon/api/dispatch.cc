@@ -388,7 +388,7 @@ void KafkaDispatcher::dispatch(net::Connection& c, std::uint64_t seq, net::Buffe
   }
   // request_percentage counts the time this reactor spends handling the client's request
   // (what runs here; waits for other threads and long polls are not handling).
-  const bool timed = !rc_.image->client_quotas().empty();
+  const bool timed = rc_.image && !rc_.image->client_quotas().empty();
   const std::int64_t t0 = timed ? mono_ns() : 0;
   const std::string client = timed ? req->header.header.client_id.value_or("") : std::string();
   handler->handle(std::move(req));
