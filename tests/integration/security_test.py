@@ -10,8 +10,9 @@
    AlterUserScramCredentials), once over SASL_SSL with a --command-config;
 3. confluent-kafka (librdkafka) produces and consumes over SSL, mutual TLS, SASL_SSL with
    SCRAM-SHA-512, SCRAM-SHA-256 and PLAIN, and SASL_PLAINTEXT; kcat, Kafka's console
-   producer and consumer, franz-go and kafkajs over SASL_SSL SCRAM-SHA-512; the principal of a client certificate is
-   its subject through ssl.principal.mapping.rules;
+   producer and consumer, franz-go and kafkajs over SSL, mutual TLS and SASL_SSL with
+   SCRAM-SHA-512; the principal of a client certificate is its subject through
+   ssl.principal.mapping.rules;
 4. what must be refused: a wrong password (SASL_AUTHENTICATION_FAILED, after Kafka's 100 ms
    delay), no client certificate on MTLS, an untrusted broker certificate, any request before
    SASL authentication but ApiVersions and SaslHandshake (the connection closes without an
@@ -379,6 +380,48 @@ def step_kcat(env: Env):
                               f"{p.stderr.strip()[-80:]})")
 
 
+def step_tls_kcat_console(env: Env):
+    """kcat and Kafka's console tools over SSL and mutual TLS (alice's certificate)."""
+    mtls_pem = os.path.join(env.work, "alice-keystore.pem")
+    with open(mtls_pem, "w") as f:
+        f.write(open(env.alice_key).read() + open(env.alice_cert).read())
+    for listener in ("SSL", "MTLS"):
+        topic = f"sec-tls-{listener.lower()}"
+        if shutil.which("kcat"):
+            base = ["kcat", "-b", f"127.0.0.1:{env.ports[listener]}", "-X",
+                    "security.protocol=SSL", "-X", f"ssl.ca.location={env.ca[1]}", "-t", topic]
+            if listener == "MTLS":
+                base += ["-X", f"ssl.certificate.location={env.alice_cert}",
+                         "-X", f"ssl.key.location={env.alice_key}"]
+            lines = "".join(f"kcat-{i}\n" for i in range(5))
+            p = subprocess.run(base + ["-P"], input=lines, capture_output=True, text=True,
+                               timeout=60)
+            q = subprocess.run(base + ["-C", "-o", "beginning", "-e", "-q"], capture_output=True,
+                               text=True, timeout=60)
+            checks(p.returncode == 0 and q.stdout == lines,
+                   f"kcat over {listener}: 5 records produced and read back "
+                   f"({q.stdout[:40]!r} {(p.stderr + q.stderr).strip()[-80:]})")
+        else:
+            missing(checks, "kcat")
+        props = os.path.join(env.work, f"tls-{listener.lower()}.properties")
+        with open(props, "w") as f:
+            f.write("security.protocol=SSL\nssl.truststore.type=PEM\n"
+                    f"ssl.truststore.location={env.ca[1]}\n")
+            if listener == "MTLS":
+                f.write(f"ssl.keystore.type=PEM\nssl.keystore.location={mtls_pem}\n")
+        boot = f"127.0.0.1:{env.ports[listener]}"
+        lines = "".join(f"console-{i}\n" for i in range(5))
+        rc, out = tool("kafka-console-producer", "--bootstrap-server", boot, "--topic",
+                       topic + "-java", "--producer.config", props, stdin=lines, timeout=90)
+        rc2, out2 = tool("kafka-console-consumer", "--bootstrap-server", boot, "--topic",
+                         topic + "-java", "--consumer.config", props, "--from-beginning",
+                         "--max-messages", "5", "--timeout-ms", "30000", timeout=90)
+        got = [l for l in out2.splitlines() if l.startswith("console-")]
+        checks(rc == 0 and rc2 == 0 and got == [f"console-{i}" for i in range(5)],
+               f"Kafka's console producer and consumer over {listener} ({got}; "
+               f"{(out + out2).strip()[-120:]})")
+
+
 def step_console(env: Env):
     props = java_props(env, os.path.join(env.work, "alice.properties"), "SCRAM-SHA-512",
                        "alice", "alice-secret")
@@ -421,6 +464,16 @@ def step_go_node(env: Env):
         missing(checks, "node with kafkajs (tests/clients/install.sh)")
     for name, cmd in progs.items():
         topic = f"sec-{name.replace('-', '')}"
+        # SSL (no SASL), then mutual TLS with alice's certificate.
+        for listener, extra in (("SSL", []),
+                                ("MTLS", ["--cert", env.alice_cert, "--key", env.alice_key])):
+            p = subprocess.run(cmd + ["--bootstrap", f"127.0.0.1:{env.ports[listener]}",
+                                      "--ca", env.ca[1], "--mechanism", "NONE",
+                                      "--topic", f"{topic}-{listener.lower()}", *extra],
+                               capture_output=True, text=True, timeout=90)
+            checks(p.returncode == 0 and "PASS" in p.stdout,
+                   f"{name} over {listener}: 20 records produced and consumed "
+                   f"({(p.stdout + p.stderr).strip().splitlines()[-1:]})")
         p = subprocess.run(cmd + common + ["--password", "alice-secret", "--topic", topic],
                            capture_output=True, text=True, timeout=90)
         checks(p.returncode == 0 and "PASS" in p.stdout,
@@ -727,6 +780,7 @@ def main() -> int:
         step_refusals(env, log)
         step_kcat(env)
         step_console(env)
+        step_tls_kcat_console(env)
         step_go_node(env)
         step_gate(env, log)
         step_reauth(env)

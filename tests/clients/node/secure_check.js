@@ -12,7 +12,8 @@
 // With --expect-denied (tests/integration/acl_test.py) the user is authenticated but the broker's
 // ACLs deny it: producing one record to --topic must fail with TOPIC_AUTHORIZATION_FAILED, and a
 // consumer in --group subscribed to --group-topic (a topic the user may read) must crash with
-// GROUP_AUTHORIZATION_FAILED. --plaintext talks to a SASL_PLAINTEXT listener (no TLS, no --ca)
+// GROUP_AUTHORIZATION_FAILED. --mechanism NONE talks to an SSL listener (TLS without SASL), with
+// --cert/--key a client certificate (mutual TLS). --plaintext talks to a SASL_PLAINTEXT listener (no TLS, no --ca)
 // in any mode.
 //
 //   node secure_check.js --bootstrap HOST:PORT --ca CA.pem
@@ -62,17 +63,20 @@ function parseArgs(argv) {
     else if (k === '--count') a.count = Number(v())
     else if (k === '--expect-auth-failure') a.expectAuthFailure = true
     else if (k === '--plaintext') a.plaintext = true
+    else if (k === '--cert') a.cert = v()
+    else if (k === '--key') a.key = v()
     else if (k === '--expect-denied') a.expectDenied = true
     else if (k === '--group') a.group = v()
     else if (k === '--group-topic') a.groupTopic = v()
     else usage(`unknown argument ${k}`)
   }
-  if (!a.bootstrap || (!a.ca && !a.plaintext) || !a.mechanism || !a.user || !a.topic) {
+  if (!a.bootstrap || (!a.ca && !a.plaintext) || !a.mechanism ||
+      (!a.user && a.mechanism !== 'NONE') || !a.topic) {
     usage('--bootstrap, --ca (unless --plaintext), --mechanism, --user and --topic are required')
   }
   if (a.expectDenied && (!a.group || !a.groupTopic)) usage('--expect-denied needs --group and --group-topic')
   if (a.expectDenied && a.expectAuthFailure) usage('--expect-denied and --expect-auth-failure exclude each other')
-  if (!(a.mechanism in MECHANISMS)) usage(`unknown --mechanism ${a.mechanism}`)
+  if (a.mechanism !== 'NONE' && !(a.mechanism in MECHANISMS)) usage(`unknown --mechanism ${a.mechanism}`)
   if (!Number.isInteger(a.count) || a.count < 1) usage('--count must be a positive integer')
   return a
 }
@@ -113,8 +117,12 @@ function kafka(a) {
   return new Kafka({
     clientId: 'samsa-securecheck-kafkajs',
     brokers: [a.bootstrap],
-    ssl: a.plaintext ? false : { ca: [ca], rejectUnauthorized: true },
-    sasl: { mechanism: MECHANISMS[a.mechanism], username: a.user, password: a.password },
+    ssl: a.plaintext ? false : {
+      ca: [ca], rejectUnauthorized: true,
+      ...(a.cert ? { cert: fs.readFileSync(a.cert), key: fs.readFileSync(a.key) } : {}),
+    },
+    ...(a.mechanism === 'NONE' ? {} :
+      { sasl: { mechanism: MECHANISMS[a.mechanism], username: a.user, password: a.password } }),
     connectionTimeout: 5000,
     authenticationTimeout: 10000,
     requestTimeout: 15000,
@@ -161,7 +169,8 @@ function errorType(e, depth = 0) {
   return null
 }
 
-const protocol = (a) => (a.plaintext ? 'SASL_PLAINTEXT' : 'SASL_SSL')
+const protocol = (a) => (a.plaintext ? 'SASL_PLAINTEXT'
+  : a.mechanism === 'NONE' ? (a.cert ? 'SSL with a client certificate' : 'SSL') : 'SASL_SSL')
 
 // Authenticated, but the ACLs let the user neither write --topic nor use --group.
 async function expectDenied(a) {

@@ -12,7 +12,8 @@
 // broker's ACLs deny it: producing one record to --topic must fail with
 // TOPIC_AUTHORIZATION_FAILED, and a consumer in --group subscribed to --group-topic (a topic the
 // user may read) must be refused with GROUP_AUTHORIZATION_FAILED. --plaintext talks to a
-// SASL_PLAINTEXT listener (no TLS, no --ca) in any mode.
+// SASL_PLAINTEXT listener (no TLS, no --ca) in any mode. --mechanism NONE talks to an SSL
+// listener (TLS without SASL), with --cert/--key a client certificate (mutual TLS).
 //
 //	securecheck --bootstrap HOST:PORT --ca CA.pem --mechanism SCRAM-SHA-512|SCRAM-SHA-256|PLAIN
 //	            --user U --password P --topic T [--count N] [--expect-auth-failure]
@@ -69,6 +70,7 @@ type args struct {
 	count                                           int
 	expectAuthFailure                               bool
 	plaintext, expectDenied                         bool
+	cert, key                                       string
 	group, groupTopic                               string
 }
 
@@ -84,6 +86,8 @@ func parseArgs() args {
 	flag.BoolVar(&a.expectAuthFailure, "expect-auth-failure", false,
 		"pass only if the broker refuses the credentials")
 	flag.BoolVar(&a.plaintext, "plaintext", false, "SASL_PLAINTEXT: no TLS (--ca not needed)")
+	flag.StringVar(&a.cert, "cert", "", "PEM client certificate (mutual TLS; with --key)")
+	flag.StringVar(&a.key, "key", "", "PEM private key of --cert")
 	flag.BoolVar(&a.expectDenied, "expect-denied", false,
 		"pass only if ACLs deny producing to --topic and consuming in --group")
 	flag.StringVar(&a.group, "group", "", "with --expect-denied: a consumer group the user may not use")
@@ -93,9 +97,13 @@ func parseArgs() args {
 	if flag.NArg() > 0 {
 		usage("unexpected argument %q", flag.Arg(0))
 	}
-	if a.bootstrap == "" || (a.ca == "" && !a.plaintext) || a.mechanism == "" || a.user == "" ||
-		a.topic == "" {
-		usage("--bootstrap, --ca (unless --plaintext), --mechanism, --user and --topic are required")
+	noSASL := strings.ToUpper(a.mechanism) == "NONE"
+	if a.bootstrap == "" || (a.ca == "" && !a.plaintext) || a.mechanism == "" ||
+		(a.user == "" && !noSASL) || a.topic == "" {
+		usage("--bootstrap, --ca (unless --plaintext), --mechanism, --user (unless --mechanism NONE) and --topic are required")
+	}
+	if (a.cert == "") != (a.key == "") {
+		usage("--cert and --key go together")
 	}
 	if a.expectDenied && (a.group == "" || a.groupTopic == "") {
 		usage("--expect-denied needs --group and --group-topic")
@@ -137,18 +145,28 @@ func tlsConfig(a args) *tls.Config {
 	}
 	// The certificate is checked against the bootstrap host (127.0.0.1 in the tests: the
 	// broker certificate carries IP:127.0.0.1 and DNS:localhost).
-	return &tls.Config{RootCAs: pool, ServerName: host, MinVersion: tls.VersionTLS12}
+	cfg := &tls.Config{RootCAs: pool, ServerName: host, MinVersion: tls.VersionTLS12}
+	if a.cert != "" {
+		pair, err := tls.LoadX509KeyPair(a.cert, a.key)
+		if err != nil {
+			failf("load --cert/--key: %v", err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	return cfg
 }
 
 func newClient(a args, opts ...kgo.Opt) *kgo.Client {
 	base := []kgo.Opt{
 		kgo.SeedBrokers(a.bootstrap),
 		kgo.ClientID("samsa-securecheck-go"),
-		kgo.SASL(mechanism(a)),
 		kgo.DialTimeout(5 * time.Second),
 		kgo.RequestTimeoutOverhead(5 * time.Second),
 		kgo.RetryTimeout(20 * time.Second),
 		kgo.MetadataMinAge(100 * time.Millisecond),
+	}
+	if strings.ToUpper(a.mechanism) != "NONE" {
+		base = append(base, kgo.SASL(mechanism(a)))
 	}
 	if !a.plaintext {
 		base = append(base, kgo.DialTLSConfig(tlsConfig(a)))
@@ -193,6 +211,12 @@ func expectAuthFailure(a args) {
 func protocol(a args) string {
 	if a.plaintext {
 		return "SASL_PLAINTEXT"
+	}
+	if strings.ToUpper(a.mechanism) == "NONE" {
+		if a.cert != "" {
+			return "SSL with a client certificate"
+		}
+		return "SSL"
 	}
 	return "SASL_SSL"
 }
