@@ -268,7 +268,8 @@ void KafkaDispatcher::on_close(net::Connection& c) {
 // sending regardless is closed once queued.max.requests frames wait.
 void KafkaDispatcher::on_frame(net::Connection& c, std::uint64_t seq, net::Buffer frame) {
   ConnectionAuth* a = auth_of(c);
-  if (a && !a->releasing && (!a->parked.empty() || mono_ns() < a->quota.muted_until_ns)) {
+  if (a && !a->releasing &&
+      (!a->parked.empty() || (a->quota.muted_until_ns && mono_ns() < a->quota.muted_until_ns))) {
     if (a->parked.size() >= rc_.settings->queued_max_requests) {
       LOGF_WARN((log::Fields{.client = c.peer()}),
                 "closing connection from %s: %zu requests sent while throttled", c.peer().c_str(),
