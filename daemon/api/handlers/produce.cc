@@ -43,8 +43,8 @@ struct ProduceCtx {
   RequestPtr req;
   replication::ImagePtr image;  // pins the topic names slots point at
   kafka::ProduceRequest body;
-  std::vector<Slot> slots;    // in request order: topics, then their partitions
-  std::int64_t start_ns = 0;  // when the request arrived (acks=all's timeout counts from it)
+  std::vector<Slot> slots;       // in request order: topics, then their partitions
+  std::int64_t start_ns = 0;     // when the request arrived (acks=all's timeout counts from it)
   std::int32_t throttle_ms = 0;  // the produce quota's throttle time (daemon/quotas.h)
 };
 

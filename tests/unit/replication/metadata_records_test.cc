@@ -55,8 +55,8 @@ TEST(MetadataRecords, EveryRecordRoundTripsAndEveryPrefixIsRejected) {
                                {ResourceType::topic, "orders", PatternType::prefixed, "User:alice",
                                 "10.0.0.1", AclOperation::read, AclPermissionType::allow}},
       RemoveAccessControlEntryRecord{id},
-      ClientQuotaRecord{{{"client-id", std::nullopt}, {"user", "alice"}}, "producer_byte_rate",
-                        1048576.0, false},
+      ClientQuotaRecord{
+          {{"client-id", std::nullopt}, {"user", "alice"}}, "producer_byte_rate", 1048576.0, false},
       ClientQuotaRecord{{{"ip", "10.0.0.1"}}, "connection_creation_rate", 0.5, true},
   };
   for (const auto& r : recs) {
