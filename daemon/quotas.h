@@ -21,6 +21,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace samsa::replication {
 class MetadataImage;
@@ -65,6 +66,12 @@ struct ClientQuotaCache {
 std::int64_t record_quota(ClientQuotaCache& cache, const replication::MetadataImage& image,
                           std::string_view user, std::string_view client_id, QuotaType t,
                           std::int64_t amount);
+
+// The user a principal is for quotas: its name without Kafka's "User:" type.
+inline std::string_view quota_user(std::string_view principal) {
+  if (principal.starts_with("User:")) principal.remove_prefix(5);
+  return principal;
+}
 
 // Kafka's quota keys for the three types.
 std::string_view quota_key(QuotaType t);

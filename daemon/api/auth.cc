@@ -46,15 +46,11 @@ namespace {
 
 void log_denied(const Request& r, std::string_view principal, replication::AclOperation op,
                 replication::ResourceType type, std::string_view name) {
-  static thread_local std::int64_t last_ns = 0;
-  static thread_local std::uint64_t quiet = 0;
-  const std::int64_t now = mono_ns();
-  if (now - last_ns < 1'000'000'000) {
-    ++quiet;
-    return;
-  }
+  static thread_local LogLimiter limiter;
+  const auto quiet = limiter.allow(mono_ns());
+  if (!quiet) return;
   const std::string more =
-      quiet ? " (" + std::to_string(quiet) + " more denials in the last second)" : "";
+      *quiet ? " (" + std::to_string(*quiet) + " more denials in the last second)" : "";
   LOGF_INFO((log::Fields{.client = r.conn->peer()}),
             "Principal = %.*s is Denied operation = %s from host = %.*s on resource = %s:%.*s "
             "(%s v%d)%s",
@@ -63,8 +59,6 @@ void log_denied(const Request& r, std::string_view principal, replication::AclOp
             r.host().data(), std::string(replication::name(type)).c_str(),
             static_cast<int>(name.size()), name.data(),
             std::string(kafka::api_name(r.api_key())).c_str(), r.version(), more.c_str());
-  last_ns = now;
-  quiet = 0;
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "daemon/listener_security.h"
 #include "daemon/quotas.h"
@@ -52,6 +53,22 @@ inline ConnectionAuth* auth_of(net::Connection& c) {
 
 // The principal requests on this connection act as ("User:ANONYMOUS" on PLAINTEXT listeners).
 const std::string& principal_of(net::Connection& c);
+
+// At most one log line a second per reactor for a kind of event a client can repeat at will
+// (failed logins, denials): allow() says whether to log now, and how many went unlogged since
+// the last line.
+struct LogLimiter {
+  std::int64_t last_ns = 0;
+  std::uint64_t quiet = 0;
+  std::optional<std::uint64_t> allow(std::int64_t now_ns) {
+    if (now_ns - last_ns < 1'000'000'000) {
+      ++quiet;
+      return std::nullopt;
+    }
+    last_ns = now_ns;
+    return std::exchange(quiet, 0);
+  }
+};
 
 // The client's address as ACLs name hosts: the peer without its port (IPv6 without brackets,
 // in inet_ntop's short form, where Kafka writes the long one).

@@ -180,10 +180,8 @@ void Request::fail(const char* why) {
 std::int32_t Request::throttle(QuotaType t, std::int64_t amount) {
   ConnectionAuth* a = auth_of(*conn);
   if (!a || envelope || !rc.image || conn->closed()) return 0;
-  std::string_view user = principal();
-  if (user.starts_with("User:")) user.remove_prefix(5);
-  const std::int64_t ms =
-      record_quota(a->quota, *rc.image, user, header.header.client_id.value_or(""), t, amount);
+  const std::int64_t ms = record_quota(a->quota, *rc.image, quota_user(principal()),
+                                       header.header.client_id.value_or(""), t, amount);
   return static_cast<std::int32_t>(std::min<std::int64_t>(ms, INT32_MAX));
 }
 
@@ -400,9 +398,8 @@ void KafkaDispatcher::record_request_time(net::Connection& c, const std::string&
                                           std::int64_t micros) {
   ConnectionAuth* a = auth_of(c);
   if (!a || !rc_.image) return;
-  std::string_view user = principal_of(c);
-  if (user.starts_with("User:")) user.remove_prefix(5);
-  record_quota(a->quota, *rc_.image, user, client, QuotaType::request, micros);
+  record_quota(a->quota, *rc_.image, quota_user(principal_of(c)), client, QuotaType::request,
+               micros);
 }
 
 }  // namespace samsa::daemon

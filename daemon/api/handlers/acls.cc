@@ -22,20 +22,16 @@ using replication::ResourceType;
 
 constexpr const char* kNoAuthorizer = "No Authorizer is configured.";
 
-std::optional<std::string> maybe(std::optional<std::string> s) {
-  return s;
-}
-
 // A filter as the request carries it: the codes Kafka does not know read as UNKNOWN (and are
 // refused by validate_filter).
 template <class F>
 AclBindingFilter filter_of(const F& f) {
   AclBindingFilter out;
   out.resource_type = replication::resource_type_from_code(f.resource_type_filter);
-  out.resource_name = maybe(f.resource_name_filter);
+  out.resource_name = f.resource_name_filter;
   out.pattern_type = replication::pattern_type_from_code(f.pattern_type_filter);
-  out.principal = maybe(f.principal_filter);
-  out.host = maybe(f.host_filter);
+  out.principal = f.principal_filter;
+  out.host = f.host_filter;
   out.operation = replication::acl_operation_from_code(f.operation);
   out.permission = replication::acl_permission_type_from_code(f.permission_type);
   return out;

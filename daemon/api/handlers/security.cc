@@ -62,19 +62,13 @@ net::sasl::Lookup lookup_for(ReactorContext& rc, const ListenerSecurity& sec) {
 // Failed logins are logged at most once a second per reactor, with how many went unlogged:
 // a password-guessing client must not flood the journal.
 void log_failed_login(const Request& r, const std::string& detail) {
-  static thread_local std::int64_t last_ns = 0;
-  static thread_local std::uint64_t quiet = 0;
-  const std::int64_t now = mono_ns();
-  if (now - last_ns < 1'000'000'000) {
-    ++quiet;
-    return;
-  }
-  LOGF_INFO(
-      (log::Fields{.client = r.conn->peer()}), "failed authentication with %s (%s)%s",
-      r.conn->peer().c_str(), detail.c_str(),
-      quiet ? (" (" + std::to_string(quiet) + " more failures in the last second)").c_str() : "");
-  last_ns = now;
-  quiet = 0;
+  static thread_local LogLimiter limiter;
+  const auto quiet = limiter.allow(mono_ns());
+  if (!quiet) return;
+  const std::string more =
+      *quiet ? " (" + std::to_string(*quiet) + " more failures in the last second)" : "";
+  LOGF_INFO((log::Fields{.client = r.conn->peer()}), "failed authentication with %s (%s)%s",
+            r.conn->peer().c_str(), detail.c_str(), more.c_str());
 }
 
 // Kafka's connection.failed.authentication.delay.ms: the failure's answer, and the close that
