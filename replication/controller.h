@@ -185,6 +185,13 @@ class Controller {
     opts_.auto_leader_rebalance = enabled;
     opts_.leader_imbalance_check_ms = interval_ms;
   }
+  // AlterPartitionReassignments (ControllerState::alter_partition_reassignments), one outcome
+  // per partition, committed before done runs. A single node has no other broker: every
+  // target but its own replica list is INVALID_REPLICA_ASSIGNMENT.
+  void alter_partition_reassignments(std::vector<ReassignmentSpec> specs, bool allow_rf_change,
+                                     std::function<void(std::vector<ReassignmentOutcome>)> done);
+  // UnregisterBroker (ControllerState::unregister_broker), committed before done runs.
+  void unregister_broker(std::int32_t id, std::function<void(UnregisterAnswer)> done);
   // A leader's ISR changes (AlterPartition), one answer per item in order; the accepted ones
   // are committed (one batch) before done runs.
   void alter_partition(std::vector<AlterPartitionItem> items,

@@ -115,7 +115,7 @@ std::vector<MetadataRecord> ControllerState::snapshot() const {
     out.push_back(TopicRecord{name, t->id});
     for (const auto& p : t->partitions)
       out.push_back(PartitionRecord{t->id, p.partition, p.replicas, p.isr, p.leader, p.leader_epoch,
-                                    p.partition_epoch, p.elr});
+                                    p.partition_epoch, p.elr, p.removing, p.adding});
     for (const auto& [k, v] : t->configs)
       out.push_back(ConfigRecord{ConfigResource::topic, name, k, v});
   }
@@ -306,6 +306,11 @@ Proposal<AlterPartitionAnswer> ControllerState::alter_partition(const AlterParti
   }
   if (auto c = isr_change(*t, part, isr, kNoLeaderChange); c.isr || c.elr)
     emit(p.records, std::move(c));
+  // The replica that joins last completes a reassignment (in the same batch: never an ISR
+  // with every target replica and the reassignment still open after a power cut).
+  const TopicState* changed = working().topic(req.topic_id);
+  complete_reassignment(*changed, changed->partitions[static_cast<std::size_t>(req.partition)],
+                        p.records);
   const PartitionState& now =
       working().topic(req.topic_id)->partitions[static_cast<std::size_t>(req.partition)];
   a.error = ErrorCode::none;

@@ -189,6 +189,23 @@ struct PartitionsOutcome {
   std::string message;
 };
 
+// One partition of AlterPartitionReassignments: its target replicas, or nullopt to cancel.
+struct ReassignmentSpec {
+  std::string topic;
+  std::int32_t partition = 0;
+  std::optional<std::vector<std::int32_t>> replicas;
+};
+
+struct ReassignmentOutcome {
+  kafka::ErrorCode error = kafka::ErrorCode::none;
+  std::string message;
+};
+
+struct UnregisterAnswer {
+  kafka::ErrorCode error = kafka::ErrorCode::none;
+  std::string message;
+};
+
 // A block of producer ids: [first, first + length).
 struct ProducerIdsAnswer {
   kafka::ErrorCode error = kafka::ErrorCode::none;
@@ -348,6 +365,15 @@ class ControllerState {
   // combined mode) would otherwise be handed leaderships it cannot serve until then.
   std::vector<MetadataRecord> rebalance_leaders();
 
+  // ---- reassignment and decommissioning (controller_reassign.cc) ----
+  // AlterPartitionReassignments, one outcome per partition in order (Kafka's rules; the
+  // file's header has the life of a reassignment).
+  Proposal<std::vector<ReassignmentOutcome>> alter_partition_reassignments(
+      const std::vector<ReassignmentSpec>& specs, bool allow_rf_change);
+  // UnregisterBroker: the broker is fenced, leaves every ISR it can and leads nothing, and its
+  // registration is removed. A broker that is still running registers again.
+  Proposal<UnregisterAnswer> unregister_broker(std::int32_t id);
+
  private:
   // The working view, caught up with the committed one after a replay.
   const MetadataImage& working() const;
@@ -385,6 +411,14 @@ class ControllerState {
                                                    std::int32_t leader_now,
                                                    std::int32_t leaving = -1) const;
   bool broker_registered(std::int32_t id) const;
+  // Reassignment (controller_reassign.cc): why a target replica list cannot be taken; one
+  // partition's outcome; and the change that completes p's reassignment once every adding
+  // replica is in its ISR (nothing otherwise).
+  std::optional<std::string> check_reassignment(const std::vector<std::int32_t>& target) const;
+  ReassignmentOutcome reassign_one(const ReassignmentSpec& s, bool allow_rf_change,
+                                   std::vector<MetadataRecord>& out);
+  void complete_reassignment(const TopicState& t, const PartitionState& p,
+                             std::vector<MetadataRecord>& out);
   Uuid new_topic_id();
   // Emits a new topic's records as one group; returns its id.
   Uuid emit_topic(std::vector<MetadataRecord>& out, std::vector<std::size_t>& groups,

@@ -25,6 +25,10 @@ struct PartitionState {
   std::int32_t leader_epoch = 0;
   std::int32_t partition_epoch = 0;
   std::vector<std::int32_t> elr;  // eligible leader replicas (KIP-966)
+  // A reassignment in progress: replicas (the target's, then those leaving) holds both.
+  std::vector<std::int32_t> removing;
+  std::vector<std::int32_t> adding;
+  bool reassigning() const { return !removing.empty() || !adding.empty(); }
 };
 
 // A registered broker as the metadata says (RegisterBrokerRecord, then its changes).
@@ -111,6 +115,21 @@ class MetadataImage {
   void set_offset(std::int64_t o) { offset_ = o; }
 
  private:
+  // apply(), one record type each.
+  bool on(const TopicRecord& r);
+  bool on(const PartitionRecord& r);
+  bool on(const RemoveTopicRecord& r);
+  bool on(const ConfigRecord& r);
+  bool on(const ProducerIdsRecord& r);
+  bool on(const RegisterBrokerRecord& r);
+  bool on(const UnregisterBrokerRecord& r);
+  bool on(const BrokerRegistrationChangeRecord& r);
+  bool on(const PartitionChangeRecord& r);
+  bool on(const UserScramCredentialRecord& r);
+  bool on(const RemoveUserScramCredentialRecord& r);
+  bool on(const ClientQuotaRecord& r);
+  bool on(const AccessControlEntryRecord& r);
+  bool on(const RemoveAccessControlEntryRecord& r);
   TopicState* writable(std::shared_ptr<const TopicState>& slot);
   std::map<Uuid, AclBinding>& writable_acls();
   std::map<std::string, std::shared_ptr<const TopicState>, std::less<>> by_name_;

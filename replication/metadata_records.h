@@ -41,6 +41,10 @@ struct PartitionRecord {
   std::int32_t partition_epoch = 0;
   // KIP-966's eligible leader replicas: out of the ISR, yet holding every committed record.
   std::vector<std::int32_t> elr;
+  // A reassignment in progress (Kafka's fields): replicas being added (not yet in the ISR)
+  // and being removed once they are. Both empty: none.
+  std::vector<std::int32_t> removing_replicas;
+  std::vector<std::int32_t> adding_replicas;
 };
 
 struct RemoveTopicRecord {
@@ -101,6 +105,17 @@ struct PartitionChangeRecord {
   std::optional<std::vector<std::int32_t>> isr;  // nullopt: unchanged
   std::int32_t leader = kNoLeaderChange;         // -1: no leader
   std::optional<std::vector<std::int32_t>> elr;  // nullopt: unchanged
+  // Reassignment (nullopt: unchanged): the new replica list, and what is being added and
+  // removed (empty lists when a reassignment completes or is cancelled).
+  std::optional<std::vector<std::int32_t>> replicas;
+  std::optional<std::vector<std::int32_t>> removing_replicas;
+  std::optional<std::vector<std::int32_t>> adding_replicas;
+};
+
+// Kafka's UnregisterBrokerRecord (1): a decommissioned broker's registration is removed.
+struct UnregisterBrokerRecord {
+  std::int32_t broker_id = -1;
+  std::int64_t broker_epoch = -1;
 };
 
 // Kafka's ScramMechanism ids.
@@ -152,7 +167,8 @@ using MetadataRecord =
     std::variant<TopicRecord, PartitionRecord, RemoveTopicRecord, ConfigRecord, ProducerIdsRecord,
                  RegisterBrokerRecord, BrokerRegistrationChangeRecord, PartitionChangeRecord,
                  UserScramCredentialRecord, RemoveUserScramCredentialRecord,
-                 AccessControlEntryRecord, RemoveAccessControlEntryRecord, ClientQuotaRecord>;
+                 AccessControlEntryRecord, RemoveAccessControlEntryRecord, ClientQuotaRecord,
+                 UnregisterBrokerRecord>;
 
 std::vector<std::byte> encode_record(const MetadataRecord& r);
 // nullopt on malformed input (the caller reports the offset).

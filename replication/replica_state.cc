@@ -27,8 +27,10 @@ void ReplicaState::apply_metadata(const PartitionState& p, std::int64_t now_ms) 
   replicas_ = p.replicas;
   if (p.leader == me) {
     if (role_ == ReplicaRole::leader && p.leader_epoch == leader_epoch_) {
-      // Same leadership, newer ISR (our AlterPartition, or the controller fencing a member).
+      // Same leadership, newer ISR (our AlterPartition, or the controller fencing a member),
+      // or new replicas (a reassignment: they start out of the ISR; removed ones are gone).
       set_isr(p.isr, p.partition_epoch);
+      track_replicas();
       if (pending_ && pending_->proposal.partition_epoch < p.partition_epoch) pending_.reset();
       recompute_maximal_isr();
       maybe_advance_hw();
@@ -79,6 +81,12 @@ void ReplicaState::become_leader(const PartitionState& p, std::int64_t now_ms) {
   high_watermark_ = std::min(high_watermark_, log_.log_end_offset());
   recompute_maximal_isr();
   maybe_advance_hw();
+}
+
+void ReplicaState::track_replicas() {
+  std::erase_if(followers_, [&](const auto& f) { return !contains(replicas_, f.first); });
+  for (std::int32_t r : replicas_)
+    if (r != opts_.broker_id && !followers_.contains(r)) followers_.emplace(r, FollowerInfo{});
 }
 
 void ReplicaState::become_follower(const PartitionState& p) {

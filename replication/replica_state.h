@@ -206,6 +206,9 @@ class ReplicaState {
 
  private:
   void become_leader(const PartitionState& p, std::int64_t now_ms);
+  // The followers tracked are the replicas' (a reassignment adds and removes some while the
+  // leadership stays): new ones start unknown and out of the ISR.
+  void track_replicas();
   void become_follower(const PartitionState& p);
   void stop();
   void set_isr(std::vector<std::int32_t> isr, std::int32_t partition_epoch);

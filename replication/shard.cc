@@ -169,11 +169,13 @@ void Shard::sync_replica(Partition& part, const TopicState& t, const PartitionSt
 
 void Shard::apply(ImagePtr image) {
   image_ = std::move(image);
-  // Close partitions whose topic is gone or was re-created under a new id.
+  // Close partitions whose topic is gone or was re-created under a new id, and remove the
+  // replicas a reassignment moved off this node (Kafka's StopReplica with deletion).
   for (auto it = partitions_.begin(); it != partitions_.end();) {
     const TopicState* t = image_->topic(it->first.first);
-    bool gone = !t || t->id != it->second->topic_id() ||
-                static_cast<std::size_t>(it->first.second) >= t->partitions.size();
+    const auto index = static_cast<std::size_t>(it->first.second);
+    bool gone = !t || t->id != it->second->topic_id() || index >= t->partitions.size() ||
+                (opts_.node_id >= 0 && !contains(t->partitions[index].replicas, opts_.node_id));
     if (gone) {
       auto p = std::move(it->second);
       it = partitions_.erase(it);
@@ -220,15 +222,20 @@ void Shard::apply(ImagePtr image) {
   finish_retired();
 }
 
-// Partition directories on disk that the metadata does not know (a crash between deleting a
-// topic and renaming its directories, or a directory copied in by hand) are renamed
+// Partition directories on disk that the metadata does not know or places elsewhere (a crash
+// between deleting a topic and renaming its directories, a replica moved away while this node
+// was down, or a directory copied in by hand) are renamed
 // "<dir>.<id>-stray", as Kafka does: out of the way, never deleted without an operator.
 void Shard::set_aside_strays() {
   for (io::LogDir* d : opts_.log_dirs) {
     for (const auto& id : d->partitions()) {
       if (!owns(id.topic, id.partition) || id.topic == "__cluster_metadata") continue;
       const TopicState* t = image_->topic(id.topic);
-      if (t && static_cast<std::size_t>(id.partition) < t->partitions.size()) continue;
+      // A replica reassigned away while this node was down is a stray too (as in Kafka).
+      if (t && static_cast<std::size_t>(id.partition) < t->partitions.size() &&
+          (opts_.node_id < 0 ||
+           contains(t->partitions[static_cast<std::size_t>(id.partition)].replicas, opts_.node_id)))
+        continue;
       std::filesystem::path from = d->partition_dir(id);
       if (!std::filesystem::exists(from)) continue;
       std::filesystem::path to = from;
@@ -314,9 +321,13 @@ void Shard::finish_retired() {
   for (const auto& pid : reopen) {
     const TopicState* t = image_ ? image_->topic(pid.topic) : nullptr;
     if (!t || pid.partition >= static_cast<std::int32_t>(t->partitions.size())) continue;
-    if (!owns(pid.topic, pid.partition) || find(pid.topic, pid.partition)) continue;
+    const PartitionState& ps = t->partitions[static_cast<std::size_t>(pid.partition)];
+    // Only a replica placed here (a reassignment moved others away for good).
+    if (opts_.node_id >= 0 && !contains(ps.replicas, opts_.node_id)) continue;
+    if (!owns(pid.topic, pid.partition) || find_replica(pid.topic, pid.partition)) continue;
     if (retiring(pid.topic, pid.partition)) continue;
-    open_partition(*t, t->partitions[static_cast<std::size_t>(pid.partition)]);
+    open_partition(*t, ps);
+    if (Partition* opened = find_replica(pid.topic, pid.partition)) sync_replica(*opened, *t, ps);
   }
   if (!closing_.empty() && !retry_timer_.armed())
     reactor_.arm(&retry_timer_, mono_ns() + 5'000'000);

@@ -30,6 +30,11 @@ const std::array kHandlers = {
     ApiHandler{key(ApiKey::delete_topics), 1, 6, &handlers::delete_topics},
     ApiHandler{key(ApiKey::create_partitions), 0, 3, &handlers::create_partitions},
     ApiHandler{key(ApiKey::elect_leaders), 0, 2, &handlers::elect_leaders},
+    ApiHandler{key(ApiKey::alter_partition_reassignments), 0, 1,
+               &handlers::alter_partition_reassignments},
+    ApiHandler{key(ApiKey::list_partition_reassignments), 0, 0,
+               &handlers::list_partition_reassignments},
+    ApiHandler{key(ApiKey::unregister_broker), 0, 0, &handlers::unregister_broker},
     ApiHandler{key(ApiKey::delete_records), 0, 2, &handlers::delete_records},
     ApiHandler{key(ApiKey::offset_for_leader_epoch), 2, 4, &handlers::offset_for_leader_epoch},
     ApiHandler{key(ApiKey::describe_configs), 1, 4, &handlers::describe_configs},
@@ -101,7 +106,8 @@ bool forwarded(std::int16_t k) {
          k == key(ApiKey::elect_leaders) || k == key(ApiKey::incremental_alter_configs) ||
          k == key(ApiKey::describe_quorum) || k == key(ApiKey::alter_user_scram_credentials) ||
          k == key(ApiKey::create_acls) || k == key(ApiKey::delete_acls) ||
-         k == key(ApiKey::alter_client_quotas);
+         k == key(ApiKey::alter_client_quotas) || k == key(ApiKey::alter_partition_reassignments) ||
+         k == key(ApiKey::unregister_broker);
 }
 
 const ApiHandler* find_handler(std::int16_t k) {

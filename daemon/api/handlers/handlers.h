@@ -21,6 +21,10 @@ void create_topics(RequestPtr r);
 void delete_topics(RequestPtr r);
 void create_partitions(RequestPtr r);
 void elect_leaders(RequestPtr r);
+// reassignments.cc
+void alter_partition_reassignments(RequestPtr r);
+void list_partition_reassignments(RequestPtr r);
+void unregister_broker(RequestPtr r);
 // Topic configs and dynamic broker settings (configs.cc).
 void describe_configs(RequestPtr r);
 void alter_configs(RequestPtr r);
