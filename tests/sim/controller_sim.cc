@@ -2,12 +2,12 @@
 // ControllerState on one controller node, driven by three brokers that send it requests
 // concurrently over a seeded network (delays that reorder, lost answers): AllocateProducerIds,
 // CreateTopics (names that collide, '.' against '_'), CreatePartitions, DeleteTopics,
-// AlterConfigs and AlterPartition, with registrations and heartbeats (fencing moves leaders
-// while AlterPartitions are in flight). The controller's log is a fake disk with group-commit
-// syncs of random length; faults: a write that fails (the unsynced tail is lost and the state
-// machine reverts it, the controller carries on), kill -9 (the written records survive) and a
-// power cut (only the synced ones do), each followed by a restart that replays the log; broker
-// crashes (a new registration, so requests with the old epoch go stale).
+// AlterConfigs, AlterPartition and AlterPartitionReassignments, with registrations and heartbeats
+// (fencing moves leaders while AlterPartitions are in flight). The controller's log is a fake disk
+// with group-commit syncs of random length; faults: a write that fails (the unsynced tail is lost
+// and the state machine reverts it, the controller carries on), kill -9 (the written records
+// survive) and a power cut (only the synced ones do), each followed by a restart that replays the
+// log; broker crashes (a new registration, so requests with the old epoch go stale).
 //
 // Invariants, checked after every step:
 //  - every producer-id block a broker receives is disjoint from every other one received, in
@@ -20,6 +20,8 @@
 //  - every success answer describes committed state: a created topic's id is in the log under
 //    its name; an AlterPartition's answer is a partition state the log went through; partition
 //    and leader epochs never go back;
+//  - every committed partition state is well formed: ISR, adding and removing replicas within
+//    the replica list, none both added and removed, the leader in the ISR, the ISR not empty;
 //  - the state machine refused none of its own proposals, and with nothing in flight its
 //    working view equals the committed one.
 //
@@ -30,6 +32,7 @@
 //   issue 17); --visible-only leaves out the refused-proposal check, so only damage a client
 //   would see counts; with --expect-violation the run succeeds only if some seed breaks an
 //   invariant.
+#include <algorithm>
 #include <chrono>
 #include <cinttypes>
 #include <cstdarg>
@@ -65,8 +68,8 @@ bool g_visible_only = false;
 
 struct Totals {
   std::int64_t steps = 0, blocks = 0, topics_created = 0, deletions = 0, partitions_added = 0,
-               configs = 0, isr_changes = 0, stale = 0, write_failures = 0, kills = 0,
-               power_cuts = 0, broker_crashes = 0, records = 0;
+               configs = 0, isr_changes = 0, reassignments = 0, stale = 0, write_failures = 0,
+               kills = 0, power_cuts = 0, broker_crashes = 0, records = 0;
 } g_totals;
 
 // The controller's log on a fake disk: records are written (page cache) at once; a sync makes
@@ -344,6 +347,7 @@ class ControllerSim {
   void on_block(Broker& br, const ProducerIdsAnswer& a, bool ok);
   void on_alter_partition(const AlterPartitionItem& item, const AlterPartitionAnswer& a, bool ok);
   void check_committed_record(std::int64_t offset);
+  void check_partition(const PartitionState& p, std::int64_t offset);
   void check();
   void next_fault();
 
@@ -376,7 +380,7 @@ class ControllerSim {
 void ControllerSim::send_random_request(int b) {
   Broker& br = brokers_[b];
   const std::int64_t epoch = br.epoch;
-  switch (rnd(7)) {
+  switch (rnd(8)) {
     case 0:
     case 1:
       request<ProducerIdsAnswer>(
@@ -435,6 +439,22 @@ void ControllerSim::send_random_request(int b) {
           b, [a](ControllerState& cs) { return cs.alter_configs({a}, false); },
           [](Broker&, const std::vector<ConfigOutcome>& out, bool ok) {
             if (ok && out.at(0).error == ErrorCode::none) ++g_totals.configs;
+          });
+      break;
+    }
+    case 6: {
+      // A reassignment to a random replica list (its factor may change), or a cancellation.
+      ReassignmentSpec spec{random_topic(), static_cast<std::int32_t>(rnd(3)), std::nullopt};
+      if (rnd(4) != 0) {
+        std::vector<std::int32_t> all{1, 2, 3};
+        std::shuffle(all.begin(), all.end(), rng_);
+        all.resize(1 + rnd(3));
+        spec.replicas = all;
+      }
+      request<std::vector<ReassignmentOutcome>>(
+          b, [spec](ControllerState& cs) { return cs.alter_partition_reassignments({spec}, true); },
+          [](Broker&, const std::vector<ReassignmentOutcome>& out, bool ok) {
+            if (ok && out.at(0).error == ErrorCode::none) ++g_totals.reassignments;
           });
       break;
     }
@@ -541,6 +561,24 @@ void ControllerSim::check_committed_record(std::int64_t offset) {
       fail("partition epochs went back at offset " + std::to_string(offset));
   }
   history_[{*id, part, now.partition_epoch}] = now;
+  check_partition(now, offset);
+}
+
+// What every committed partition state must satisfy, reassignments included.
+void ControllerSim::check_partition(const PartitionState& p, std::int64_t offset) {
+  auto within = [&](const std::vector<std::int32_t>& ids) {
+    for (std::int32_t id : ids)
+      if (!contains(p.replicas, id)) return false;
+    return true;
+  };
+  const std::string at = " at offset " + std::to_string(offset);
+  if (!within(p.isr) || !within(p.adding) || !within(p.removing))
+    fail("an ISR, adding or removing replica outside the replica list" + at);
+  for (std::int32_t id : p.adding)
+    if (contains(p.removing, id)) fail("a replica both added and removed" + at);
+  if (p.leader >= 0 && !contains(p.isr, p.leader)) fail("a leader outside the ISR" + at);
+  if (p.isr.empty()) fail("an empty ISR" + at);
+  if (p.replicas.size() <= p.removing.size()) fail("a reassignment to no replica" + at);
 }
 
 void ControllerSim::check() {
@@ -641,10 +679,10 @@ int main(int argc, char** argv) {
               first, first + seeds - 1, secs);
   std::printf("  %" PRId64 " steps; answered: %" PRId64 " producer-id blocks (%" PRId64
               " stale epochs refused), %" PRId64 " topics created, %" PRId64 " deleted, %" PRId64
-              " partition additions, %" PRId64 " config changes, %" PRId64 " ISR changes; %" PRId64
-              " records committed\n",
+              " partition additions, %" PRId64 " config changes, %" PRId64 " ISR changes, %" PRId64
+              " reassignments; %" PRId64 " records committed\n",
               t.steps, t.blocks, t.stale, t.topics_created, t.deletions, t.partitions_added,
-              t.configs, t.isr_changes, t.records);
+              t.configs, t.isr_changes, t.reassignments, t.records);
   std::printf("  faults: %" PRId64 " write failures (reverted), %" PRId64 " kills, %" PRId64
               " power cuts of the controller, %" PRId64 " broker crashes\n",
               t.write_failures, t.kills, t.power_cuts, t.broker_crashes);
