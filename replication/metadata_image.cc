@@ -72,7 +72,7 @@ bool MetadataImage::on(const PartitionRecord& r) {
     t->partitions.push_back(std::move(ps));
     ++partition_count_;
   } else {
-    t->partitions[p] = std::move(ps);
+    t->partitions.writable(p) = std::move(ps);
   }
   return true;
 }
@@ -148,7 +148,7 @@ bool MetadataImage::on(const PartitionChangeRecord& r) {
   auto p = static_cast<std::size_t>(r.partition);
   if (p >= slot->partitions.size()) return false;
   TopicState* t = writable(slot);
-  apply_partition_change(t->partitions[p], r);
+  apply_partition_change(t->partitions.writable(p), r);
   return true;
 }
 

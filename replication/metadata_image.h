@@ -4,8 +4,11 @@
 // topic level) that the controller hands to every reactor.
 #pragma once
 
+#include <compare>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <string>
@@ -43,10 +46,101 @@ struct BrokerState {
   std::vector<Uuid> log_dirs;  // directory ids it registered with
 };
 
+// A topic's partitions, each shared between the images that hold it until one of them changes
+// it: a commit that changes 30,000 partitions spread over 1,000 topics of 1,000 partitions
+// copies 30,000 partition states, not 1,000,000 (the controller at scale, issue 23). Read like
+// a vector; only MetadataImage changes it (push_back, writable).
+class PartitionList {
+  using Slot = std::shared_ptr<const PartitionState>;
+
+ public:
+  class const_iterator {
+   public:
+    using iterator_category = std::random_access_iterator_tag;
+    using value_type = PartitionState;
+    using difference_type = std::ptrdiff_t;
+    using pointer = const PartitionState*;
+    using reference = const PartitionState&;
+    const_iterator() = default;
+    explicit const_iterator(std::vector<Slot>::const_iterator it) : it_(it) {}
+    reference operator*() const { return **it_; }
+    pointer operator->() const { return it_->get(); }
+    reference operator[](difference_type n) const { return *it_[n]; }
+    const_iterator& operator++() {
+      ++it_;
+      return *this;
+    }
+    const_iterator operator++(int) {
+      auto c = *this;
+      ++it_;
+      return c;
+    }
+    const_iterator& operator--() {
+      --it_;
+      return *this;
+    }
+    const_iterator operator--(int) {
+      auto c = *this;
+      --it_;
+      return c;
+    }
+    const_iterator& operator+=(difference_type n) {
+      it_ += n;
+      return *this;
+    }
+    const_iterator& operator-=(difference_type n) {
+      it_ -= n;
+      return *this;
+    }
+    friend const_iterator operator+(const_iterator a, difference_type n) { return a += n; }
+    friend const_iterator operator+(difference_type n, const_iterator a) { return a += n; }
+    friend const_iterator operator-(const_iterator a, difference_type n) { return a -= n; }
+    friend difference_type operator-(const const_iterator& a, const const_iterator& b) {
+      return a.it_ - b.it_;
+    }
+    friend auto operator<=>(const const_iterator&, const const_iterator&) = default;
+    friend bool operator==(const const_iterator&, const const_iterator&) = default;
+
+   private:
+    std::vector<Slot>::const_iterator it_;
+  };
+  using iterator = const_iterator;
+  using value_type = PartitionState;
+  using size_type = std::size_t;
+
+  PartitionList() = default;
+  PartitionList(std::initializer_list<PartitionState> ps) {
+    for (const auto& p : ps)
+      push_back(p);
+  }
+  std::size_t size() const { return slots_.size(); }
+  bool empty() const { return slots_.empty(); }
+  const PartitionState& operator[](std::size_t i) const { return *slots_[i]; }
+  const PartitionState& at(std::size_t i) const { return *slots_.at(i); }
+  const PartitionState& front() const { return *slots_.front(); }
+  const PartitionState& back() const { return *slots_.back(); }
+  const_iterator begin() const { return const_iterator(slots_.begin()); }
+  const_iterator end() const { return const_iterator(slots_.end()); }
+  void reserve(std::size_t n) { slots_.reserve(n); }
+  void push_back(PartitionState p) {
+    slots_.push_back(std::make_shared<const PartitionState>(std::move(p)));
+  }
+  // Partition i, copied first if another list (an older image's) still shares it. Only for an
+  // image nobody else can see yet: use_count() == 1 cannot change under us then.
+  PartitionState& writable(std::size_t i) {
+    Slot& s = slots_.at(i);
+    if (s.use_count() != 1) s = std::make_shared<const PartitionState>(*s);
+    return const_cast<PartitionState&>(*s);
+  }
+
+ private:
+  std::vector<Slot> slots_;
+};
+
 struct TopicState {
   std::string name;
   Uuid id{};
-  std::vector<PartitionState> partitions;      // index == partition number
+  PartitionList partitions;                    // index == partition number
   std::map<std::string, std::string> configs;  // overrides only
 };
 
