@@ -200,7 +200,7 @@ Checked read_cluster(const Config& c, BrokerSettings& settings) {
     return std::unexpected("replica.selector.class: " + selector +
                            ": samsa's selector is Kafka's "
                            "org.apache.kafka.common.replica.RackAwareReplicaSelector; leave it "
-                           "empty for consumers to fetch from leaders only");
+                           "empty for leaders never to send consumers to a follower");
   }
   // Kafka's single-node configs name only this node as voter: it stays the single node.
   cl.multi_node = cl.role != ProcessRole::combined ||
