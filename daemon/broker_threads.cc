@@ -279,6 +279,7 @@ void Broker::start_link() {
   lo.host = s->cluster.controller_host;
   lo.port = s->cluster.controller_port;
   lo.heartbeat_interval_ms = s->cluster.heartbeat_interval_ms;
+  lo.rack = s->cluster.rack;
   for (const auto& e : s->advertised)
     if (!e.controller)
       lo.endpoints.push_back({e.name, e.host, e.port, static_cast<std::int16_t>(e.protocol)});

@@ -445,6 +445,26 @@ const std::vector<ConfigKey> kKeys = {
      false,
      "host:port of controllers a node asks until it knows the quorum's leader (a broker "
      "registers with the active controller and follows the metadata log from it)."},
+    {"broker.rack",
+     T::string,
+     "",
+     {},
+     {},
+     {},
+     false,
+     "Rack of this broker: the controller spreads each partition's replicas over racks, and "
+     "with replica.selector.class consumers may fetch from a replica in their own rack."},
+    {"replica.selector.class",
+     T::string,
+     "",
+     {},
+     {},
+     {},
+     false,
+     "org.apache.kafka.common.replica.RackAwareReplicaSelector: a leader answers a consumer "
+     "whose client.rack (Fetch v11+ rack_id) names another rack than its own with "
+     "PreferredReadReplica, an in-sync follower in that rack holding the fetch offset (KIP-392). "
+     "Empty (the default): consumers are served by leaders, or by the replica they ask."},
     {"inter.broker.listener.name",
      T::string,
      "",

@@ -53,6 +53,7 @@ void sample_requests(ReactorContext& ctx, ReactorSample& s) {
   }
   for (auto& d : ctx.dispatchers)
     s.in_flight += d->in_flight();
+  s.follower_reads = m.follower_reads();
 }
 
 void sample_transports(ReactorContext& ctx, ReactorSample& s) {
@@ -551,6 +552,19 @@ void write_replication(Writer& w, const BrokerSample& s) {
            "Times a follower cut a diverged tail of its log.");
   w.sample("samsa_replica_truncations_total", {},
            repl_sum([](const ReactorSample& r) { return r.replica_truncations; }));
+  w.family("samsa_fetch_follower_requests_total", "counter",
+           "Consumer Fetch requests this broker served from follower replicas (KIP-392).");
+  w.sample("samsa_fetch_follower_requests_total", {},
+           repl_sum([](const ReactorSample& r) { return r.follower_reads.requests; }));
+  w.family("samsa_fetch_follower_bytes_total", "counter",
+           "Record bytes this broker's follower replicas sent to consumers (KIP-392).");
+  w.sample("samsa_fetch_follower_bytes_total", {},
+           repl_sum([](const ReactorSample& r) { return r.follower_reads.bytes; }));
+  w.family("samsa_fetch_preferred_replica_total", "counter",
+           "Partitions of consumer fetches this broker's leaders answered with a preferred read "
+           "replica in the consumer's rack instead of records (replica.selector.class).");
+  w.sample("samsa_fetch_preferred_replica_total", {},
+           repl_sum([](const ReactorSample& r) { return r.follower_reads.redirects; }));
 }
 
 }  // namespace

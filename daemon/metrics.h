@@ -43,6 +43,13 @@ class ReactorMetrics {
   struct Topic {
     std::uint64_t bytes_out = 0;  // record bytes sent to fetchers
   };
+  // KIP-392: consumer Fetch requests this broker answered with a follower replica's records
+  // (and those record bytes), and partitions its leaders sent to a preferred read replica.
+  struct FollowerReads {
+    std::uint64_t requests = 0;
+    std::uint64_t bytes = 0;
+    std::uint64_t redirects = 0;
+  };
 
   // A request answered (or dropped) ns after it was decoded.
   void record_request(std::int16_t api, std::int16_t version, std::uint64_t ns) {
@@ -54,6 +61,8 @@ class ReactorMetrics {
     a->by_version[static_cast<std::size_t>(version)].record(ns);
   }
   void add_bytes_out(std::string_view topic, std::uint64_t bytes);
+  FollowerReads& follower_reads() { return follower_reads_; }
+  const FollowerReads& follower_reads() const { return follower_reads_; }
 
   // The reactor's 1 s beat: loop utilisation over the last beat.
   void on_beat(const io::Reactor& r, std::int64_t now_ns);
@@ -71,6 +80,7 @@ class ReactorMetrics {
  private:
   std::array<std::unique_ptr<Api>, kMaxApiKey> apis_;
   std::unordered_map<std::string, Topic, Hash, std::equal_to<>> topics_;
+  FollowerReads follower_reads_;
   double utilisation_ = 0;
   std::int64_t started_ns_ = 0;
   std::int64_t last_beat_ns_ = 0;
@@ -151,6 +161,7 @@ struct ReactorSample {
   std::uint64_t replica_fetches = 0;
   std::uint64_t replica_bytes_in = 0;
   std::uint64_t replica_truncations = 0;
+  ReactorMetrics::FollowerReads follower_reads;
 };
 
 // On the reactor's thread.

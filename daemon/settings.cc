@@ -192,6 +192,16 @@ Checked read_cluster(const Config& c, BrokerSettings& settings) {
   cl.replica_fetch_backoff_ms = static_cast<std::int32_t>(c.get_int("replica.fetch.backoff.ms"));
   cl.testing_ack_from_memory =
       c.get_bool("samsa.testing.hooks") && c.get_bool("samsa.testing.replica.ack.from.memory");
+  if (auto rack = c.get_string("broker.rack"); !rack.empty()) cl.rack = std::move(rack);
+  const std::string selector = c.get_string("replica.selector.class");
+  if (selector == "org.apache.kafka.common.replica.RackAwareReplicaSelector") {
+    cl.rack_aware_selector = true;
+  } else if (!selector.empty()) {
+    return std::unexpected("replica.selector.class: " + selector +
+                           ": samsa's selector is Kafka's "
+                           "org.apache.kafka.common.replica.RackAwareReplicaSelector; leave it "
+                           "empty for leaders never to send consumers to a follower");
+  }
   // Kafka's single-node configs name only this node as voter: it stays the single node.
   cl.multi_node = cl.role != ProcessRole::combined ||
                   std::any_of(cl.voters.begin(), cl.voters.end(),

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <expected>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -73,6 +74,12 @@ struct ClusterSettings {
   std::int32_t replica_fetch_backoff_ms = 100;
   // samsa.testing.replica.ack.from.memory (with samsa.testing.hooks)
   bool testing_ack_from_memory = false;
+  // broker.rack: sent in the registration; placement spreads replicas over racks, and clients
+  // see it in Metadata and DescribeCluster.
+  std::optional<std::string> rack;
+  // replica.selector.class = RackAwareReplicaSelector (KIP-392): a leader tells consumers in
+  // another rack to fetch from an in-sync follower in theirs (PreferredReadReplica).
+  bool rack_aware_selector = false;
 };
 
 struct BrokerSettings {

@@ -186,6 +186,7 @@ ReplicaFetch replica_fetch_of(const kafka::FetchRequest& req,
   f.current_leader_epoch = p.current_leader_epoch;
   f.fetch_offset = p.fetch_offset;
   f.last_fetched_epoch = p.last_fetched_epoch;
+  f.log_start_offset = p.log_start_offset;
   return f;
 }
 
@@ -203,6 +204,7 @@ kafka::FetchRequest::FetchPartition fetch_partition(std::int32_t partition, cons
   p.current_leader_epoch = f.current_leader_epoch;
   p.fetch_offset = f.fetch_offset;
   p.last_fetched_epoch = f.last_fetched_epoch;
+  p.log_start_offset = f.log_start_offset;
   p.partition_max_bytes = max_bytes;
   return p;
 }

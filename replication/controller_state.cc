@@ -1,6 +1,10 @@
 #include "replication/controller_state.h"
 
 #include <algorithm>
+#include <climits>
+#include <map>
+#include <optional>
+#include <string>
 #include <utility>
 
 #include "base/assert.h"
@@ -19,6 +23,49 @@ bool dirs_replaced(const std::vector<Uuid>& before, const std::vector<Uuid>& now
   for (const auto& d : before)
     if (std::find(now.begin(), now.end(), d) == now.end()) return true;
   return false;
+}
+
+// The brokers by rack (KIP-36's broker.rack): racks in order, brokers without one together
+// first (as one rack, as Kafka's StripedReplicaPlacer counts them), each rack's brokers by id.
+std::vector<std::vector<std::int32_t>> rack_groups(const std::vector<std::int32_t>& ids,
+                                                   const MetadataImage& image) {
+  std::map<std::optional<std::string>, std::vector<std::int32_t>> by_rack;
+  for (std::int32_t id : ids) {
+    auto b = image.brokers().find(id);
+    by_rack[b == image.brokers().end() ? std::nullopt : b->second.rack].push_back(id);
+  }
+  std::vector<std::vector<std::int32_t>> out;
+  out.reserve(by_rack.size());
+  for (auto& [rack, brokers] : by_rack)
+    out.push_back(std::move(brokers));
+  return out;
+}
+
+// The replicas of the c-th partition placed, Kafka's striped placement without its random
+// starts: it begins in rack c mod R and takes one broker from each rack in turn, so its replicas
+// span min(RF, R) racks, then goes round again for the rest, past racks with no broker left.
+// In a rack, the broker is the (c / R + its place in the stripe + the round)-th: the rack's
+// leaders (c / R counts them) rotate over all its brokers, and so do its followers. One rack
+// (no broker.rack anywhere) is the plain round robin from a rotating start.
+std::vector<std::int32_t> striped(const std::vector<std::vector<std::int32_t>>& racks,
+                                  std::int64_t c, std::size_t rf) {
+  std::size_t brokers = 0;
+  for (const auto& r : racks)
+    brokers += r.size();
+  SAMSA_ASSERT(rf <= brokers);
+  const auto n = static_cast<std::int64_t>(racks.size());
+  const std::int64_t first = c % n;
+  const std::int64_t turn = c / n;
+  std::vector<std::int32_t> out;
+  out.reserve(rf);
+  for (std::int64_t round = 0; out.size() < rf; ++round) {
+    for (std::int64_t d = 0; d < n && out.size() < rf; ++d) {
+      const auto& rack = racks[static_cast<std::size_t>((first + d) % n)];
+      const auto size = static_cast<std::int64_t>(rack.size());
+      if (round < size) out.push_back(rack[static_cast<std::size_t>((turn + d + round) % size)]);
+    }
+  }
+  return out;
 }
 
 }  // namespace
@@ -343,17 +390,15 @@ std::optional<std::vector<std::vector<std::int32_t>>> ControllerState::place(
   const std::vector<std::int32_t> live = usable_brokers();
   if (replication_factor < 1 || static_cast<std::size_t>(replication_factor) > live.size())
     return std::nullopt;
-  const auto n = static_cast<std::int32_t>(live.size());
+  const auto racks = rack_groups(live, working());
   std::vector<std::vector<std::int32_t>> out;
   out.reserve(static_cast<std::size_t>(std::max(partitions, 0)));
-  for (std::int32_t i = 0; i < partitions; ++i) {
-    std::vector<std::int32_t> replicas;
-    replicas.reserve(static_cast<std::size_t>(replication_factor));
-    for (std::int32_t k = 0; k < replication_factor; ++k)
-      replicas.push_back(live[static_cast<std::size_t>((placement_start_ + i + k) % n)]);
-    out.push_back(std::move(replicas));
-  }
-  placement_start_ = (placement_start_ + 1) % n;
+  for (std::int32_t i = 0; i < partitions; ++i)
+    out.push_back(striped(racks, std::int64_t{placement_start_} + i,
+                          static_cast<std::size_t>(replication_factor)));
+  // Not wrapped at the broker count: with racks of unequal sizes the stripe repeats only every
+  // R * lcm(sizes) partitions.
+  placement_start_ = placement_start_ == INT32_MAX ? 0 : placement_start_ + 1;
   return out;
 }
 

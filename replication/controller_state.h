@@ -306,8 +306,10 @@ class ControllerState {
   // How many brokers placement may use (the single node: 1).
   std::int32_t live_brokers() const;
   // Replicas of `partitions` new partitions with `replication_factor` copies each over the usable
-  // brokers, round robin from a rotating start, so leaders (first of each list) spread too.
-  // nullopt when the factor exceeds them.
+  // brokers, striped over their racks as Kafka's StripedReplicaPlacer does (each partition's
+  // replicas span min(RF, racks) racks; without racks the round robin from a rotating start), so
+  // leaders (first of each list) spread over racks and brokers too. nullopt when the factor
+  // exceeds them.
   std::optional<std::vector<std::vector<std::int32_t>>> place(std::int32_t partitions,
                                                               std::int16_t replication_factor);
 

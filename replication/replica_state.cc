@@ -186,6 +186,7 @@ ReplicaFetchAnswer ReplicaState::on_replica_fetch(const ReplicaFetch& f, std::in
   s.last_fetch_ms = now_ms;
   s.fetch_offset = f.fetch_offset;
   s.broker_epoch = f.broker_epoch;
+  s.log_start_offset = f.log_start_offset;
   maybe_advance_hw();
   a.high_watermark = high_watermark_;
   return a;
@@ -337,6 +338,7 @@ std::optional<FollowerFetchRequest> ReplicaState::next_fetch(std::int64_t now_ms
   req.fetch.current_leader_epoch = leader_epoch_;
   req.fetch.fetch_offset = log_.log_end_offset();
   req.fetch.last_fetched_epoch = log_.latest_epoch().value_or(-1);
+  req.fetch.log_start_offset = log_.log_start_offset();
   in_flight_ = req.request_id;
   in_flight_sent_ms_ = now_ms;
   return req;

@@ -57,6 +57,7 @@ struct ReplicaFetch {
   std::int32_t current_leader_epoch = -1;  // CurrentLeaderEpoch
   std::int64_t fetch_offset = 0;           // FetchOffset: the follower's durable end
   std::int32_t last_fetched_epoch = -1;    // LastFetchedEpoch (-1: empty log)
+  std::int64_t log_start_offset = -1;      // LogStartOffset (-1: not told)
 };
 
 // The leader's answer to a ReplicaFetch. With diverging set the answer carries no records; with
@@ -195,6 +196,8 @@ class ReplicaState {
     std::int64_t last_caught_up_ms = 0;
     std::int64_t last_fetch_ms = 0;
     std::int64_t last_fetch_leader_end = -1;
+    // The follower's log start (KIP-392: a consumer is sent only to a replica holding its offset).
+    std::int64_t log_start_offset = -1;
   };
   const std::map<std::int32_t, FollowerInfo>& followers() const { return followers_; }
   // Follower: when the fetch in flight was sent (nullopt: none), and a truncation waiting for

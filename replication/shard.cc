@@ -82,9 +82,16 @@ Partition* Shard::find(std::string_view topic, std::int32_t partition) {
 
 std::expected<Partition*, kafka::ErrorCode> Shard::lookup(std::string_view topic,
                                                           std::int32_t partition,
-                                                          std::int32_t current_leader_epoch) {
+                                                          std::int32_t current_leader_epoch,
+                                                          bool any_replica) {
   using kafka::ErrorCode;
   Partition* p = find(topic, partition);
+  if (!p && any_replica) {
+    // A follower's HW is the leader's capped by what it holds on disk: what it serves below it
+    // is committed. (Without replica_hw its HW would be its own log's.)
+    p = find_replica(topic, partition);
+    if (p && !p->replicated()) p = nullptr;
+  }
   if (!p) {
     const TopicState* t = image_ ? image_->topic(topic) : nullptr;
     if (!t || partition < 0 || static_cast<std::size_t>(partition) >= t->partitions.size())

@@ -67,9 +67,11 @@ class Shard {
   // The partition a client names, led here, at the leader epoch the client knows (-1: not
   // checked); or Kafka's error for it, decided in this one place: UNKNOWN_TOPIC_OR_PARTITION,
   // KAFKA_STORAGE_ERROR (its log failed to open), NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH,
-  // UNKNOWN_LEADER_EPOCH.
+  // UNKNOWN_LEADER_EPOCH. With any_replica (a consumer's Fetch v11+, KIP-392) a follower replica
+  // whose HW is the ISR's serves too, its leader epoch checked the same way.
   std::expected<Partition*, kafka::ErrorCode> lookup(std::string_view topic, std::int32_t partition,
-                                                     std::int32_t current_leader_epoch = -1);
+                                                     std::int32_t current_leader_epoch = -1,
+                                                     bool any_replica = false);
   // The partition if this node leads it (what clients may produce to and fetch from).
   Partition* find(std::string_view topic, std::int32_t partition);
   // The local replica, led here or not.

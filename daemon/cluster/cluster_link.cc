@@ -127,6 +127,7 @@ bool ClusterLink::do_register() {
   reg.incarnation_id = opts_.incarnation_id;
   reg.endpoints = opts_.endpoints;
   reg.log_dirs = opts_.log_dirs;
+  reg.rack = opts_.rack;
   auto body = replication::registration_request(reg, opts_.cluster_id);
   const std::int32_t corr = next_correlation_++;
   auto frame =

@@ -41,6 +41,7 @@ class ClusterLink {
     std::uint16_t port = 0;
     std::int64_t heartbeat_interval_ms = 250;
     std::vector<replication::BrokerEndpoint> endpoints;  // advertised listeners
+    std::optional<std::string> rack;                     // broker.rack
     // How the controller is reached (reactor_controller_channel over the network backend).
     std::unique_ptr<ControllerChannel> channel;
   };

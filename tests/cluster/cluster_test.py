@@ -6,9 +6,10 @@ librdkafka) and raw requests (tests/clients/kproto.py).
   cluster_test.py --samsad PATH [--cycles N] [--keep]
 
 Checks: the 3 brokers are in Metadata; a topic with replication factor 3 and 3 partitions gets 3
-distinct leaders; produce and consume through the leaders work; a raw ListOffsets and Fetch to a
-non-leader get NOT_LEADER_OR_FOLLOWER (Fetch v16 with the current leader and its endpoint); a
-follower's Fetch (ReplicaState) to a leader is answered by its ReplicaState (records, diverging
+distinct leaders; produce and consume through the leaders work; a raw ListOffsets to a
+non-leader gets NOT_LEADER_OR_FOLLOWER, a consumer's Fetch v16 to a follower is served by it
+(KIP-392) and to a broker with no replica gets NOT_LEADER_OR_FOLLOWER with the current leader
+and its endpoint; a follower's Fetch (ReplicaState) to a leader is answered by its ReplicaState (records, diverging
 epoch, a non-replica refused);
 replication factor 4 gets INVALID_REPLICATION_FACTOR; kill -9 of a partition leader -> within
 2 s it is gone from Metadata and its leaderships moved with the leader epoch bumped; restarted,
@@ -190,18 +191,33 @@ def main() -> int:
         check(code == NOT_LEADER, f"ListOffsets to non-leader {other} gets "
                                   f"NOT_LEADER_OR_FOLLOWER ({code})")
         topic_id = metadata_topic_id(kp, conn, "rf3")
-        conn.send(kp.encode_request(1, 16, 2, "cluster-test", {
-            "MaxWaitMs": 0, "MinBytes": 1, "SessionEpoch": -1, "Topics": [{
-                "TopicId": topic_id, "Partitions": [
-                    {"Partition": 0, "FetchOffset": 0, "PartitionMaxBytes": 65536}]}]}))
-        _, fr = kp.decode_response(1, 16, conn.recv(10))
-        part = fr["Responses"][0]["Partitions"][0]
+
+        def consumer_fetch(c, tid: str) -> tuple[dict, dict]:
+            c.send(kp.encode_request(1, 16, 2, "cluster-test", {
+                "MaxWaitMs": 0, "MinBytes": 1, "SessionEpoch": -1, "Topics": [{
+                    "TopicId": tid, "Partitions": [
+                        {"Partition": 0, "FetchOffset": 0, "PartitionMaxBytes": 65536}]}]}))
+            _, fr = kp.decode_response(1, 16, c.recv(10))
+            return fr, fr["Responses"][0]["Partitions"][0]
+
+        # KIP-392: a consumer's Fetch v11+ is served by a follower too, up to its HW.
+        _, part = consumer_fetch(conn, topic_id)
+        check(part["ErrorCode"] == 0 and part["Records"] and part["HighWatermark"] == 100,
+              f"a consumer's Fetch v16 to follower {other} is served by it "
+              f"({part['ErrorCode']}, HW {part['HighWatermark']})")
+        conn.close()
+        # A broker with no replica answers NOT_LEADER_OR_FOLLOWER and the way to the leader
+        # ("auto-created" has default.replication.factor=1).
+        t_auto = topic_md(admin, "auto-created", 1).partitions[0]
+        no_replica = next(b for b in BROKERS if b not in t_auto.replicas)
+        conn = kproto.Conn("127.0.0.1", brokers[no_replica].port)
+        fr, part = consumer_fetch(conn, metadata_topic_id(kp, conn, "auto-created"))
         cur = part["CurrentLeader"]
         eps = {e["NodeId"]: e["Port"] for e in fr["NodeEndpoints"]}
-        check(part["ErrorCode"] == NOT_LEADER and cur["LeaderId"] == leader0 and
-              eps.get(leader0) == brokers[leader0].port,
-              f"Fetch v16 to non-leader gets NOT_LEADER_OR_FOLLOWER with leader {leader0} "
-              f"and its endpoint ({part['ErrorCode']}, {cur}, {eps})")
+        check(part["ErrorCode"] == NOT_LEADER and cur["LeaderId"] == t_auto.leader and
+              eps.get(t_auto.leader) == brokers[t_auto.leader].port,
+              f"Fetch v16 to broker {no_replica}, no replica, gets NOT_LEADER_OR_FOLLOWER with "
+              f"leader {t_auto.leader} and its endpoint ({part['ErrorCode']}, {cur}, {eps})")
         conn.close()
 
         # ---- a follower's Fetch to the leader (ReplicaState, Fetch v16) ----

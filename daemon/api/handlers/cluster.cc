@@ -77,7 +77,7 @@ void describe_cluster(RequestPtr r) {
     broker.broker_id = s.node_id;
     broker.host = ep.host;
     broker.port = ep.port;
-    broker.rack = std::nullopt;
+    broker.rack = s.cluster.rack;
     broker.is_fenced = false;
     resp.brokers.push_back(std::move(broker));
   }

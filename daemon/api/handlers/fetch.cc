@@ -14,6 +14,11 @@
 // move, which wakes the partition's long polls), it reads up to the log end rather than the HW,
 // and a diverged follower gets the diverging epoch instead of records. Its long poll also
 // wakes when the leader's log end moves.
+//
+// KIP-392: a consumer's Fetch v11+ is served by any replica here whose HW is the ISR's, leader
+// or follower (up to that replica's HW or last stable offset; Shard::lookup's any_replica).
+// With replica.selector.class, a leader answers a consumer in another rack with the follower
+// in its rack to fetch from (PreferredReadReplica, no records, at once).
 #include <algorithm>
 #include <deque>
 #include <tuple>
@@ -28,6 +33,7 @@
 #include "net/kafka/gen/fetch_request.h"
 #include "net/kafka/gen/fetch_response.h"
 #include "replication/cluster_wire.h"
+#include "replication/replica_selector.h"
 
 namespace samsa::daemon::handlers {
 namespace {
@@ -47,6 +53,11 @@ struct Part final : replication::PartitionWaiter, io::ReadAheadPool::Waiter {
   // A follower's fetch: its replica fields.
   bool replica = false;
   replication::ReplicaFetch rf;
+  // A consumer's Fetch v11+: a follower replica here serves it too (KIP-392). Per read (shard
+  // thread): whether a follower served it, or the replica this leader sent it to instead.
+  bool any_replica = false;
+  bool from_follower = false;
+  std::int32_t preferred = -1;
   // How the client named the topic (the answer repeats it): a view into the request body, or
   // into the context's copy of a session's names (a session can change while the fetch waits).
   std::string_view asked_topic;
@@ -95,6 +106,10 @@ struct FetchCtx final : ParkedRequest {
   bool incremental = false;
   bool open_session = false;
   bool by_id = false;  // topics named by id (v13+)
+  // replica.selector.class and a consumer naming its rack: leaders may send it elsewhere. The
+  // listener it came through (a preferred replica must be reachable on it).
+  bool select_replica = false;
+  std::string listener;
   struct Expiry : io::Timer {
     FetchCtx* ctx = nullptr;
   } timer;
@@ -139,15 +154,36 @@ void Part::on_read_ahead(io::ReadAhead* got) {
   continue_cold(*this);
 }
 
+// KIP-392: the follower in the consumer's rack this leader's selector names, answered with
+// the leader's offsets and no records, as Kafka answers (the consumer fetches there next).
+bool redirect(Part& p, replication::Partition& part, ReactorContext& rc) {
+  const replication::ReplicaState* rs = part.replica();
+  if (!p.ctx->select_replica || !part.leader_here() || !rs) return false;
+  p.preferred = replication::preferred_read_replica(
+      *rs, rc.shard->image()->brokers(),
+      {p.ctx->body.rack_id, p.ctx->listener, p.fetch_offset, mono_ms()});
+  if (p.preferred < 0) return false;
+  p.out.error = ErrorCode::none;
+  p.out.high_watermark = part.high_watermark();
+  p.out.last_stable = part.last_stable_offset();
+  p.out.log_start = part.log_start_offset();
+  p.out.aborted.clear();
+  return true;
+}
+
 bool read_part(Part& p, ReactorContext& rc) {
   p.out.slices.clear();
   p.out.bytes = 0;
   p.out.diverging.reset();
-  auto part = rc.shard->lookup(p.topic, p.partition, p.leader_epoch);
+  p.preferred = -1;
+  p.from_follower = false;
+  auto part = rc.shard->lookup(p.topic, p.partition, p.leader_epoch, p.any_replica);
   if (!part) {
     p.out.error = part.error();
     return true;
   }
+  if (redirect(p, **part, rc)) return true;
+  p.from_follower = !(*part)->leader_here();
   replication::ReadArgs args;
   args.offset = p.fetch_offset;
   args.max_bytes = p.max_bytes;
@@ -185,10 +221,10 @@ void back_to_origin(FetchCtx* ctx) {
     switch (ctx->phase) {
       case Phase::reading: {
         std::size_t total = 0;
-        bool errors = false;
+        bool errors = false;  // or a preferred read replica: both are answered at once
         for (const auto& p : ctx->parts) {
           total += p.out.bytes;
-          errors |= p.out.error != ErrorCode::none;
+          errors |= p.out.error != ErrorCode::none || p.preferred >= 0;
         }
         const bool enough = total >= static_cast<std::size_t>(std::max(ctx->body.min_bytes, 0));
         if (enough || errors || ctx->final_read || ctx->expired || mono_ns() >= ctx->deadline_ns ||
@@ -249,7 +285,8 @@ void run_group(FetchCtx* ctx, std::size_t gi, Phase phase, ReactorContext& rc) {
       bool moved = false;
       for (std::size_t pi : g.parts) {
         Part& p = ctx->parts[pi];
-        replication::Partition* part = rc.shard->find(p.topic, p.partition);
+        auto found = rc.shard->lookup(p.topic, p.partition, -1, p.any_replica);
+        replication::Partition* part = found ? *found : nullptr;
         if (!part || part->moved_since(p.out, p.replica)) {
           moved = true;  // changed since the read: no need to wait
           continue;
@@ -308,7 +345,7 @@ void FetchCtx::expire() {
 // session remembers as told.
 bool must_answer(SessionPartition& sp, const Part& p) {
   bool changed = !sp.answered || p.out.error != ErrorCode::none || !p.out.slices.empty() ||
-                 sp.high_watermark != p.out.high_watermark ||
+                 p.preferred >= 0 || sp.high_watermark != p.out.high_watermark ||
                  sp.last_stable_offset != p.out.last_stable ||
                  sp.broker_log_start != p.out.log_start;
   sp.answered = true;
@@ -341,6 +378,7 @@ std::uint64_t encode_part(Request& r, std::int8_t isolation, const Part& p, std:
   pd.high_watermark = p.out.high_watermark;
   pd.last_stable_offset = p.out.last_stable;
   pd.log_start_offset = p.out.log_start;
+  pd.preferred_read_replica = p.preferred;
   if (isolation == 0) {
     pd.aborted_transactions = std::nullopt;
   } else {
@@ -416,6 +454,8 @@ void respond(FetchCtx* raw) {
   bool any = false;
   std::uint64_t sent_total = 0;
   std::vector<std::size_t> with_data;
+  auto& follower_reads = r.rc.metrics.follower_reads();
+  bool from_follower = false;
   for (std::size_t oi = 0; oi < order.size(); ++oi) {
     Part& p = ctx->parts[order[oi]];
     // Consecutive partitions of one topic share its entry.
@@ -433,7 +473,13 @@ void respond(FetchCtx* raw) {
       with_data.push_back(order[oi]);
       r.rc.metrics.add_bytes_out(p.topic, sent);
     }
+    if (p.from_follower) {
+      from_follower = true;
+      follower_reads.bytes += sent;
+    }
+    if (p.preferred >= 0) ++follower_reads.redirects;
   }
+  if (from_follower) ++follower_reads.requests;
   if (session) {
     // Partitions that brought records go to the back of the session's order: under the
     // response limit every partition gets its turn.
@@ -632,7 +678,8 @@ void add_parts(FetchCtx& c, const FetchSession* session) {
   };
   auto add = [&](std::string_view name, const replication::Uuid& id, std::int32_t partition,
                  std::int64_t fetch_offset, std::int32_t partition_max_bytes,
-                 std::int32_t leader_epoch, std::int32_t last_fetched_epoch) {
+                 std::int32_t leader_epoch, std::int32_t last_fetched_epoch,
+                 std::int64_t log_start_offset) {
     const replication::TopicState* topic = ctx->by_id ? image.topic(id) : image.topic(name);
     Part& p = ctx->parts[pi];
     p.ctx = raw;
@@ -647,8 +694,11 @@ void add_parts(FetchCtx& c, const FetchSession* session) {
     if (replica_id >= 0) {
       p.replica = true;
       p.log_end = true;
-      p.rf = replication::ReplicaFetch{replica_id, replica_epoch, leader_epoch, fetch_offset,
-                                       last_fetched_epoch};
+      p.rf = replication::ReplicaFetch{replica_id,   replica_epoch,      leader_epoch,
+                                       fetch_offset, last_fetched_epoch, log_start_offset};
+    } else {
+      // Kafka's FetchParams: a consumer without client metadata (before v11) reads from leaders.
+      p.any_replica = req.version() >= 11;
     }
     if (!(ctx->by_id && !topic) && !allowed(topic ? std::string_view(topic->name) : name)) {
       p.out.error = ErrorCode::topic_authorization_failed;
@@ -667,13 +717,13 @@ void add_parts(FetchCtx& c, const FetchSession* session) {
       if (ctx->session_topics.empty() || ctx->session_topics.back() != sp.topic)
         ctx->session_topics.emplace_back(sp.topic);
       add(ctx->session_topics.back(), sp.topic_id, sp.partition, sp.fetch_offset, sp.max_bytes,
-          sp.current_leader_epoch, sp.last_fetched_epoch);
+          sp.current_leader_epoch, sp.last_fetched_epoch, sp.log_start_offset);
     }
   } else {
     for (const auto& t : body.topics)
       for (const auto& fp : t.partitions)
         add(t.topic, t.topic_id, fp.partition, fp.fetch_offset, fp.partition_max_bytes,
-            fp.current_leader_epoch, fp.last_fetched_epoch);
+            fp.current_leader_epoch, fp.last_fetched_epoch, fp.log_start_offset);
     merge_repeated(ctx->parts, ctx->by_id);
   }
 }
@@ -710,6 +760,12 @@ void fetch(RequestPtr r) {
   ctx->timer.fn = [](io::Timer* t) { static_cast<FetchCtx::Expiry*>(t)->ctx->expire(); };
   ctx->deadline_ns = mono_ns() + std::int64_t{std::max(ctx->body.max_wait_ms, 0)} * 1'000'000;
   ctx->by_id = req.version() >= 13;
+  const auto& s = *req.rc.settings;
+  ctx->select_replica = s.cluster.rack_aware_selector && req.version() >= 11 &&
+                        !ctx->body.rack_id.empty() &&
+                        replication::fetch_replica_id(ctx->body, req.version()) < 0;
+  if (ctx->select_replica)
+    ctx->listener = s.advertised[std::min(req.dispatcher.listener(), s.advertised.size() - 1)].name;
   FetchSession* session = nullptr;
   if (!join_session(*ctx, session)) return;
   std::size_t n = 0;

@@ -86,7 +86,7 @@ void answer(RequestPtr r, const MetadataRequest& req,
         }
     }
   } else {
-    resp.brokers.push_back({s.node_id, ep.host, ep.port, std::nullopt});
+    resp.brokers.push_back({s.node_id, ep.host, ep.port, s.cluster.rack});
   }
   resp.cluster_id = s.cluster_id;
   // KRaft brokers name a live broker (clients cannot reach the controller): this one when the

@@ -263,6 +263,27 @@ TEST(Settings, ListenerSecurityProtocolsAndTheirErrors) {
 
 // process.roles: both (or absent) is the single node as always; broker or controller alone need
 // the cluster settings, and inconsistent combinations stop the start with the key named.
+// broker.rack goes in the registration; replica.selector.class takes Kafka's
+// RackAwareReplicaSelector (KIP-392) or nothing.
+TEST(Settings, RackAndReplicaSelector) {
+  auto d = make_settings(*Config::load("", {}, nullptr), "cid");
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ((*d)->cluster.rack, std::nullopt);
+  EXPECT_FALSE((*d)->cluster.rack_aware_selector) << "Kafka's default: leaders serve";
+  auto c = Config::load(
+      "",
+      {"broker.rack=eu-west-1a",
+       "replica.selector.class=org.apache.kafka.common.replica.RackAwareReplicaSelector"},
+      nullptr);
+  auto s = make_settings(*c, "cid");
+  ASSERT_TRUE(s.has_value()) << s.error();
+  EXPECT_EQ((*s)->cluster.rack, "eu-west-1a");
+  EXPECT_TRUE((*s)->cluster.rack_aware_selector);
+  EXPECT_NE(
+      settings_error({"replica.selector.class=com.example.Nearest"}).find("replica.selector.class"),
+      std::string::npos);
+}
+
 TEST(Settings, ClusterRolesAndTheirInconsistencies) {
   // Kafka's single-node config: the CONTROLLER listener is accepted and not opened.
   auto c = Config::load("",

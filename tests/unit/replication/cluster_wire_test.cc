@@ -101,7 +101,7 @@ TEST(ClusterWire, AlterPartitionCarriesMemberEpochsFromV3) {
 }
 
 TEST(ClusterWire, FetchCarriesTheReplicaAndTheDivergingEpoch) {
-  ReplicaFetch f{2, 88, 6, 1234, 5};
+  ReplicaFetch f{2, 88, 6, 1234, 5, 77};
   for (std::int16_t v : {12, 14, 15, 17}) {
     SCOPED_TRACE(v);
     kafka::FetchRequest req;
@@ -118,6 +118,7 @@ TEST(ClusterWire, FetchCarriesTheReplicaAndTheDivergingEpoch) {
     EXPECT_EQ(got.current_leader_epoch, 6);
     EXPECT_EQ(got.fetch_offset, 1234);
     EXPECT_EQ(got.last_fetched_epoch, 5);
+    EXPECT_EQ(got.log_start_offset, 77);  // KIP-392: the leader knows what the follower holds
   }
   // A consumer's fetch has no replica.
   kafka::FetchRequest consumer;

@@ -3,6 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
 
 namespace samsa::replication {
 namespace {
@@ -388,6 +392,92 @@ TEST(ControllerState, ATopicTakesTheClientsReplicaAssignment) {
     EXPECT_EQ(p.answer.at(0).error, ErrorCode::invalid_replica_assignment);
     EXPECT_TRUE(p.records.empty());
   }
+}
+
+// An active controller with the given brokers (id, rack) registered and unfenced.
+ControllerState with_brokers(const std::vector<std::pair<int, std::optional<std::string>>>& bs) {
+  ControllerState cs{ControllerStateOptions{1500, false}};
+  cs.on_become_active(0, 0);
+  for (const auto& [b, rack] : bs) {
+    auto r = cs.register_broker({b, incarnation(b, 1), {}, rack}, 0);
+    EXPECT_EQ(r.answer.error, ErrorCode::none);
+    EXPECT_FALSE(cs.heartbeat({b, r.answer.broker_epoch, cs.next_offset(), false, false}, 0)
+                     .answer.is_fenced);
+  }
+  return cs;
+}
+
+std::set<std::string> racks_of(const ControllerState& cs, const std::vector<std::int32_t>& rs) {
+  std::set<std::string> out;
+  for (std::int32_t b : rs)
+    out.insert(cs.image().brokers().at(b).rack.value_or(""));
+  return out;
+}
+
+// Without broker.rack the placement is the round robin from a start rotating per request, as
+// it always was.
+TEST(ControllerState, PlacementWithoutRacksIsTheRotatingRoundRobin) {
+  auto cs = with_brokers({{1, std::nullopt}, {2, std::nullopt}, {3, std::nullopt}});
+  using V = std::vector<std::vector<std::int32_t>>;
+  EXPECT_EQ(cs.place(3, 2), (V{{1, 2}, {2, 3}, {3, 1}}));
+  EXPECT_EQ(cs.place(2, 3), (V{{2, 3, 1}, {3, 1, 2}}));
+  EXPECT_EQ(cs.place(1, 1), (V{{3}}));
+  EXPECT_EQ(cs.place(1, 1), (V{{1}}));
+  EXPECT_EQ(cs.place(1, 4), std::nullopt);
+}
+
+// Kafka's StripedReplicaPlacer: with racks, each partition's replicas span min(RF, racks) racks,
+// and leaders and replicas spread evenly over racks and brokers, across requests too.
+TEST(ControllerState, PlacementStripesReplicasOverRacks) {
+  auto cs = with_brokers({{1, "a"}, {2, "a"}, {3, "b"}, {4, "b"}, {5, "c"}, {6, "c"}});
+  for (std::int16_t rf : {1, 2, 3, 4, 6}) {
+    std::map<std::int32_t, int> leads, holds;
+    std::map<std::string, int> rack_leads;
+    // 60 single-partition topics, then 10 topics of 6 partitions.
+    std::vector<std::vector<std::int32_t>> all;
+    for (int t = 0; t < 60; ++t)
+      all.push_back(cs.place(1, rf)->front());
+    for (int t = 0; t < 10; ++t) {
+      auto placed = cs.place(6, rf);
+      ASSERT_TRUE(placed);
+      all.insert(all.end(), placed->begin(), placed->end());
+    }
+    for (const auto& r : all) {
+      ASSERT_EQ(r.size(), static_cast<std::size_t>(rf));
+      EXPECT_EQ(std::set<std::int32_t>(r.begin(), r.end()).size(), r.size()) << "a broker twice";
+      EXPECT_EQ(racks_of(cs, r).size(), std::min<std::size_t>(rf, 3)) << "rf " << rf;
+      ++leads[r[0]];
+      ++rack_leads[cs.image().brokers().at(r[0]).rack.value()];
+      for (std::int32_t b : r)
+        ++holds[b];
+    }
+    for (int b = 1; b <= 6; ++b) {
+      EXPECT_EQ(leads[b], 20) << "broker " << b << " rf " << rf;
+      EXPECT_EQ(holds[b], 20 * rf) << "broker " << b << " rf " << rf;
+    }
+    for (const auto& [rack, n] : rack_leads)
+      EXPECT_EQ(n, 40) << "rack " << rack;
+  }
+}
+
+// Racks of unequal size still get one replica each first; a broker in no rack counts as one
+// more rack, as Kafka's placer counts it.
+TEST(ControllerState, PlacementWithUnequalRacks) {
+  auto cs = with_brokers({{1, "a"}, {2, "a"}, {3, "a"}, {4, "b"}, {5, std::nullopt}});
+  std::map<std::int32_t, int> leads;
+  for (int t = 0; t < 30; ++t) {
+    const auto r = cs.place(1, 4).value().front();
+    EXPECT_EQ(std::set<std::int32_t>(r.begin(), r.end()).size(), 4u);
+    EXPECT_EQ(racks_of(cs, r).size(), 3u);  // "a", "b" and none
+    ++leads[r[0]];
+  }
+  // Leaders spread over the three racks alike, and over the brokers of each.
+  EXPECT_EQ(leads[4], 10);
+  EXPECT_EQ(leads[5], 10);
+  EXPECT_EQ(leads[1] + leads[2] + leads[3], 10);
+  for (int b = 1; b <= 3; ++b)
+    EXPECT_GE(leads[b], 3);
+  EXPECT_EQ(cs.place(1, 6), std::nullopt);
 }
 
 ScramAlteration upsert(std::string user, ScramMechanism m, std::int32_t iterations) {

@@ -1,5 +1,7 @@
 #include "replication/replica_state.h"
 
+#include "replication/replica_selector.h"
+
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -390,6 +392,58 @@ TEST(ReplicaState, AFollowerBehindForTheLagLeavesAndRejoinsOnlyOnceCaughtUp) {
   auto grow = rs.poll_isr(1400, live_brokers());
   ASSERT_TRUE(grow);
   EXPECT_EQ(grow->new_isr.size(), 3u);
+}
+
+// KIP-392's RackAwareReplicaSelector as Kafka's findPreferredReadReplica asks it: a follower
+// in the consumer's rack, in the ISR, reachable on its listener and holding its offset; the most
+// caught up of several; none (the leader serves) when the leader is in that rack.
+TEST(ReplicaSelector, PicksTheMostCaughtUpInSyncFollowerInTheClientsRack) {
+  MemLog log;
+  ReplicaState rs(opts(1), log);
+  rs.apply_metadata(part(1, 0, {1, 2, 3}), 0);
+  log.add(0, 10);
+  rs.on_log_advanced();
+  auto brokers = live_brokers();
+  const std::vector<BrokerEndpoint> eps{{"PLAINTEXT", "h", 9092, 0}};
+  for (auto& [id, b] : brokers)
+    b.endpoints = eps;
+  brokers[1].rack = "a";
+  brokers[2].rack = "b";
+  brokers[3].rack = "c";
+  auto pick = [&](std::string_view rack, std::int64_t offset,
+                  std::string_view listener = "PLAINTEXT") {
+    return preferred_read_replica(rs, brokers, {rack, listener, offset, 100});
+  };
+  EXPECT_EQ(pick("b", 5), -1);  // the followers have not fetched in this epoch yet
+  ReplicaFetch f2 = fetch(2, 0, 10, 0);
+  f2.log_start_offset = 0;
+  rs.on_replica_fetch(f2, 50);
+  rs.on_replica_fetch(fetch(3, 0, 8, 0), 50);
+  EXPECT_EQ(pick("b", 5), 2);
+  EXPECT_EQ(pick("b", 10), 2);
+  EXPECT_EQ(pick("b", 11), -1);  // beyond what the follower holds
+  EXPECT_EQ(pick("c", 8), 3);
+  EXPECT_EQ(pick("c", 9), -1);
+  EXPECT_EQ(pick("a", 5), -1);         // the leader's own rack
+  EXPECT_EQ(pick("", 5), -1);          // no client.rack
+  EXPECT_EQ(pick("d", 5), -1);         // no replica there
+  EXPECT_EQ(pick("b", 5, "SSL"), -1);  // no endpoint on the client's listener
+  // A follower whose log starts after the offset does not hold it.
+  f2.log_start_offset = 6;
+  rs.on_replica_fetch(f2, 60);
+  EXPECT_EQ(pick("b", 5), -1);
+  EXPECT_EQ(pick("b", 6), 2);
+  // Two in the rack: the higher fetch offset wins, then the one caught up most recently.
+  brokers[3].rack = "b";
+  EXPECT_EQ(pick("b", 7), 2);
+  rs.on_replica_fetch(fetch(3, 0, 10, 0), 70);
+  EXPECT_EQ(pick("b", 7), 3);
+  // Fenced, or out of the ISR: not a candidate.
+  brokers[3].fenced = true;
+  EXPECT_EQ(pick("b", 7), 2);
+  brokers[3].fenced = false;
+  rs.apply_metadata(part(1, 0, {1, 2}, 1), 80);
+  EXPECT_EQ(pick("b", 7), 2);
 }
 
 }  // namespace

@@ -196,6 +196,41 @@ TEST_F(ClusterShardTest, TheHighWatermarkWaitsForTheIsr) {
   EXPECT_EQ(w.woken, 1);
 }
 
+// KIP-392: a consumer's Fetch v11+ reaches a follower replica too (lookup's any_replica), its
+// leader epoch checked against the one the follower knows; it reads below the follower's HW
+// and gets OFFSET_OUT_OF_RANGE past its log.
+TEST_F(ClusterShardTest, AFollowerServesConsumersThroughAnyReplica) {
+  using kafka::ErrorCode;
+  Partition* p = lead({1, 2, 3}, 5);
+  ASSERT_NE(p, nullptr);
+  follower_fetch(p, 2, 5);
+  follower_fetch(p, 3, 5);
+  ASSERT_EQ(p->high_watermark(), 5);
+  recs.push_back(PartitionChangeRecord{Uuid{3}, 0, std::nullopt, 2});  // broker 2 leads, epoch 5
+  shard->apply(cluster_image(recs));
+  EXPECT_EQ(shard->lookup("t", 0).error(), ErrorCode::not_leader_or_follower);
+  auto f = shard->lookup("t", 0, 5, true);
+  ASSERT_TRUE(f.has_value());
+  EXPECT_EQ(*f, p);
+  EXPECT_EQ(shard->lookup("t", 0, 4, true).error(), ErrorCode::fenced_leader_epoch);
+  EXPECT_EQ(shard->lookup("t", 0, 6, true).error(), ErrorCode::unknown_leader_epoch);
+  EXPECT_EQ(shard->lookup("t", 1, -1, true).error(), ErrorCode::unknown_topic_or_partition);
+  auto read = [&](std::int64_t offset) {
+    ReadArgs a;
+    a.offset = offset;
+    a.max_bytes = 1 << 20;
+    ReadOutcome out;
+    EXPECT_TRUE(p->read(a, out, nullptr));
+    return out;
+  };
+  const ReadOutcome all = read(0);
+  EXPECT_EQ(all.error, ErrorCode::none);
+  EXPECT_EQ(all.high_watermark, 5);
+  EXPECT_GT(all.bytes, 0u);
+  EXPECT_EQ(read(5).bytes, 0u);
+  EXPECT_EQ(read(6).error, ErrorCode::offset_out_of_range);
+}
+
 // An acks=all produce through Partition::produce.
 struct Produce : ProduceOp {
   std::vector<std::byte> bytes;
