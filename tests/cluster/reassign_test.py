@@ -221,6 +221,10 @@ class Rounds:
             args += ["--throttle", str(self.a.throttle)]
         rc, out = reassign_tool(self.a, *args)
         if rc != 0 or "Successfully started" not in out:
+            if "Unknown broker config name: leader.replication.throttled.rate" in out:
+                raise Fail(f"round {r}: this samsad has no replication throttle configs "
+                           f"(leader.replication.throttled.rate): --execute --throttle fails; "
+                           f"--no-throttle runs without them")
             raise Fail(f"round {r}: kafka-reassign-partitions --execute: exit {rc}:\n{out}")
         return path
 
@@ -258,14 +262,23 @@ class Rounds:
             f"moving")
         if moving == 0:
             log(f"round {r}: note: the reassignment had completed before the kill")
-        time.sleep(self.a.down)
+        # While src is down: the partitions it did not lead complete without it; those it led
+        # once the controller fences it and elects another leader.
+        restart_at = time.time() + self.a.down
+        done_s = None
+        while time.time() < restart_at:
+            if done_s is None and self.view.ongoing() == {}:
+                done_s = time.time() - t_exec
+                log(f"round {r}: no reassignment listed {done_s:.2f} s after --execute, broker "
+                    f"{src} down")
+            time.sleep(0.1)
         self.cluster.node(src).start(f"restart in round {r}")
         self.cluster.node(src).wait_listening(60)
         log(f"round {r}: broker {src} restarted")
-        self.wait_done(r, (src, dst), target, t_exec, moving, path)
+        self.wait_done(r, (src, dst), target, (t_exec, done_s), moving, path)
 
-    def wait_done(self, r, move, target, t_exec, moving, path):
-        src = move[0]
+    def wait_done(self, r, move, target, times, moving, path):
+        src, (t_exec, done_s) = move[0], times
         end = time.time() + self.a.reassign_timeout
         ong = self.view.wait(lambda: {} if self.view.ongoing() == {} else None,
                              self.a.reassign_timeout, 0.1)
@@ -273,7 +286,10 @@ class Rounds:
             self.problem(f"round {r}: reassignments still in progress after "
                          f"{self.a.reassign_timeout:.0f} s: {self.view.ongoing()}")
             return
-        done_s = time.time() - t_exec
+        if done_s is None:
+            done_s = time.time() - t_exec
+            log(f"round {r}: no reassignment listed {done_s:.2f} s after --execute (after the "
+                f"restart of broker {src})")
         ok = settled(self.a, target)
         md = self.view.wait(lambda: (lambda m: m if m and ok(m) else None)(self.view.metadata()),
                             max(5.0, end - time.time()))
@@ -304,7 +320,7 @@ class Rounds:
         acked_s = time.time() - t_exec
         self.figures.append(
             f"round {r} ({src} -> {move[1]}): kill -9 with "
-            f"{moving} partitions moving; no reassignment listed {done_s:.1f} s after --execute, "
+            f"{moving} partitions moving; none listed {done_s:.1f} s after --execute, "
             f"Metadata settled (full ISRs, {src} in none) at {settled_s:.1f} s, every producer "
             f"acknowledged on every partition at {acked_s:.1f} s; broker {src}'s disk: "
             f"{len(live)} live, {len(aside)} set aside {aside[:3]}"
