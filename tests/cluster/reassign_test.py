@@ -9,25 +9,30 @@ one Java client) and a consumer in a consumer group run throughout.
 
 A drain round moves every replica off broker SRC onto broker DST, keeping the other replicas
 and their order (kafka-reassign-partitions --execute, with --throttle BYTES unless
---no-throttle). While the reassignment is in flight (as soon as some partition has completed,
-or --kill-after seconds after --execute returned) SRC is killed with kill -9, and restarted
---down seconds later. Then, within --reassign-timeout: ListPartitionReassignments lists nothing;
-Metadata shows 4 live brokers and every partition's replicas equal to the target, with all 3 in
-its ISR and a leader among them, SRC in none; SRC holds no live directory of the topic (a
+--no-throttle). DST's replication fetches are rate-limited to --copy-kbit (fault_net.py's slow
+fault, 24000 kbit/s) until SRC restarts, so that it copies for seconds. While the reassignment is
+in flight (as soon as some partition has completed, or --kill-after seconds after --execute
+returned) SRC is killed with kill -9, and restarted --down seconds later. Then, within
+--reassign-timeout: ListPartitionReassignments lists nothing; Metadata shows 4 live brokers and
+every partition's replicas equal to the target, with all 3 in its ISR and a leader among them,
+SRC in none; SRC holds no live directory of the topic (a
 directory of a replica moved away while it was down is renamed "<topic>-<p>.<id>-stray", as
 Kafka does: counted, not a failure); every producer is acknowledged on every partition again.
 With throttles, kafka-reassign-partitions --verify must report every partition complete and
 clear the throttles.
 
-CI runs one round (1 -> 4). --full preloads more data and runs 5 rounds back and forth
-(1 -> 4, 4 -> 1, ...), each killing the broker it drains.
+CI runs one round (1 -> 4): the kill lands with every partition still copying, so the
+partitions SRC led move to a new leader mid-copy. --full preloads more data and runs 5 rounds
+back and forth (1 -> 4, 4 -> 1, ...), each killing the broker it drains; its even rounds copy at
+full speed, and the kill lands at the first partition completed.
 
 At the end the producers and the consumer stop and the fault test's history checker
 (fault_check.py) reads every partition back: no acknowledged record lost, moved, duplicated or
 reordered, nothing the consumer saw taken back.
 
   reassign_test.py --samsad PATH --powerfs PATH [--full] [--no-throttle] [--throttle BYTES]
-                   [--rounds N] [--preload-mb MB] [--kill-after S] [--down S] [--keep]
+                   [--rounds N] [--preload-mb MB] [--copy-kbit K] [--kill-after S] [--down S]
+                   [--keep]
 
 --no-throttle: for brokers without the replication throttle configs
 (leader.replication.throttled.rate...), where --execute --throttle and --verify fail; --verify
@@ -182,15 +187,20 @@ def preload(a, work: str):
                   "compression.type": "none", "log_level": 2})
     value = b"fill|" + os.urandom(512).hex().encode()[:1019]
     n = a.preload_mb * 1024
+    # Partition q gets a share proportional to q + 1: under a slow copy the small ones complete
+    # first, so the kill can land with some partitions moved and others not.
+    weights = [q + 1 for q in range(a.partitions)]
+    counts = [n * w // sum(weights) for w in weights]
     t0 = time.time()
-    for i in range(n):
-        while True:
-            try:
-                p.produce(a.topic, value=value, partition=i % a.partitions)
-                break
-            except BufferError:
-                p.poll(0.05)
-        p.poll(0)
+    for q, count in enumerate(counts):
+        for _ in range(count):
+            while True:
+                try:
+                    p.produce(a.topic, value=value, partition=q)
+                    break
+                except BufferError:
+                    p.poll(0.05)
+            p.poll(0)
     left = p.flush(60)
     if left:
         raise Fail(f"preload: {left} records not acknowledged")
@@ -202,6 +212,7 @@ class Rounds:
 
     def __init__(self, a, work, cluster, view: View, acks: AckTail, clients: Clients):
         self.a, self.work, self.cluster, self.view = a, work, cluster, view
+        self.net = cluster.net
         self.acks, self.clients = acks, clients
         self.problems: list[str] = []
         self.figures: list[str] = []
@@ -251,11 +262,18 @@ class Rounds:
         target = {p: [dst if x == src else x for x in reps] for p, reps in current.items()}
         moved = sum(src in reps for reps in current.values())
         log(f"round {r}: moving {moved} replicas from broker {src} to {dst}")
+        # dst's fetch answers crawl: it copies for seconds, not milliseconds, and the kill lands
+        # with every partition still copying. --full leaves even rounds at full speed: there
+        # the kill lands at the first completion.
+        slowed = bool(self.a.copy_kbit) and not (self.a.full and r % 2 == 0)
+        if slowed:
+            self.net.slow(dst, self.a.copy_kbit)
         t0 = time.time()
         path = self.execute(r, target)
         t_exec = time.time()
         log(f"round {r}: --execute returned after {t_exec - t0:.1f} s"
-            f"{'' if self.a.no_throttle else f' (throttle {self.a.throttle} B/s)'}")
+            f"{'' if self.a.no_throttle else f' (throttle {self.a.throttle} B/s)'}"
+            f"{f'; broker {dst} fetches at {self.a.copy_kbit} kbit/s' if slowed else ''}")
         moving, after = self.kill_in_flight(r, src, t_exec)
         log(f"round {r}: kill -9 of broker {src} {after:.2f} s after --execute, "
             f"{moving if moving is not None else '?'} of {self.a.partitions} partitions still "
@@ -274,6 +292,9 @@ class Rounds:
             time.sleep(0.1)
         self.cluster.node(src).start(f"restart in round {r}")
         self.cluster.node(src).wait_listening(60)
+        if slowed:
+            log(f"round {r}: broker {dst}'s slowed fetches: {self.net.slow_stats(dst)}")
+            self.net.unslow(dst)
         log(f"round {r}: broker {src} restarted")
         self.wait_done(r, (src, dst), target, (t_exec, done_s), moving, path)
 
@@ -459,6 +480,10 @@ def parse_args():
     ap.add_argument("--kill-after", type=float, default=1.0,
                     help="kill the drained broker at the latest this long after --execute")
     ap.add_argument("--down", type=float, default=3.0, help="seconds the broker stays down")
+    ap.add_argument("--copy-kbit", type=int, default=24000,
+                    help="the receiving broker's replication fetches limited to this rate "
+                         "(kbit/s, fault_net.slow) from --execute to the drained broker's "
+                         "restart; 0: no limit")
     ap.add_argument("--reassign-timeout", type=float, default=45)
     ap.add_argument("--partitions", type=int, default=12)
     ap.add_argument("--rate", type=float, default=150, help="records/s per producer")
