@@ -1,4 +1,5 @@
-"""The fault test's cluster: 3 controllers (a KRaft quorum; --controllers 1: one) and 3 brokers,
+"""The fault test's cluster: 3 controllers (a KRaft quorum; --controllers 1: one) and 3 brokers
+(the brokers' ids are a.brokers when set: reassign_test.py runs 4),
 or (--combined) 3 nodes that are voters and brokers at once (process.roles=broker,controller),
 each samsad in its network namespace
 (fault_net.py) with its data directory on its own powerfs mount (tests/durability/powerfs), and
@@ -73,14 +74,20 @@ BROKER_SECURE = {"inter.broker.listener.name": "INTERNAL",
                  "sasl.mechanism.inter.broker.protocol": "PLAIN"}
 
 
-def controller_ids(n: int, combined: bool = False) -> tuple[int, ...]:
+def broker_ids(a) -> tuple[int, ...]:
+    """The brokers: a.brokers if the test sets it (reassign_test.py runs 4), else BROKERS."""
+    return tuple(getattr(a, "brokers", None) or BROKERS)
+
+
+def controller_ids(n: int, combined: bool = False, brokers=BROKERS) -> tuple[int, ...]:
     """The voters' node ids: separate controllers from 100, or the brokers themselves."""
-    return BROKERS if combined else tuple(range(100, 100 + n))
+    return tuple(brokers) if combined else tuple(range(100, 100 + n))
 
 
 def node_ids(a) -> tuple[int, ...]:
     """Every samsad of the cluster, each in its own namespace."""
-    return tuple(sorted(set(controller_ids(a.controllers, a.combined)) | set(BROKERS)))
+    return tuple(sorted(set(controller_ids(a.controllers, a.combined, broker_ids(a))) |
+                        set(broker_ids(a))))
 
 
 def plaintext_probe(host: str, port: int) -> bytes:
@@ -149,7 +156,8 @@ class Cluster:
         self.a = a
         self.net = net
         self.topic = a.topic
-        self.controllers = controller_ids(a.controllers, a.combined)
+        self.broker_ids = broker_ids(a)
+        self.controllers = controller_ids(a.controllers, a.combined, self.broker_ids)
         quorum = {"controller.listener.names": "CONTROLLER", "samsa.cluster.id": CLUSTER_ID,
                   "controller.quorum.bootstrap.servers": ",".join(
                       f"{ip_of(c)}:{CONTROLLER_PORT}" for c in self.controllers)}
@@ -179,8 +187,8 @@ class Cluster:
         nodes = [(c, dict(common, **own.get(c, {}), **{
             "process.roles": "controller",
             "listeners": f"CONTROLLER://{ip_of(c)}:{CONTROLLER_PORT}"}))
-            for c in self.controllers if c not in BROKERS]
-        for b in BROKERS:
+            for c in self.controllers if c not in self.broker_ids]
+        for b in self.broker_ids:
             # A combined node's first listener is its clients' (Node connects to it).
             listeners = f"PLAINTEXT://{ip_of(b)}:{BROKER_PORT}" + (
                 f",INTERNAL://{ip_of(b)}:{INTERNAL_PORT}" if self.secure else "") + (
@@ -191,16 +199,16 @@ class Cluster:
         for i, props in nodes:
             node = Node(a.samsad, work, i, props, wrap=net.wrap(i))
             self.members[i] = Member(a, work, node)
-        self.bootstrap = ",".join(f"{ip_of(b)}:{BROKER_PORT}" for b in BROKERS)
+        self.bootstrap = ",".join(f"{ip_of(b)}:{BROKER_PORT}" for b in self.broker_ids)
         self.kp = kproto.Kafka()
 
     @property
     def brokers(self) -> dict[int, Node]:
-        return {b: self.members[b].node for b in BROKERS}
+        return {b: self.members[b].node for b in self.broker_ids}
 
     def only_controllers(self) -> list[int]:
         """The controllers that are not brokers too (none in combined mode)."""
-        return [c for c in self.controllers if c not in BROKERS]
+        return [c for c in self.controllers if c not in self.broker_ids]
 
     def node(self, i: int) -> Node:
         return self.members[i].node
@@ -217,7 +225,7 @@ class Cluster:
         self.start(self.only_controllers(), "first start")
         # Combined nodes listen to clients only once a quorum of them has a leader: all start
         # before any is waited for.
-        self.start(list(BROKERS), "first start")
+        self.start(list(self.broker_ids), "first start")
 
     def create_topic(self, partitions: int, configs: dict[str, str]):
         """Once the 3 brokers are in Metadata. An AdminClient bootstrapped earlier can stall:
@@ -235,7 +243,7 @@ class Cluster:
 
     def unknown_keys(self) -> list[str]:
         """Keys this samsad warned it does not know (it ignores them)."""
-        text = self.node(BROKERS[0]).log_text()
+        text = self.node(self.broker_ids[0]).log_text()
         return sorted({line.split("unknown config key ", 1)[1].split()[0]
                        for line in text.splitlines() if "unknown config key " in line})
 
@@ -245,8 +253,8 @@ class Cluster:
         first reachable broker (killed and isolated ones last), or None if none answered in
         time. Raw requests, not librdkafka's, so that a dead broker costs one refused
         connection, not a client's retry schedule."""
-        order = sorted(BROKERS, key=lambda b: (not self.node(b).alive() or b in self.net.down,
-                                                b))
+        order = sorted(self.broker_ids,
+                       key=lambda b: (not self.node(b).alive() or b in self.net.down, b))
         end = time.time() + timeout
         for b in order:
             left = end - time.time()
@@ -284,8 +292,9 @@ class Cluster:
         return None
 
     def healthy(self, live, parts) -> bool:
-        return (live == set(BROKERS) and len(parts) == self.a.partitions and
-                all(leader in BROKERS and isr == BROKERS for leader, isr in parts.values()))
+        return (live == set(self.broker_ids) and len(parts) == self.a.partitions and
+                all(leader in self.broker_ids and isr == self.broker_ids
+                    for leader, isr in parts.values()))
 
     # ---- the controller quorum ----
     def controller_nodes(self) -> dict[int, Node]:
@@ -373,7 +382,7 @@ class Cluster:
         end, problems = time.time() + timeout, ["not checked"]
         while time.time() < end and problems:
             problems = []
-            views = {b: self.topic_ids(b) for b in BROKERS}
+            views = {b: self.topic_ids(b) for b in self.broker_ids}
             for name in created:
                 ids = set()
                 for b, view in views.items():
@@ -416,7 +425,7 @@ class Cluster:
     # ---- --secure ----
     def secured_ports(self, i: int) -> list[tuple[str, int]]:
         """(listener, port) of node i's SASL_SSL listeners."""
-        out = [("INTERNAL", INTERNAL_PORT)] if i in BROKERS else []
+        out = [("INTERNAL", INTERNAL_PORT)] if i in self.broker_ids else []
         return out + ([("CONTROLLER", CONTROLLER_PORT)] if i in self.controllers else [])
 
     def check_secure(self) -> tuple[list[str], list[str]]:
@@ -455,8 +464,8 @@ class Cluster:
                 elif peer[0] != i:
                     reached[peer[1]].add(peer[0])
             want = {"CONTROLLER": (set(self.controllers) - {i}, "any")}
-            if i in BROKERS:
-                want["INTERNAL"] = (set(BROKERS) - {i}, "all")
+            if i in self.broker_ids:
+                want["INTERNAL"] = (set(self.broker_ids) - {i}, "all")
             for name, (peers, rule) in want.items():
                 if not peers:
                     continue  # --controllers 1: the one controller has no peer

@@ -32,6 +32,7 @@ void alter_partition_reassignments(RequestPtr r) {
   if (!r->decode(req)) return;
   if (!may(*r, AclOperation::alter)) {
     kafka::AlterPartitionReassignmentsResponse resp;
+    resp.allow_replication_factor_change = req.allow_replication_factor_change;
     resp.error_code = kafka::code(ErrorCode::cluster_authorization_failed);
     resp.error_message = std::nullopt;
     r->reply(resp);
@@ -52,8 +53,10 @@ void alter_partition_reassignments(RequestPtr r) {
       [specs, allow_rf_change](replication::Controller& c, auto done) mutable {
         c.alter_partition_reassignments(std::move(specs), allow_rf_change, std::move(done));
       },
-      [specs](RequestPtr r, Result out) {
+      [specs, allow_rf_change](RequestPtr r, Result out) {
+        // Kafka echoes the option (response v1+); a v1 client reads it before ErrorCode.
         kafka::AlterPartitionReassignmentsResponse resp;
+        resp.allow_replication_factor_change = allow_rf_change;
         resp.error_message = std::nullopt;
         for (std::size_t i = 0; i < specs.size() && i < out.size(); ++i) {
           if (resp.responses.empty() || resp.responses.back().name != specs[i].topic) {

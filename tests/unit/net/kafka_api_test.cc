@@ -171,6 +171,31 @@ TEST(KafkaApi, EncodeResponseFrames) {
   EXPECT_TRUE(back == md);
 }
 
+// AlterPartitionReassignmentsResponse v1 carries AllowReplicationFactorChange between
+// ThrottleTimeMs and ErrorCode (Kafka's schema): without it a v1 client (Kafka 4's
+// kafka-reassign-partitions) misreads the rest of the frame.
+TEST(KafkaApi, AlterPartitionReassignmentsResponseV1Layout) {
+  AlterPartitionReassignmentsResponse r;
+  r.allow_replication_factor_change = false;
+  r.error_message = std::nullopt;
+  r.responses.push_back(
+      {.name = "t",
+       .partitions = {{.partition_index = 3, .error_code = 0, .error_message = std::nullopt}}});
+  auto body = [](const std::vector<std::byte>& w) {
+    return std::vector<std::byte>(w.begin() + 9, w.end());  // size, correlation id, tags
+  };
+  EXPECT_EQ(body(flatten(encode_response(r, 1, 7))),
+            B({0, 0, 0,   0,                 // ThrottleTimeMs
+               0,                            // AllowReplicationFactorChange
+               0, 0,                         // ErrorCode
+               0,                            // ErrorMessage: null
+               2, 2, 't',                    // one topic, "t"
+               2, 0, 0,   0, 3, 0, 0, 0, 0,  // one partition: 3, no error, null message, tags
+               0, 0}));                      // the topic's and the body's tags
+  EXPECT_EQ(body(flatten(encode_response(r, 0, 7))),
+            B({0, 0, 0, 0, 0, 0, 0, 2, 2, 't', 2, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0}));
+}
+
 TEST(KafkaApi, EncodeRequestRoundTrip) {
   FetchRequest f;
   f.max_wait_ms = 500;
