@@ -118,8 +118,11 @@ std::expected<DrainPlan, std::string> plan_drain(const replication::MetadataImag
   if (!short_of.empty()) {
     std::string msg = "not enough usable brokers besides " + std::to_string(broker) +
                       " (usable: " + ids_text(pl.usable) + ") to keep the replication factor of ";
-    for (std::size_t i = 0; i < short_of.size(); ++i)
+    constexpr std::size_t kNamed = 20;  // an answer an operator can read
+    for (std::size_t i = 0; i < short_of.size() && i < kNamed; ++i)
       msg += (i ? ", " : "") + short_of[i];
+    if (short_of.size() > kNamed)
+      msg += " and " + std::to_string(short_of.size() - kNamed) + " more partitions";
     return std::unexpected(msg);
   }
   return plan;

@@ -147,7 +147,7 @@ int broker_drain(const Value& request, const std::vector<std::string>& args, boo
   Value plan;
   if (int rc = call(request, plan); rc != 0) return rc;
   const long long id = num(plan, "broker");
-  const long long total = num(plan, "partitions");
+  long long total = num(plan, "partitions");
   if (json_out && !wait) std::printf("%s\n", plan.dump().c_str());
   if (!json_out)
     std::printf("broker %lld: %lld partitions to move off it, %lld reassignments submitted (%s)\n",
@@ -160,28 +160,45 @@ int broker_drain(const Value& request, const std::vector<std::string>& args, boo
   describe["v"] = 1;
   describe["cmd"] = "broker.describe";
   describe["args"]["id"] = id;
+  // Polled five times a second (the end is seen within 200 ms), printed once a second.
+  std::int64_t next_print = start;
   for (;;) {
     Value b;
     if (int rc = call(describe, b); rc != 0) return rc;
     const long long replicas = num(b, "replicas"), leaders = num(b, "leaderships");
-    const double elapsed = static_cast<double>(mono_ns() - start) / 1e9;
+    const std::int64_t now = mono_ns();
+    const double elapsed = static_cast<double>(now - start) / 1e9;
     const long long moved = std::max(0LL, total - replicas);
     if (replicas == 0 && leaders == 0) {
-      std::fprintf(progress, "broker %lld: drained, %lld of %lld partitions moved in %.0f s\n", id,
+      std::fprintf(progress, "broker %lld: drained, %lld of %lld partitions moved in %.1f s\n", id,
                    moved, total, elapsed);
       if (json_out) std::printf("%s\n", plan.dump().c_str());
       return 0;
     }
-    std::string eta = "unknown";
-    if (moved > 0)
-      eta = std::to_string(static_cast<long long>(
-                static_cast<double>(replicas) * elapsed / static_cast<double>(moved) + 0.5)) +
-            " s";
-    std::fprintf(progress,
-                 "broker %lld: %lld of %lld partitions moved, %lld replicas and %lld leaderships "
-                 "left, ETA %s\n",
-                 id, moved, total, replicas, leaders, eta.c_str());
-    std::fflush(progress);
+    // Replicas placed on the broker after the plan (a topic created meanwhile) are in no
+    // reassignment: plan again for them, or the drain would wait for nothing.
+    if (replicas > 0 && num(b, "reassigning") == 0) {
+      Value again;
+      if (int rc = call(request, again); rc != 0) return rc;
+      total = moved + num(again, "partitions");
+      std::fprintf(progress,
+                   "broker %lld: %lld replicas placed on it since the drain began, %lld more "
+                   "reassignments submitted\n",
+                   id, num(again, "partitions"), num(again, "submitted"));
+    }
+    if (now >= next_print) {
+      next_print += 1'000'000'000;
+      std::string eta = "unknown";
+      if (moved > 0)
+        eta = std::to_string(static_cast<long long>(
+                  static_cast<double>(replicas) * elapsed / static_cast<double>(moved) + 0.5)) +
+              " s";
+      std::fprintf(progress,
+                   "broker %lld: %lld of %lld partitions moved, %lld replicas and %lld "
+                   "leaderships left, ETA %s\n",
+                   id, moved, total, replicas, leaders, eta.c_str());
+      std::fflush(progress);
+    }
     if (elapsed >= static_cast<double>(timeout_s)) {
       std::fprintf(stderr,
                    "samsactl: timeout: broker %lld still holds %lld replicas and %lld "
@@ -189,7 +206,7 @@ int broker_drain(const Value& request, const std::vector<std::string>& args, boo
                    id, replicas, leaders, timeout_s, id);
       return 1;
     }
-    std::this_thread::sleep_for(std::chrono::seconds(1));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
 }
 
