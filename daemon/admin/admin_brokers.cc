@@ -124,7 +124,10 @@ json::Value partitions_of(const MetadataImage& img, std::int32_t id, bool moving
       v["topic"] = name;
       v["partition"] = p.partition;
       if (!moving_only)
-        v["role"] = p.leader == id ? "leader" : contains(p.isr, id) ? "follower" : "out-of-sync";
+        v["role"] = p.leader == id           ? "leader"
+                    : contains(p.isr, id)    ? "follower"
+                    : contains(p.adding, id) ? "adding"
+                                             : "out-of-sync";
       v["leader"] = p.leader;
       v["replicas"] = ids_json(p.replicas);
       v["isr"] = ids_json(p.isr);
@@ -256,6 +259,12 @@ void submit(Broker& b, replication::Controller& c, DrainPlan plan, Reply reply) 
         });
     return;
   }
+  // A controller that does not lead has no link to the one that does: name it instead.
+  if (b.settings()->controller_only())
+    return reply.error(admin_error::failed,
+                       "this controller is not the active one (node " +
+                           std::to_string(c.quorum_view().leader) +
+                           " leads): run samsactl on its node or on a broker's");
   auto frame = reassign_frame(plan);
   b.forward_to_controller(std::move(frame), [reply, plan](std::optional<std::vector<std::byte>> r) {
     answer_drain(reply, plan, true, forwarded_outcomes(r));
@@ -333,6 +342,11 @@ void broker_unregister(Broker& b, const json::Value& args, Reply reply) {
                                  std::to_string(id) + "), or unregister it with --force");
         LOG_INFO("admin: unregister broker %d%s (uid %u)", id, forced ? " (forced)" : "",
                  static_cast<unsigned>(reply.peer_uid()));
+        if (!c.active() && b.settings()->controller_only())
+          return reply.error(admin_error::failed,
+                             "this controller is not the active one (node " +
+                                 std::to_string(c.quorum_view().leader) +
+                                 " leads): run samsactl on its node or on a broker's");
         if (!c.active()) return forward_unregister(b, id, reply);
         c.unregister_broker(id, [reply, id](replication::UnregisterAnswer ans) {
           answer_unregister(reply, id, kafka::code(ans.error), ans.message);

@@ -173,6 +173,11 @@ def main() -> int:
 
         drain(a.samsactl, brokers[2], 4, "broker 2's admin socket (forwarded)")
         ch.wait_for(lambda: not replicas_on(admin, 4), 10, "Metadata: nothing on broker 4")
+        rc, out, _ = samsactl(a.samsactl, brokers[3], "--json", "broker", "drain", "4",
+                              "--no-wait")
+        again = json.loads(out)
+        ch.check(rc == 0 and again["partitions"] == 0 and again["moves"] == [],
+                 "drain --no-wait --json of the drained broker: nothing left to move")
         took = drain(a.samsactl, controller, 1, "the controller's admin socket")
         ch.wait_for(lambda: not replicas_on(admin, 1), 10, "Metadata: nothing on broker 1")
         ch.log(f"figure: broker 1 drained in {took:.1f} s")
