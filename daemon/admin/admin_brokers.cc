@@ -241,7 +241,9 @@ void answer_drain(const Reply& reply, const DrainPlan& plan, bool forwarded,
   if (n)
     return reply.error(admin_error::failed, std::to_string(n) + " of " +
                                                 std::to_string(plan.moves.size()) +
-                                                " partitions failed to reassign: " + failed);
+                                                " partitions failed to reassign (the others "
+                                                "are moving): " +
+                                                failed);
   reply.ok(plan_json(plan, forwarded));
 }
 
@@ -249,8 +251,11 @@ void submit(Broker& b, replication::Controller& c, DrainPlan plan, Reply reply) 
   if (plan.moves.empty()) return answer_drain(reply, plan, false, Outcomes{});
   if (c.active()) {
     auto specs = specs_of(plan);
+    // As Kafka's v0 requests (and so the forwarded one): a target keeps the size of the one it
+    // replaces, but a partition caught in a replication factor change may differ from its
+    // original replicas.
     c.alter_partition_reassignments(
-        specs, false, [reply, plan, specs](std::vector<replication::ReassignmentOutcome> out) {
+        specs, true, [reply, plan, specs](std::vector<replication::ReassignmentOutcome> out) {
           Outcomes o;
           for (std::size_t i = 0; i < specs.size() && i < out.size(); ++i)
             o.emplace_back(specs[i].topic + "-" + std::to_string(specs[i].partition),
