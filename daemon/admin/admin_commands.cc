@@ -575,6 +575,7 @@ void register_admin_commands(AdminServer& admin, Broker& b) {
   register_topic_commands(admin, b);
   register_quorum_command(admin, b);
   register_security_commands(admin, b);
+  register_broker_commands(admin, b);
 }
 
 }  // namespace samsa::daemon

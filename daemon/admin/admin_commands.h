@@ -1,7 +1,7 @@
 // The admin socket's commands (DESIGN.md decision 11), registered on the AdminServer:
 //   status, reload, drain, flush, config.get, config.set, log.level, metrics,
 //   topic.list, topic.describe, topic.create, topic.delete, partition.describe,
-//   group.list, group.describe, quorum, and testing.stall (only with
+//   group.list, group.describe, quorum, broker.*, and testing.stall (only with
 //   samsa.testing.hooks=true).
 // Each runs on the admin thread and reaches the reactors, the controller and the coordinator
 // through their queues (gather() below), answering with whatever arrived in time.
@@ -33,6 +33,8 @@ void register_topic_commands(AdminServer& admin, Broker& broker);
 void register_quorum_command(AdminServer& admin, Broker& broker);
 // acl.* and user.* (admin_security.cc).
 void register_security_commands(AdminServer& admin, Broker& broker);
+// broker.list, broker.describe, broker.drain, broker.unregister (admin_brokers.cc).
+void register_broker_commands(AdminServer& admin, Broker& broker);
 
 // Only while serving (or draining; drained too with drained_ok): the broker's threads exist
 // and answer. Otherwise answers "unavailable" and returns false.

@@ -20,6 +20,7 @@
 #include "base/clock.h"
 #include "daemon/admin/admin_json.h"
 #include "daemon/config.h"
+#include "daemon/samsactl/samsactl_brokers.h"
 #include "daemon/samsactl/samsactl_format.h"
 #include "daemon/samsactl/samsactl_security.h"
 
@@ -137,6 +138,22 @@ const Command kCommands[] = {
      "Iterations: 4096 (the default) to 16384.\n"},
     {"user remove", "USER --mechanism SCRAM-SHA-256|SCRAM-SHA-512",
      "remove a SCRAM user's credential", "Removes USER's credential for the mechanism.\n"},
+    {"broker list", "", "registered brokers: rack, endpoints, state, replicas, leaderships",
+     "Every broker registered in the cluster metadata: its rack, listeners, whether it is\n"
+     "fenced or in controlled shutdown, and how many replicas and leaderships it holds.\n"},
+    {"broker describe", "ID", "one broker, the partitions it hosts and its reassignments",
+     "As broker list for broker ID, with each partition it hosts (leader or follower) and\n"
+     "the reassignments in progress that touch it.\n"},
+    {"broker drain", "ID [--no-wait] [--timeout SECONDS]", "move every replica off a broker",
+     "Moves every replica (and so every leadership) off broker ID with one\n"
+     "AlterPartitionReassignments: each goes to a usable broker (registered, unfenced, not\n"
+     "shutting down) that does not hold the partition, the least loaded, keeping the\n"
+     "partition's rack spread when brokers have racks. Then prints the progress every second\n"
+     "until the broker holds nothing (--timeout, default 300 s: exit 1); --no-wait returns\n"
+     "once the reassignments are submitted. Works on any node's admin socket.\n"},
+    {"broker unregister", "ID [--force]", "retire a decommissioned broker's registration",
+     "UnregisterBroker for broker ID, once it is stopped. Refused while the broker still\n"
+     "holds replicas (drain it first) unless --force.\n"},
     {"testing stall", "[reactor N|controller|coordinator] SECONDS",
      "test-only: block a broker loop (needs samsa.testing.hooks=true)",
      "Blocks one of samsad's loops for SECONDS, as a bug would, so a test can watch systemd's\n"
@@ -479,6 +496,9 @@ std::expected<Value, int> build_request(const Command& command,
   } else if (name.starts_with("acl ") || name.starts_with("user ")) {
     if (auto why = fmt::security_request(name, args, req, ar))
       return std::unexpected(usage_error(name + ": " + *why));
+  } else if (name.starts_with("broker ")) {
+    if (auto why = fmt::broker_request(name, args, req, ar))
+      return std::unexpected(usage_error(name + ": " + *why));
   } else if (name == "testing stall") {
     req["cmd"] = "testing.stall";
     long long n = 0;
@@ -571,6 +591,12 @@ std::string format_result(const std::string& name, const Value& r, bool with_key
     out = fmt::format_acl_list(r);
   } else if (name == "user list") {
     out = fmt::format_user_list(r);
+  } else if (name == "broker list") {
+    out = fmt::format_broker_list(r);
+  } else if (name == "broker describe") {
+    out = fmt::format_broker_describe(r);
+  } else if (name == "broker unregister") {
+    out = fmt::format_broker_unregister(r);
   } else {
     out = fmt::format_generic(r);
   }
@@ -596,6 +622,14 @@ int main(int argc, char** argv) {
   auto req = build_request(*cmd, args);
   if (!req) return req.error();
   if (opts->socket.empty()) opts->socket = default_socket();
+  if (std::string_view(cmd->name) == "broker drain")
+    return fmt::broker_drain(*req, args, opts->json_out, [&](const Value& q, Value& result) {
+      Value a;
+      int rc = call(opts->socket, q, opts->timeout_s, &a);
+      if (rc == kExitOk) rc = check_answer(a, *opts);
+      if (const Value* x = a.find("result"); rc == kExitOk && x) result = *x;
+      return rc;
+    });
   Value answer;
   if (int rc = call(opts->socket, *req, opts->timeout_s, &answer); rc != kExitOk) return rc;
   if (int rc = check_answer(answer, *opts); rc != kExitOk) return rc;
