@@ -285,6 +285,8 @@ std::expected<void, std::string> Broker::init(Config cfg,
   auto settings = make_settings(config_, cluster_id_);
   if (!settings) return std::unexpected(settings.error());
   settings_ = *settings;
+  replication_quotas_.leader.set_limit(settings_->cluster.leader_throttled_rate);
+  replication_quotas_.follower.set_limit(settings_->cluster.follower_throttled_rate);
   // Before recovery, so `samsactl status` can show its progress.
   if (auto e = start_admin(); !e.empty()) return std::unexpected(e);
   if (auto r = start_background(*dirs); !r) return r;

@@ -26,6 +26,7 @@
 #include "daemon/cluster/isr_keeper.h"
 #include "daemon/cluster/quorum_peers.h"
 #include "daemon/cluster/replica_fetcher.h"
+#include "daemon/cluster/replication_throttle.h"
 #include "daemon/config.h"
 #include "daemon/metrics.h"
 #include "daemon/settings.h"
@@ -67,6 +68,9 @@ struct ReactorContext {
   std::size_t index = 0;
   io::Reactor* reactor = nullptr;
   std::unique_ptr<replication::Shard> shard;
+  // A cluster broker's replication throttles on this shard: the fetcher's (follower side) and
+  // the Fetch handler's (leader side, a follower's read).
+  std::unique_ptr<cluster::ReplicationThrottle> throttle;
   // A cluster broker's follower side: fetches its followed partitions from their leaders.
   std::unique_ptr<cluster::ReplicaFetcher> fetcher;
   // Requests to other brokers (reactor 0 of a cluster broker only: the transaction
@@ -144,6 +148,8 @@ class Broker {
   // The network backend (samsa.net.backend), made by init().
   const net::Backend& backend() const { return *backend_; }
   const io::LogCleaner* cleaner() const { return cleaner_.get(); }
+  // The replication throttles' quotas (leader.replication.throttled.rate and the follower's).
+  const cluster::ReplicationQuotas& replication_quotas() const { return replication_quotas_; }
   io::LogCleaner* cleaner() { return cleaner_.get(); }
 
   // ---- for the admin socket (daemon/admin_ops.cc, daemon/admin_commands.cc) ----
@@ -281,6 +287,9 @@ class Broker {
 
   // samsa.net.backend: makes every transport and outbound connection (net/backend.h).
   std::unique_ptr<net::Backend> backend_;
+  // Shared by every reactor's ReplicationThrottle: declared before the reactors, so it outlives
+  // them.
+  cluster::ReplicationQuotas replication_quotas_;
   std::vector<std::unique_ptr<ReactorThread>> reactors_;
   std::vector<std::unique_ptr<ReactorContext>> contexts_;
   std::thread controller_thread_;

@@ -79,6 +79,9 @@ void Broker::apply_settings(std::shared_ptr<const BrokerSettings> made) {
     next->advertised = settings_->advertised;
   }
   settings_ = next;
+  // Atomics every reactor reads on its next fetch: in force before the change is answered.
+  replication_quotas_.leader.set_limit(next->cluster.leader_throttled_rate);
+  replication_quotas_.follower.set_limit(next->cluster.follower_throttled_rate);
   if (cleaner_) {
     cleaner_->set_io_rate(
         static_cast<double>(config_.get_int("log.cleaner.io.max.bytes.per.second")));

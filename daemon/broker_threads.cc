@@ -85,6 +85,9 @@ void Broker::make_shard(ReactorContext& ctx) {
   // Followers reach their leaders over the network backend (and so does the controller
   // link, start_link).
   fo.connect = secured(backend_->client_factory(), settings_->inter_broker_client);
+  ctx.throttle = std::make_unique<cluster::ReplicationThrottle>(
+      replication_quotas_, ctx.shard->image(), settings_->node_id);
+  fo.throttle = ctx.throttle.get();
   ctx.fetcher = std::make_unique<cluster::ReplicaFetcher>(*ctx.reactor, *ctx.shard, std::move(fo));
   if (ctx.index == 0)
     ctx.sender = std::make_unique<cluster::BrokerSender>(
@@ -157,7 +160,8 @@ void Broker::run_reactor(ReactorThread* t) {
   backend_->detach(ctx.index);
   ctx.dispatchers.clear();
   ctx.isr_keeper.reset();
-  ctx.fetcher.reset();  // its appends completed when the shard closed its logs
+  ctx.fetcher.reset();   // its appends completed when the shard closed its logs
+  ctx.throttle.reset();  // it reads the shard's image
   ctx.sender.reset();
   ctx.shard.reset();
 }

@@ -567,6 +567,32 @@ void write_replication(Writer& w, const BrokerSample& s) {
            repl_sum([](const ReactorSample& r) { return r.follower_reads.redirects; }));
 }
 
+// Kafka's LeaderReplication and FollowerReplication quota metrics, and how long each held.
+void write_replication_throttles(Writer& w,
+                                 const std::array<cluster::ReplicationQuota::Stats, 2>& t) {
+  const char* sides[] = {"leader", "follower"};
+  auto each = [&](const char* name, const char* type, const char* help, auto get) {
+    w.family(name, type, help);
+    for (std::size_t i = 0; i < 2; ++i)
+      w.sample(name, {{"side", sides[i]}}, get(t[i]));
+  };
+  using S = cluster::ReplicationQuota::Stats;
+  each("samsa_replication_throttled_bytes_total", "counter",
+       "Record bytes of the replicas *.replication.throttled.replicas lists for this broker that "
+       "moved (what the throttle's rate measures).",
+       [](const S& s) { return static_cast<double>(s.bytes); });
+  each("samsa_replication_throttled_seconds_total", "counter",
+       "Time the throttle held listed replicas back, its rate above "
+       "*.replication.throttled.rate.",
+       [](const S& s) { return static_cast<double>(s.throttled_ms) * 1e-3; });
+  each("samsa_replication_throttle_holds_total", "counter",
+       "Times a listed replica was held back (left out of a fetch, or answered without records).",
+       [](const S& s) { return static_cast<double>(s.holds); });
+  each("samsa_replication_throttled_byte_rate", "gauge",
+       "The listed replicas' bytes per second as the throttle measures them (Kafka's byte-rate).",
+       [](const S& s) { return s.rate; });
+}
+
 }  // namespace
 
 std::string render_prometheus(const BrokerSample& s) {
@@ -595,6 +621,7 @@ std::string render_prometheus(const BrokerSample& s) {
     s.backend->write_metrics(sink);
   }
   write_replication(w, s);
+  if (s.replication_throttles) write_replication_throttles(w, *s.replication_throttles);
   if (s.cleaner) write_cleaner(w, *s.cleaner);
   w.family("samsa_metadata_offset", "gauge",
            "Offset of the last applied __cluster_metadata record.");

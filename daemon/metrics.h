@@ -19,6 +19,7 @@
 
 #include "base/histogram.h"
 #include "coordinator/txn_coordinator.h"
+#include "daemon/cluster/replication_throttle.h"
 #include "io/cleaner.h"
 #include "io/reactor.h"
 #include "net/backend.h"
@@ -199,6 +200,8 @@ struct BrokerSample {
   std::size_t topics = 0;
   const net::Backend* backend = nullptr;  // its own families (dpdk: samsa_dpdk_*)
   std::optional<io::LogCleaner::Stats> cleaner;
+  // A cluster broker's replication throttles, leader side then follower side.
+  std::optional<std::array<cluster::ReplicationQuota::Stats, 2>> replication_throttles;
 };
 
 // Prometheus text exposition format 0.0.4.

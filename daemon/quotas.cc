@@ -9,43 +9,6 @@
 
 namespace samsa::daemon {
 
-void RateSensor::record(std::int64_t amount, std::int64_t now_ms) {
-  const std::int64_t w = now_ms / kWindowMs;
-  const std::size_t i = static_cast<std::size_t>(w % kWindows);
-  std::int64_t seen = window_[i].load(std::memory_order_acquire);
-  // The first to reach a new window empties it (an add racing the reset may be lost: a
-  // measurement error of one request, never a stuck client).
-  if (seen != w && window_[i].compare_exchange_strong(seen, w, std::memory_order_acq_rel))
-    amount_[i].store(0, std::memory_order_relaxed);
-  amount_[i].fetch_add(amount, std::memory_order_relaxed);
-}
-
-double RateSensor::rate(std::int64_t now_ms, std::int64_t* elapsed_out) const {
-  const std::int64_t w = now_ms / kWindowMs;
-  std::int64_t total = 0;
-  std::int64_t oldest = w;
-  for (std::size_t i = 0; i < kWindows; ++i) {
-    const std::int64_t wi = window_[i].load(std::memory_order_acquire);
-    if (wi <= w - kWindows || wi > w) continue;
-    total += amount_[i].load(std::memory_order_relaxed);
-    oldest = std::min(oldest, wi);
-  }
-  std::int64_t elapsed = now_ms - oldest * kWindowMs;
-  const std::int64_t full = elapsed / kWindowMs;
-  if (full < kWindows - 1) elapsed += (kWindows - 1 - full) * kWindowMs;
-  if (elapsed_out) *elapsed_out = elapsed;
-  return static_cast<double>(total) * 1000.0 /
-         static_cast<double>(std::max<std::int64_t>(elapsed, 1));
-}
-
-std::int64_t RateSensor::throttle_ms(double quota, std::int64_t now_ms) const {
-  std::int64_t elapsed = 0;
-  const double r = rate(now_ms, &elapsed);
-  if (r <= quota || quota <= 0) return 0;
-  const double t = (r - quota) / quota * static_cast<double>(elapsed);
-  return std::min<std::int64_t>(static_cast<std::int64_t>(t), kWindows * kWindowMs);
-}
-
 std::string_view quota_key(QuotaType t) {
   switch (t) {
     case QuotaType::produce:

@@ -16,12 +16,13 @@
 #pragma once
 
 #include <array>
-#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+
+#include "base/rate_sensor.h"
 
 namespace samsa::replication {
 class MetadataImage;
@@ -32,23 +33,9 @@ namespace samsa::daemon {
 enum class QuotaType : std::uint8_t { produce = 0, fetch = 1, request = 2 };
 inline constexpr std::size_t kQuotaTypes = 3;
 
-// A rate over the last kWindows windows of kWindowMs, as Kafka's Rate with SampledStat.
-class RateSensor {
- public:
-  static constexpr int kWindows = 11;              // quota.window.num
-  static constexpr std::int64_t kWindowMs = 1000;  // quota.window.size.seconds
-  void record(std::int64_t amount, std::int64_t now_ms);
-  // Per second, over the windows still in range (at least kWindows - 1 windows' time, as
-  // Kafka counts, so a new sensor does not see a burst as a huge rate).
-  double rate(std::int64_t now_ms, std::int64_t* elapsed_ms = nullptr) const;
-  // How long the client must wait for the rate to come back to quota (0: it is within it),
-  // at most the whole measured span.
-  std::int64_t throttle_ms(double quota, std::int64_t now_ms) const;
-
- private:
-  std::array<std::atomic<std::int64_t>, kWindows> window_{};  // window number (now / size)
-  std::array<std::atomic<std::int64_t>, kWindows> amount_{};
-};
+// Kafka's Rate over quota.window.num windows (base/rate_sensor.h, shared with the replication
+// throttles).
+using samsa::RateSensor;
 
 // What a connection keeps: the quotas that apply to it and their sensors, valid for one image
 // and one client id.

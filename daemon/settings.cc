@@ -190,6 +190,8 @@ Checked read_cluster(const Config& c, BrokerSettings& settings) {
   cl.replica_fetch_response_max_bytes =
       static_cast<std::int32_t>(c.get_int("replica.fetch.response.max.bytes"));
   cl.replica_fetch_backoff_ms = static_cast<std::int32_t>(c.get_int("replica.fetch.backoff.ms"));
+  cl.leader_throttled_rate = c.get_int("leader.replication.throttled.rate");
+  cl.follower_throttled_rate = c.get_int("follower.replication.throttled.rate");
   cl.testing_ack_from_memory =
       c.get_bool("samsa.testing.hooks") && c.get_bool("samsa.testing.replica.ack.from.memory");
   if (auto rack = c.get_string("broker.rack"); !rack.empty()) cl.rack = std::move(rack);

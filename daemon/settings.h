@@ -72,6 +72,9 @@ struct ClusterSettings {
   std::int32_t replica_fetch_max_bytes = 1 << 20;
   std::int32_t replica_fetch_response_max_bytes = 10 << 20;
   std::int32_t replica_fetch_backoff_ms = 100;
+  // Replication throttles (bytes/s; INT64_MAX: none), Kafka's dynamic broker settings.
+  std::int64_t leader_throttled_rate = INT64_MAX;    // leader.replication.throttled.rate
+  std::int64_t follower_throttled_rate = INT64_MAX;  // follower.replication.throttled.rate
   // samsa.testing.replica.ack.from.memory (with samsa.testing.hooks)
   bool testing_ack_from_memory = false;
   // broker.rack: sent in the registration; placement spreads replicas over racks, and clients

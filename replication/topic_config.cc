@@ -1,5 +1,6 @@
 #include "replication/topic_config.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdlib>
 
@@ -97,8 +98,9 @@ const std::vector<TopicConfigKey> kTopicKeys = {
      {},
      {},
      {},
-     "Replicas whose follower traffic is throttled (partition:broker,... or *); kept for "
-     "compatibility, samsa does not throttle."},
+     "Replicas throttled on the follower side (partitionId:brokerId,... or *): while "
+     "follower.replication.throttled.rate is exceeded, the broker named leaves the partition "
+     "out of its replica fetches unless it has caught up with the leader."},
     {"index.interval.bytes",
      T::int32,
      "4096",
@@ -114,8 +116,9 @@ const std::vector<TopicConfigKey> kTopicKeys = {
      {},
      {},
      {},
-     "Replicas whose leader traffic is throttled (partition:broker,... or *); kept for "
-     "compatibility, samsa does not throttle."},
+     "Replicas throttled on the leader side (partitionId:brokerId,... or *): while "
+     "leader.replication.throttled.rate is exceeded, the leader named answers followers "
+     "outside the ISR with no records for the partition."},
     {"local.retention.bytes",
      T::int64,
      "-2",
@@ -324,21 +327,38 @@ std::string spaced(std::string_view choices) {
   return out;
 }
 
-// partition:broker pairs, or "*" (Kafka's throttled-replicas format).
-bool throttled_replicas_ok(std::string_view v) {
-  v = trim(v);
-  if (v.empty() || v == "*") return true;
-  while (!v.empty()) {
-    auto c = v.find(',');
-    auto item = trim(v.substr(0, c));
-    auto colon = item.find(':');
-    if (colon == std::string_view::npos || !to_int(item.substr(0, colon)) ||
-        !to_int(item.substr(colon + 1)))
+// Kafka's ThrottledReplicaListValidator: every item (split on commas, trimmed) is empty or
+// digits:digits, or the items joined are exactly "*".
+bool throttled_replicas_ok(const std::vector<std::string_view>& items) {
+  std::string joined;
+  for (auto item : items)
+    joined += item;
+  if (joined == "*") return true;
+  auto digits = [](std::string_view d) {
+    return !d.empty() && d.find_first_not_of("0123456789") == std::string_view::npos;
+  };
+  for (auto item : items) {
+    if (item.empty()) continue;
+    const auto colon = item.find(':');
+    if (colon == std::string_view::npos || !digits(item.substr(0, colon)) ||
+        !digits(item.substr(colon + 1)))
       return false;
+  }
+  return true;
+}
+
+// The items of a list value as Kafka's ConfigDef parses a LIST: empty when blank, else split on
+// commas (empty items kept), each trimmed.
+std::vector<std::string_view> list_items(std::string_view v) {
+  std::vector<std::string_view> out;
+  if (trim(v).empty()) return out;
+  for (;;) {
+    const auto c = v.find(',');
+    out.push_back(trim(v.substr(0, c)));
     if (c == std::string_view::npos) break;
     v.remove_prefix(c + 1);
   }
-  return true;
+  return out;
 }
 
 }  // namespace
@@ -384,11 +404,16 @@ std::optional<std::string> validate_topic_config(std::string_view key, std::stri
       return std::nullopt;
     case T::list: {
       if (k->choices.empty()) {
-        if (!throttled_replicas_ok(value))
-          return bad +
-                 "must be the literal '*' or a list of replicas in the following format: "
-                 "[partitionId]:[brokerId],[partitionId]:[brokerId],...";
-        return std::nullopt;
+        const auto items = list_items(value);
+        if (throttled_replicas_ok(items)) return std::nullopt;
+        // Kafka names the value as the list it parsed: [a, b].
+        std::string shown = "[";
+        for (std::size_t i = 0; i < items.size(); ++i)
+          shown += (i ? ", " : "") + std::string(items[i]);
+        return "Invalid value " + shown + "] for configuration " + std::string(key) + ": " +
+               std::string(key) +
+               " must be the literal '*' or a list of replicas in the following format: "
+               "[partitionId]:[brokerId],[partitionId]:[brokerId],...";
       }
       std::string_view v = value;
       if (trim(v).empty()) return bad + "Empty list";
@@ -455,6 +480,35 @@ io::LogConfig make_log_config(const std::map<std::string, std::string>& override
   const std::string ratio = topic_config_value(overrides, defaults, "min.cleanable.dirty.ratio");
   c.min_cleanable_dirty_ratio = std::strtod(ratio.c_str(), nullptr);
   return c;
+}
+
+ThrottledPartitions parse_throttled_replicas(std::string_view value, std::int32_t broker_id) {
+  ThrottledPartitions out;
+  const auto items = list_items(value);
+  if (!throttled_replicas_ok(items)) return out;
+  std::string joined;
+  for (auto item : items)
+    joined += item;
+  if (joined == "*") {
+    out.all = true;
+    return out;
+  }
+  for (auto item : items) {
+    const auto colon = item.find(':');
+    if (colon == std::string_view::npos) continue;
+    const auto broker = to_int(item.substr(colon + 1));
+    const auto partition = to_int(item.substr(0, colon));
+    if (broker && partition && *broker == broker_id && *partition <= INT32_MAX)
+      out.partitions.push_back(static_cast<std::int32_t>(*partition));
+  }
+  std::sort(out.partitions.begin(), out.partitions.end());
+  out.partitions.erase(std::unique(out.partitions.begin(), out.partitions.end()),
+                       out.partitions.end());
+  return out;
+}
+
+bool ThrottledPartitions::contains(std::int32_t p) const {
+  return all || std::binary_search(partitions.begin(), partitions.end(), p);
 }
 
 bool is_internal_topic(std::string_view name) {

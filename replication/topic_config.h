@@ -44,6 +44,16 @@ std::string topic_config_value(const std::map<std::string, std::string>& overrid
 io::LogConfig make_log_config(const std::map<std::string, std::string>& overrides,
                               const TopicDefaults& defaults);
 
+// What leader.replication.throttled.replicas or follower.replication.throttled.replicas name for
+// one broker (Kafka's TopicConfigHandler): every partition ("*"), or the partitions of the
+// partitionId:brokerId entries whose broker is it. A value that does not validate names none.
+struct ThrottledPartitions {
+  bool all = false;
+  std::vector<std::int32_t> partitions;  // sorted
+  bool contains(std::int32_t p) const;
+};
+ThrottledPartitions parse_throttled_replicas(std::string_view value, std::int32_t broker_id);
+
 // Topics the broker itself writes (consumer offsets, transactions, cluster metadata):
 // clients may read them but not produce to or delete them.
 bool is_internal_topic(std::string_view name);

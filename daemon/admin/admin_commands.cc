@@ -456,6 +456,9 @@ void metrics(Broker& b, AdminServer& admin, const json::Value&, Reply reply) {
   base->start_time_s = static_cast<double>(b.start_wall_ms()) / 1e3;
   base->backend = &b.backend();
   if (const io::LogCleaner* c = b.cleaner()) base->cleaner = c->stats();
+  if (settings->cluster_broker())
+    base->replication_throttles = {b.replication_quotas().leader.stats(mono_ms()),
+                                   b.replication_quotas().follower.stats(mono_ms())};
   const std::size_t n = b.reactor_count();
   using Part = std::variant<ReactorSample, std::vector<GroupSample>,
                             std::pair<std::int64_t, std::size_t>, TxnCoordinatorSample>;

@@ -1,6 +1,8 @@
 #include "daemon/cluster/replica_fetcher.h"
 
+#include <algorithm>
 #include <cstring>
+#include <set>
 
 #include "base/clock.h"
 #include "base/log.h"
@@ -15,6 +17,7 @@ namespace samsa::cluster {
 
 // The partitions, shards and replica state machines it drives.
 using namespace samsa::replication;
+using Side = ReplicationThrottle::Side;
 namespace {
 
 // v16: topics by id, ReplicaState (broker epoch), DivergingEpoch; every samsad serves it.
@@ -46,20 +49,28 @@ WholeBatches whole_batches(std::span<const std::byte> buf) {
 
 }  // namespace
 
+struct ReplicaFetcher::Sent {
+  Key key;
+  Uuid topic_id{};
+  std::int64_t request_id = 0;
+  std::int64_t fetch_offset = 0;
+  std::int32_t leader_epoch = -1;
+  std::int64_t reserved = 0;  // the follower throttle's reservation for it
+  std::int64_t got = 0;       // record bytes its answer brought
+};
+
 struct ReplicaFetcher::Source final : net::ClientHandler {
   ReplicaFetcher* f = nullptr;
   std::int32_t leader = -1;
+  bool throttled_lane = false;  // carries the partitions the follower throttle lists
   std::unique_ptr<net::ClientConnection> conn;
   bool in_flight = false;
   std::int32_t correlation = 0;
-  struct Sent {
-    Key key;
-    Uuid topic_id{};
-    std::int64_t request_id = 0;
-  };
   std::vector<Sent> sent;      // the partitions of the Fetch in flight
   int unsynced = 0;            // appends from its last answer not yet durable
   std::int64_t resume_ns = 0;  // after an error: no Fetch before this (replica.fetch.backoff.ms)
+
+  ~Source() { f->settle(sent, mono_ms()); }  // a Fetch in flight returns its share
 
   void on_connected(net::ClientConnection&) override { f->try_send(*this); }
   void on_response(net::ClientConnection&, net::Buffer frame) override {
@@ -73,6 +84,7 @@ struct ReplicaFetcher::Source final : net::ClientHandler {
     for (const auto& e : sent)
       if (Partition* p = f->shard_.find_replica(e.key.first, e.key.second))
         if (ReplicaState* rs = p->replica()) rs->abandon_fetch();
+    f->settle(sent, mono_ms());
     in_flight = false;
     sent.clear();
   }
@@ -87,7 +99,7 @@ struct ReplicaFetcher::Slot {
   Op op;
   std::vector<std::byte> bytes;  // the batches being appended (the op's span points here)
   bool appending = false;
-  std::int32_t source = -1;  // whose answer they came in
+  SourceKey source;  // whose answer they came in
 };
 
 ReplicaFetcher::ReplicaFetcher(io::Reactor& r, Shard& shard, Options o)
@@ -109,22 +121,32 @@ void ReplicaFetcher::stop() {
 void ReplicaFetcher::reconcile() {
   if (stopped_ || !shard_.image()) return;
   const MetadataImage& img = *shard_.image();
-  std::map<std::int32_t, bool> wanted;
+  std::set<SourceKey> wanted;
+  std::set<Key> lane;
+  std::map<Key, Lag> lag;
+  const bool limited = opts_.throttle && opts_.throttle->quota(Side::follower).limit() !=
+                                             ReplicationQuota::kUnlimited;
   shard_.for_each([&](Partition& p) {
     const ReplicaState* rs = p.replica();
-    if (rs && rs->role() == ReplicaRole::follower && rs->leader_id() >= 0 &&
-        rs->leader_id() != opts_.node_id)
-      wanted[rs->leader_id()] = true;
+    if (!rs || rs->role() != ReplicaRole::follower || rs->leader_id() < 0 ||
+        rs->leader_id() == opts_.node_id)
+      return;
+    Key key{p.topic(), p.index()};
+    const bool listed = limited && opts_.throttle->listed(Side::follower, p.topic(), p.index());
+    wanted.insert(SourceKey{rs->leader_id(), listed});
+    if (auto it = lag_.find(key); it != lag_.end()) lag.insert(*it);
+    if (listed) lane.insert(std::move(key));
   });
-  for (auto it = sources_.begin(); it != sources_.end();) {
-    if (wanted.contains(it->first)) {
-      ++it;
-    } else {
-      LOG_DEBUG("replica fetcher: no partition follows broker %d any more", it->first);
-      it = sources_.erase(it);
-    }
-  }
-  for (const auto& [leader, _] : wanted) {
+  lag_ = std::move(lag);
+  throttled_lane_ = std::move(lane);
+  std::erase_if(sources_, [&](const auto& kv) {
+    if (wanted.contains(kv.first)) return false;
+    LOG_DEBUG("replica fetcher: no partition follows broker %d any more%s", kv.first.first,
+              kv.first.second ? " (throttled replicas)" : "");
+    return true;
+  });
+  for (const SourceKey& key : wanted) {
+    const std::int32_t leader = key.first;
     auto b = img.brokers().find(leader);
     const BrokerEndpoint* ep = nullptr;
     if (b != img.brokers().end())
@@ -133,11 +155,11 @@ void ReplicaFetcher::reconcile() {
     if (!ep) {
       LOG_WARN("replica fetcher: broker %d has no %s listener in the metadata", leader,
                opts_.listener.c_str());
-      sources_.erase(leader);
+      sources_.erase(key);
       continue;
     }
     const auto port = static_cast<std::uint16_t>(ep->port);
-    auto& src = sources_[leader];
+    auto& src = sources_[key];
     if (src) {
       src->conn->set_endpoint(ep->host, port);
       continue;
@@ -145,16 +167,17 @@ void ReplicaFetcher::reconcile() {
     src = std::make_unique<Source>();
     src->f = this;
     src->leader = leader;
+    src->throttled_lane = key.second;
     net::ClientOptions co;
     co.host = ep->host;
     co.port = port;
     co.request_timeout_ms = opts_.max_wait_ms + 30000;
     src->conn = opts_.connect ? opts_.connect(r_, *src, std::move(co))
                               : net::ClientConnection::create(r_, *src, std::move(co));
-    LOG_INFO("replica fetcher: fetching from broker %d at %s:%u", leader, ep->host.c_str(),
-             unsigned(port));
+    LOG_INFO("replica fetcher: fetching from broker %d at %s:%u%s", leader, ep->host.c_str(),
+             unsigned(port), key.second ? " (throttled replicas)" : "");
   }
-  for (auto& [leader, src] : sources_)
+  for (auto& [key, src] : sources_)
     try_send(*src);
 }
 
@@ -173,14 +196,24 @@ void ReplicaFetcher::try_send(Source& s) {
   req.session_epoch = -1;  // no fetch session: every request names its partitions
   const std::int64_t now = mono_ms();
   s.sent.clear();
+  bool held = false;
   shard_.for_each([&](Partition& p) {
     ReplicaState* rs = p.replica();
     if (!rs || rs->role() != ReplicaRole::follower || rs->leader_id() != s.leader) return;
     Key key{p.topic(), p.index()};
+    if (!throttled_lane_.empty() && throttled_lane_.contains(key) != s.throttled_lane) return;
     auto it = slots_.find(key);
     if (it != slots_.end() && it->second->appending) return;
+    std::int64_t reserved = 0;
+    if (held_back(p, now, reserved)) {
+      held = true;
+      return;
+    }
     auto f = rs->next_fetch(now);
-    if (!f) return;
+    if (!f) {
+      if (reserved > 0) opts_.throttle->quota(Side::follower).settle(reserved, 0, now);
+      return;
+    }
     if (s.sent.empty()) set_replica_fields(req, f->fetch);
     if (req.topics.empty() || req.topics.back().topic_id != p.topic_id()) {
       kafka::FetchRequest::FetchTopic t;
@@ -190,15 +223,27 @@ void ReplicaFetcher::try_send(Source& s) {
     }
     req.topics.back().partitions.push_back(
         fetch_partition(p.index(), f->fetch, opts_.partition_max_bytes));
-    s.sent.push_back(Source::Sent{std::move(key), p.topic_id(), f->request_id});
+    s.sent.push_back(Sent{std::move(key), p.topic_id(), f->request_id, f->fetch.fetch_offset,
+                          rs->leader_epoch(), reserved, 0});
   });
+  if (held) {
+    // Look again when the rate is back under the limit, and let a Fetch that goes without the
+    // held partitions wait at the leader no longer than that.
+    ReplicationQuota& q = opts_.throttle->quota(Side::follower);
+    q.note_held(now);
+    const std::int64_t wait = std::clamp<std::int64_t>(q.wait_ms(now), 1, opts_.backoff_ms);
+    arm_retry(wait);
+    req.max_wait_ms = std::min<std::int32_t>(req.max_wait_ms, static_cast<std::int32_t>(wait));
+  }
   if (s.sent.empty()) {
-    arm_retry();  // waiting for syncs, a truncation or a timed-out fetch: look again later
+    // Waiting for syncs, a truncation, a timed-out fetch or the throttle: look again later.
+    if (!held) arm_retry();
     return;
   }
   net::Buffer frame = kafka::flatten_to_buffer(
       kafka::encode_request(req, kFetchVersion, ++s.correlation, "samsa-replica-fetcher"));
   if (!s.conn->send(std::move(frame))) {
+    settle(s.sent, now);
     s.sent.clear();
     return;
   }
@@ -208,7 +253,7 @@ void ReplicaFetcher::try_send(Source& s) {
 
 void ReplicaFetcher::on_response(Source& s, net::Buffer frame) {
   s.in_flight = false;
-  std::vector<Source::Sent> sent = std::move(s.sent);
+  std::vector<Sent> sent = std::move(s.sent);
   s.sent.clear();
   auto h =
       kafka::decode_response_header(frame.span(), kafka::FetchResponse::kApiKey, kFetchVersion);
@@ -217,20 +262,22 @@ void ReplicaFetcher::on_response(Source& s, net::Buffer frame) {
       kafka::decode_response_body(frame.span(), h, kFetchVersion, resp) !=
           kafka::DecodeError::none) {
     LOG_WARN("replica fetcher: a malformed Fetch answer from broker %d; reconnecting", s.leader);
+    settle(sent, mono_ms());
     s.conn->reconnect();
     return;
   }
   if (resp.error_code != 0) {
     LOG_WARN("replica fetcher: broker %d answered Fetch with error %d", s.leader, resp.error_code);
     s.resume_ns = mono_ns() + opts_.backoff_ms * 1'000'000;
+    settle(sent, mono_ms());
     arm_retry();
     return;
   }
   const std::int64_t now = mono_ms();
   for (auto& t : resp.responses) {
     for (auto& pd : t.partitions) {
-      const Source::Sent* m = nullptr;
-      for (const auto& e : sent)
+      Sent* m = nullptr;
+      for (auto& e : sent)
         if (e.topic_id == t.topic_id && e.key.second == pd.partition_index) m = &e;
       if (!m) continue;
       Partition* p = shard_.find_replica(m->key.first, m->key.second);
@@ -244,6 +291,11 @@ void ReplicaFetcher::on_response(Source& s, net::Buffer frame) {
       if (fr.answer.error != kafka::ErrorCode::none &&
           fr.answer.error != kafka::ErrorCode::offset_out_of_range)
         s.resume_ns = mono_ns() + opts_.backoff_ms * 1'000'000;
+      if (fr.answer.error == kafka::ErrorCode::none && !fr.answer.diverging) {
+        note_lag(m->key, m->leader_epoch, fr.answer.high_watermark,
+                 w.count ? w.end : m->fetch_offset, w.count > 0);
+        m->got = static_cast<std::int64_t>(w.bytes);
+      }
       const FollowerStep step = p->on_fetch_response(fr, now);
       if (step == FollowerStep::truncated) ++stats_.truncations;
       if (step == FollowerStep::append) {
@@ -273,13 +325,14 @@ void ReplicaFetcher::on_response(Source& s, net::Buffer frame) {
           continue;
         }
         slot->appending = true;
-        slot->source = s.leader;
+        slot->source = SourceKey{s.leader, s.throttled_lane};
         ++s.unsynced;
         stats_.batches_appended += w.count;
         stats_.bytes_appended += w.bytes;
       }
     }
   }
+  settle(sent, now);
   try_send(s);
 }
 
@@ -297,14 +350,56 @@ void ReplicaFetcher::on_appended(Slot& slot) {
   try_send(*it->second);
 }
 
-void ReplicaFetcher::arm_retry() {
-  if (stopped_ || retry_.armed()) return;
-  r_.arm(&retry_, mono_ns() + opts_.backoff_ms * 1'000'000);
+bool ReplicaFetcher::held_back(const Partition& p, std::int64_t now_ms, std::int64_t& reserved) {
+  if (!opts_.throttle) return false;
+  ReplicationQuota& q = opts_.throttle->quota(Side::follower);
+  if (q.limit() == ReplicationQuota::kUnlimited) return false;
+  if (auto it = lag_.find(Key{p.topic(), p.index()});
+      it != lag_.end() && it->second.caught_up && p.replica() &&
+      it->second.leader_epoch == p.replica()->leader_epoch())
+    return false;
+  if (!opts_.throttle->listed(Side::follower, p.topic(), p.index())) return false;
+  if (q.exceeded(now_ms)) return true;
+  // Counted before the Fetch goes, so the next partition here and the fetchers of the other
+  // reactors see it in flight (replication_throttle.h).
+  reserved = opts_.partition_max_bytes;
+  q.reserve(reserved, now_ms);
+  return false;
+}
+
+void ReplicaFetcher::settle(std::vector<Sent>& sent, std::int64_t now_ms) {
+  if (!opts_.throttle) return;
+  ReplicationQuota& q = opts_.throttle->quota(Side::follower);
+  for (auto& e : sent) {
+    if (e.reserved > 0) {
+      q.settle(e.reserved, e.got, now_ms);
+    } else if (e.got > 0 && opts_.throttle->listed(Side::follower, e.key.first, e.key.second)) {
+      q.record(e.got, now_ms);  // Kafka's follower records every listed partition's bytes
+    }
+    e.reserved = e.got = 0;
+  }
+}
+
+void ReplicaFetcher::note_lag(const Key& key, std::int32_t leader_epoch,
+                              std::int64_t high_watermark, std::int64_t next_offset,
+                              bool brought_records) {
+  // As Kafka's fetcher: the lag moves with answers that bring records (or when unknown), so a
+  // partition held back at the leader keeps the lag it had.
+  auto it = lag_.find(key);
+  if (it != lag_.end() && it->second.leader_epoch == leader_epoch && !brought_records) return;
+  lag_[key] = Lag{leader_epoch, high_watermark - next_offset <= 0};
+}
+
+void ReplicaFetcher::arm_retry(std::int64_t delay_ms) {
+  if (stopped_) return;
+  const std::int64_t at = mono_ns() + delay_ms * 1'000'000;
+  if (retry_.armed() && retry_.deadline_ns <= at) return;
+  r_.arm(&retry_, at);
 }
 
 void ReplicaFetcher::on_retry(io::Timer* t) {
   ReplicaFetcher* self = static_cast<RetryTimer*>(t)->self;
-  for (auto& [leader, src] : self->sources_)
+  for (auto& [key, src] : self->sources_)
     self->try_send(*src);
 }
 

@@ -7,7 +7,13 @@
 // The batches that come back are appended with io::Log::append_replicated (the leader's
 // offsets, never reassigned) as durable appends; the next Fetch on that connection goes out
 // only once every one of them is synced, so the offset a follower reports is on disk. A
-// diverging-epoch answer truncates through ReplicaState::on_fetch_response.
+// diverging-epoch answer truncates through ReplicaState::on_fetch_response. With a follower
+// replication throttle (replication_throttle.h) a listed partition that has not caught up is left
+// out of the Fetch while the broker's follower rate is exceeded, and the Fetch that goes without
+// it waits at the leader no longer than the rate needs to come back under. While the rate is
+// limited, the listed partitions travel on a connection of their own to each leader: a Fetch
+// waits for its appends to sync, and the unlisted partitions' Fetch must not wait behind a
+// catching-up replica's large ones.
 //
 // Thread: the shard's reactor; every call on it. reconcile() after each Shard::apply.
 #pragma once
@@ -15,9 +21,12 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "daemon/cluster/replication_throttle.h"
 #include "io/log.h"
 #include "io/reactor.h"
 #include "net/client_connection.h"
@@ -40,6 +49,8 @@ class ReplicaFetcher {
     // Makes the connection to a leader on the network backend that runs
     // (net::Backend::client_factory); empty: the uring one.
     net::ClientFactory connect;
+    // The reactor's replication throttles (null: none).
+    ReplicationThrottle* throttle = nullptr;
   };
   struct Stats {
     std::uint64_t fetches = 0;
@@ -64,14 +75,28 @@ class ReplicaFetcher {
   const Stats& stats() const { return stats_; }
 
  private:
+  struct Sent;  // a partition of a Fetch in flight
   struct Source;
   struct Slot;
   using Key = std::pair<std::string, std::int32_t>;
+  // A connection: the leader, and whether it carries the partitions the follower throttle lists
+  // (their own lane, so their appends never hold up the Fetch of the others).
+  using SourceKey = std::pair<std::int32_t, bool>;
 
   void try_send(Source& s);
   void on_response(Source& s, net::Buffer frame);
   void on_appended(Slot& slot);
-  void arm_retry();
+  // Whether the follower throttle holds p back from this Fetch; if not, what it reserved of the
+  // quota for p's bytes (0: none).
+  bool held_back(const replication::Partition& p, std::int64_t now_ms, std::int64_t& reserved);
+  // The Fetch's partitions are answered (their got bytes; 0 when it failed): reservations
+  // settled, listed partitions' bytes recorded.
+  void settle(std::vector<Sent>& sent, std::int64_t now_ms);
+  // Kafka's isReplicaInSync from a partition's answer: caught up with the leader's HW.
+  void note_lag(const Key& key, std::int32_t leader_epoch, std::int64_t high_watermark,
+                std::int64_t next_offset, bool brought_records);
+  void arm_retry(std::int64_t delay_ms);
+  void arm_retry() { arm_retry(opts_.backoff_ms); }
   static void on_retry(io::Timer* t);
 
   io::Reactor& r_;
@@ -79,8 +104,16 @@ class ReplicaFetcher {
   Options opts_;
   Stats stats_;
   bool stopped_ = false;
-  std::map<std::int32_t, std::unique_ptr<Source>> sources_;  // by leader id
-  std::map<Key, std::unique_ptr<Slot>> slots_;               // follower partitions' appends
+  std::map<SourceKey, std::unique_ptr<Source>> sources_;
+  std::set<Key> throttled_lane_;  // listed partitions while the follower rate is limited
+  std::map<Key, std::unique_ptr<Slot>> slots_;  // follower partitions' appends
+  // Per partition, whether it had caught up with its leader at the last answer that brought
+  // records (in that leader epoch): such a partition is never throttled.
+  struct Lag {
+    std::int32_t leader_epoch = -1;
+    bool caught_up = false;
+  };
+  std::map<Key, Lag> lag_;
   struct RetryTimer : io::Timer {
     ReplicaFetcher* self = nullptr;
   } retry_;

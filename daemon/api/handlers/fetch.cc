@@ -194,7 +194,11 @@ bool read_part(Part& p, ReactorContext& rc) {
   // (The test-only hook reads the old way, blocking, to prove the no-blocking test can fail.)
   io::ReadAhead probe(0);
   io::ReadAhead* ra = rc.settings->testing_blocking_reads ? nullptr : p.ra ? p.ra : &probe;
-  if ((*part)->read(args, p.out, ra)) return true;
+  if ((*part)->read(args, p.out, ra)) {
+    // The leader side of replication throttles (daemon/cluster/replication_throttle.h).
+    if (p.replica && rc.throttle) rc.throttle->on_leader_read(**part, p.rf.replica_id, p.out);
+    return true;
+  }
   p.shard_rc = &rc;
   if (!p.ra) {
     p.ra = rc.read_ahead->acquire(&p);

@@ -110,6 +110,38 @@ TEST(Config, CheckDynamicSpeaksKafka) {
   EXPECT_TRUE(Config::check_dynamic("listeners", std::nullopt).has_value()) << "static";
 }
 
+// The replication throttles' rates: Kafka's LONG settings, at least 0, Long.MAX_VALUE (no
+// throttle) by default, dynamic per broker and cluster-wide.
+TEST(Config, ReplicationThrottledRates) {
+  auto c = Config::load("", {}, nullptr);
+  ASSERT_TRUE(c.has_value());
+  for (const char* key :
+       {"leader.replication.throttled.rate", "follower.replication.throttled.rate"}) {
+    const ConfigKey* k = Config::find_key(key);
+    ASSERT_NE(k, nullptr) << key;
+    EXPECT_TRUE(k->dynamic);
+    EXPECT_EQ(k->type, ConfigType::int64);
+    EXPECT_EQ(c->get_int(key), INT64_MAX);
+    EXPECT_FALSE(Config::check_dynamic(key, "0").has_value()) << "0 is a valid throttle";
+    EXPECT_FALSE(Config::check_dynamic(key, "9223372036854775807").has_value());
+    EXPECT_EQ(
+        Config::check_dynamic(key, "-1"),
+        "Invalid value -1 for configuration " + std::string(key) + ": Value must be at least 0");
+    EXPECT_EQ(
+        Config::check_dynamic(key, "10MB"),
+        "Invalid value 10MB for configuration " + std::string(key) + ": Not a number of type LONG");
+  }
+  using L = Config::Layer;
+  ASSERT_TRUE(c->set_dynamic("follower.replication.throttled.rate", "20000000", L::dynamic_default)
+                  .has_value());
+  ASSERT_TRUE(
+      c->set_dynamic("follower.replication.throttled.rate", "10000000", L::dynamic).has_value());
+  auto s = make_settings(*c, "cid");
+  ASSERT_TRUE(s.has_value()) << s.error();
+  EXPECT_EQ((*s)->cluster.follower_throttled_rate, 10'000'000) << "the broker's own wins";
+  EXPECT_EQ((*s)->cluster.leader_throttled_rate, INT64_MAX);
+}
+
 // Settings carry a snapshot of the configuration they were made from (DescribeConfigs reads its
 // layers) and the partition limits.
 TEST(Settings, CarryTheConfigAndThePartitionLimits) {

@@ -62,6 +62,12 @@ TEST(Metrics, ExpositionOfTwoReactors) {
   }
   s.reactors.push_back(std::nullopt);  // a reactor that did not answer
   s.groups = std::vector<GroupSample>{{"g", "Stable", 1, {{"orders", 0, 45}, {"orders", 1, -1}}}};
+  cluster::ReplicationQuota::Stats leader, follower;
+  follower.bytes = 5'000'000;
+  follower.throttled_ms = 2'500;
+  follower.holds = 7;
+  follower.rate = 1e7;
+  s.replication_throttles = {leader, follower};
   const std::string t = render_prometheus(s);
 
   EXPECT_EQ(line_of(t, "samsa_requests_total{"),
@@ -91,6 +97,14 @@ TEST(Metrics, ExpositionOfTwoReactors) {
   EXPECT_EQ(line_of(t, "samsa_connections "), "samsa_connections 4");
   EXPECT_EQ(line_of(t, "samsa_reactor_up{reactor=\"2\"}"), "samsa_reactor_up{reactor=\"2\"} 0");
   EXPECT_NE(t.find("cluster_id=\"c\\\"l\\\\u\\nster\""), std::string::npos);
+  EXPECT_EQ(line_of(t, "samsa_replication_throttled_bytes_total{side=\"follower\"}"),
+            "samsa_replication_throttled_bytes_total{side=\"follower\"} 5000000");
+  EXPECT_EQ(line_of(t, "samsa_replication_throttled_seconds_total{side=\"follower\"}"),
+            "samsa_replication_throttled_seconds_total{side=\"follower\"} 2.5");
+  EXPECT_EQ(line_of(t, "samsa_replication_throttled_seconds_total{side=\"leader\"}"),
+            "samsa_replication_throttled_seconds_total{side=\"leader\"} 0");
+  EXPECT_EQ(line_of(t, "samsa_replication_throttle_holds_total{side=\"follower\"}"),
+            "samsa_replication_throttle_holds_total{side=\"follower\"} 7");
   // Every family is declared once, and every counter ends in _total.
   std::istringstream in(t);
   std::string l;
