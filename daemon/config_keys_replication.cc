@@ -40,6 +40,19 @@ const std::vector<ConfigKey> kReplicationKeys = {
      "above it, those of them that have not caught up with their leader are left out of its "
      "fetches until the rate is back under. The default (Long.MAX_VALUE) throttles nothing. "
      "Kafka sets it only dynamically; samsa also reads it from the file."},
+    // kafka-reassign-partitions sets and clears it with the two rates above (--throttle,
+    // --verify); refusing it would fail those commands. samsa moves no replica between its own
+    // log dirs (no AlterReplicaLogDirs), so nothing reads it.
+    {"replica.alter.log.dirs.io.max.bytes.per.second",
+     T::int64,
+     "9223372036854775807",
+     0,
+     INT64_MAX,
+     {},
+     true,
+     "Bytes per second a replica moving between this broker's log dirs may copy. samsa does not "
+     "move replicas between log dirs, so the value is kept and has no effect; "
+     "kafka-reassign-partitions --throttle sets it beside the replication rates."},
 };
 
 }  // namespace
