@@ -225,16 +225,20 @@ Result<void> Log::Impl::close() {
     if (auto r = detail::write_whole_file(path_of(s.base, suffix), *bytes, !defer); !r) return r;
   }
   if (defer) log_dir_->note_unsynced_close();
-  auto held = file(s);
-  if (!held) return std::unexpected(held.error());
-  SegmentFile& sf = **held;
+  // Data the group commits synced is not synced again (nor its file opened for that).
+  std::shared_ptr<SegmentFile> active_file;
   if (synced_end_ < leo_ || !unsynced_files_.empty()) {
-    if (::fdatasync(sf.fd) != 0) return std::unexpected(sys_error("fdatasync", sf.path, errno));
+    auto held = file(s);
+    if (!held) return std::unexpected(held.error());
+    active_file = std::move(*held);
+    if (::fdatasync(active_file->fd) != 0) {
+      return std::unexpected(sys_error("fdatasync", active_file->path, errno));
+    }
     ++stats_.fdatasyncs;
   }
   // Segments rolled since the last sync (flush.messages > 1) hold unsynced data too.
   for (const auto& f : unsynced_files_) {
-    if (f == *held) continue;
+    if (f == active_file) continue;
     if (::fdatasync(f->fd) != 0) return std::unexpected(sys_error("fdatasync", f->path, errno));
     ++stats_.fdatasyncs;
   }
