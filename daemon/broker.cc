@@ -3,6 +3,7 @@
 // broker_threads.cc, settings changes in broker_reload.cc, the stop in broker_shutdown.cc.
 #include "daemon/broker.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -189,10 +190,29 @@ std::expected<void, std::string> Broker::start_background(const std::vector<io::
   return {};
 }
 
+// Segment file descriptors all reactors may keep open: samsa.log.max.open.files, or half the
+// process's descriptor limit (its soft limit raised to the hard one first, as a broker with
+// many partitions needs), the other half left to connections, index files and io_uring.
+std::size_t Broker::segment_file_budget() const {
+  rlimit lim{};
+  if (::getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
+    rlimit raised = lim;
+    raised.rlim_cur = lim.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) lim = raised;
+  }
+  const std::int64_t set = settings_->log_max_open_files;
+  if (set > 0) return static_cast<std::size_t>(set);
+  if (lim.rlim_cur == RLIM_INFINITY) return 0;
+  return static_cast<std::size_t>(lim.rlim_cur / 2);
+}
+
 std::expected<void, std::string> Broker::start_reactors() {
   std::size_t n = static_cast<std::size_t>(config_.get_int("samsa.reactors"));
   if (n == 0) n = std::max<long>(1, sysconf(_SC_NPROCESSORS_ONLN));
   last_turns_.assign(n, 0);
+  const std::size_t files = segment_file_budget();
+  LOG_INFO("segment files: at most %zu open (samsa.log.max.open.files%s)", files,
+           settings_->log_max_open_files > 0 ? "" : ": half the descriptor limit");
   for (std::size_t i = 0; i < n; ++i) {
     auto ctx = std::make_unique<ReactorContext>();
     ctx->broker = this;
@@ -206,6 +226,7 @@ std::expected<void, std::string> Broker::start_reactors() {
     // Eight cold reads at once per reactor, each up to a partition's default fetch size (1 MiB)
     // plus the index walk to its first batch.
     ctx->read_ahead = std::make_unique<io::ReadAheadPool>(8, (1u << 20) + (256u << 10));
+    ctx->open_files_budget = files / n;
     ctx->fetch_sessions = std::make_unique<FetchSessionCache>(
         i, session_slots_per_reactor(*settings_, n), settings_->fetch_session_eviction_ms);
     contexts_.push_back(std::move(ctx));

@@ -91,6 +91,8 @@ struct ReactorContext {
   // Buffers for cold reads of this shard's logs (io/read_ahead.h): a fixed few, so many cold
   // readers at once cost a fixed amount of memory; readers wait for one in turn.
   std::unique_ptr<io::ReadAheadPool> read_ahead;
+  // Segment file descriptors this reactor's logs may keep open (io/open_files.h; 0: no limit).
+  std::size_t open_files_budget = 0;
   ParkedRequest* parked = nullptr;  // intrusive list
   bool shutting_down = false;
   // A cluster broker: the partitions of __consumer_offsets this shard leads, with their leader
@@ -235,6 +237,7 @@ class Broker {
   std::expected<std::vector<io::LogDir*>, std::string> open_log_dirs();
   std::expected<void, std::string> start_background(const std::vector<io::LogDir*>& dirs);
   std::expected<void, std::string> start_reactors();
+  std::size_t segment_file_budget() const;
   std::expected<void, std::string> start_controller_and_coordinator(
       const std::function<void(const std::string&)>& progress);
   void run_reactor(ReactorThread* t);

@@ -103,6 +103,9 @@ void Broker::close_logs(const std::vector<ReactorThread*>& running) {
   if (quorum_peers_) quorum_peers_->stop();
   stop_and_join(controller_thread_, controller_reactor_);
   stop_and_join(coordinator_thread_, coordinator_reactor_);
+  // The logs' closes leave their index files to one syncfs per log dir (shutdown_clean).
+  for (auto& d : log_dirs_)
+    d->defer_close_syncs();
   for (ReactorThread* t : running) {
     t->ctx->reactor->post_fn([t] {
       ReactorContext& ctx = *t->ctx;

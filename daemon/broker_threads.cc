@@ -119,6 +119,7 @@ void Broker::run_reactor(ReactorThread* t) {
     } else {
       t->reactor = std::move(*r);
       t->reactor->set_offload(offload_.get());
+      t->reactor->open_files().set_budget(ctx.open_files_budget);
       ctx.reactor = t->reactor.get();
       make_shard(ctx);
     }

@@ -656,6 +656,17 @@ const std::vector<ConfigKey> kKeys = {
      "error,warn,info,debug",
      true,
      "Log verbosity."},
+    {"samsa.log.max.open.files",
+     T::int64,
+     "0",
+     0,
+     INT64_MAX,
+     {},
+     false,
+     "Segment files the logs keep open at most, split evenly over the reactors; past it the "
+     "least recently used ones that no read, write or sync is using are closed and opened "
+     "again when needed (samsa_log_segment_files_* metrics). 0: half the process's file "
+     "descriptor limit, whose soft limit samsad raises to the hard one at start."},
     {"samsa.max.partitions",
      T::int64,
      "100000",
@@ -664,8 +675,8 @@ const std::vector<ConfigKey> kKeys = {
      {},
      true,
      "Partitions this broker holds at most, internal topics included; CreateTopics, "
-     "CreatePartitions and auto-creation past it get POLICY_VIOLATION. Each open partition "
-     "costs file descriptors and memory for its index and recent-batch ring."},
+     "CreatePartitions and auto-creation past it get POLICY_VIOLATION. An idle partition costs "
+     "a few KiB and at most one file descriptor (samsa.log.max.open.files bounds them)."},
     {"samsa.max.partitions.per.request",
      T::int64,
      "10000",

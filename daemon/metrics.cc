@@ -160,6 +160,9 @@ ReactorSample sample_reactor(ReactorContext& ctx, bool with_partitions) {
     s.idle_ns = ctx.reactor->idle_ns();
     s.turns = ctx.reactor->turns();
     s.io = ctx.reactor->io_metrics();
+    s.open_segment_files = ctx.reactor->open_files().open();
+    s.open_segment_files_budget = ctx.reactor->open_files().budget();
+    s.segment_files = ctx.reactor->open_files().stats();
   }
   s.alive_ns =
       static_cast<std::uint64_t>(std::max<std::int64_t>(0, mono_ns() - ctx.metrics.started_ns()));
@@ -424,6 +427,30 @@ void write_io_and_reactors(Writer& w, const BrokerSample& s, const Merged& m) {
   w.histogram("samsa_log_group_commit_appends", {}, m.io.group_commit_appends, 1.0);
   w.family("samsa_log_group_commit_bytes_total", "counter", "Bytes written by group commits.");
   w.sample("samsa_log_group_commit_bytes_total", {}, static_cast<double>(m.io.group_commit_bytes));
+  double open = 0, budget = 0, opened = 0, closed = 0, busy = 0;
+  for (const auto& r : s.reactors) {
+    if (!r) continue;
+    open += static_cast<double>(r->open_segment_files);
+    budget += static_cast<double>(r->open_segment_files_budget);
+    opened += static_cast<double>(r->segment_files.opened);
+    closed += static_cast<double>(r->segment_files.evicted);
+    busy += static_cast<double>(r->segment_files.busy);
+  }
+  w.family("samsa_log_segment_files_open", "gauge",
+           "Segment files the logs hold open (each a file descriptor).");
+  w.sample("samsa_log_segment_files_open", {}, open);
+  w.family("samsa_log_segment_files_budget", "gauge",
+           "Segment files the logs may hold open (samsa.log.max.open.files; 0: no limit).");
+  w.sample("samsa_log_segment_files_budget", {}, budget);
+  w.family("samsa_log_segment_files_opened_total", "counter",
+           "Segment files opened (new segments, and ones the budget had closed).");
+  w.sample("samsa_log_segment_files_opened_total", {}, opened);
+  w.family("samsa_log_segment_files_closed_total", "counter",
+           "Idle segment files closed to stay within samsa.log.max.open.files.");
+  w.sample("samsa_log_segment_files_closed_total", {}, closed);
+  w.family("samsa_log_segment_files_over_budget_total", "counter",
+           "Times the budget was exceeded because every candidate file was in use.");
+  w.sample("samsa_log_segment_files_over_budget_total", {}, busy);
 
   w.family("samsa_reactor_up", "gauge",
            "1 when the reactor answered the metrics collection in time, else 0.");

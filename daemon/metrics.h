@@ -145,6 +145,9 @@ struct ReactorSample {
   std::vector<PartitionSample> partitions;
   std::map<std::string, std::string> failed_partitions;
   io::Reactor::IoMetrics io;
+  std::size_t open_segment_files = 0;  // io::OpenFiles of the reactor
+  std::size_t open_segment_files_budget = 0;
+  io::OpenFiles::Stats segment_files;
   std::uint64_t connections = 0;
   std::uint64_t accepted = 0;
   std::uint64_t closed = 0;

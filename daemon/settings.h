@@ -129,6 +129,7 @@ struct BrokerSettings {
   std::uint64_t queued_max_request_bytes = 256u << 20;
   std::int64_t max_partitions = 100000;
   std::int64_t max_partitions_per_request = 10000;
+  std::int64_t log_max_open_files = 0;  // samsa.log.max.open.files (0: half the fd limit)
   // samsa.transaction.version: the transaction.version feature level ApiVersions finalizes
   // (2: Java 4 clients end every transaction with an epoch bump, KIP-890 part 2).
   std::int16_t transaction_version = 2;

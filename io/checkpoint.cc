@@ -58,6 +58,14 @@ Result<bool> create_directories_durably(const std::filesystem::path& dir) {
   return true;
 }
 
+Result<bool> make_directory(const std::filesystem::path& dir) {
+  if (::mkdir(dir.c_str(), 0755) == 0) return true;
+  int err = errno;
+  std::error_code ec;
+  if (err == EEXIST && std::filesystem::is_directory(dir, ec)) return false;
+  return std::unexpected(sys_error("create directory", dir, err == EEXIST ? ENOTDIR : err));
+}
+
 Result<void> rename_durably(const std::filesystem::path& from, const std::filesystem::path& to) {
   if (::rename(from.c_str(), to.c_str()) != 0) {
     int err = errno;
@@ -76,7 +84,8 @@ Result<void> remove_durably(const std::filesystem::path& file) {
   return fsync_dir(dir_of(file));
 }
 
-Result<void> write_file_atomically(const std::filesystem::path& file, std::string_view data) {
+Result<void> write_file_atomically(const std::filesystem::path& file, std::string_view data,
+                                   bool sync) {
   std::filesystem::path tmp = file;
   tmp += ".tmp";
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -92,7 +101,7 @@ Result<void> write_file_atomically(const std::filesystem::path& file, std::strin
     }
     done += static_cast<std::size_t>(n);
   }
-  if (::fsync(fd) != 0) {
+  if (sync && ::fsync(fd) != 0) {
     int err = errno;
     ::close(fd);
     return std::unexpected(sys_error("fsync", tmp, err));
@@ -102,7 +111,7 @@ Result<void> write_file_atomically(const std::filesystem::path& file, std::strin
     int err = errno;
     return std::unexpected(sys_error("rename into place", tmp, err));
   }
-  return fsync_dir(dir_of(file));
+  return sync ? fsync_dir(dir_of(file)) : Result<void>{};
 }
 
 Result<std::vector<std::vector<std::string>>> read_checkpoint(const std::filesystem::path& file,

@@ -27,8 +27,11 @@ Result<std::vector<std::vector<std::string>>> read_checkpoint(const std::filesys
 Result<void> write_checkpoint(const std::filesystem::path& file,
                               const std::vector<std::vector<std::string>>& entries);
 
-// Writes `data` to `file` atomically (temp + fsync + rename + directory fsync).
-Result<void> write_file_atomically(const std::filesystem::path& file, std::string_view data);
+// Writes `data` to `file` atomically (temp + fsync + rename + directory fsync). Without `sync`
+// only temp + rename: for files whose syncing someone else does for many at once (a clean stop's
+// syncfs, io/log_dir.h) and whose readers reject a torn one.
+Result<void> write_file_atomically(const std::filesystem::path& file, std::string_view data,
+                                   bool sync = true);
 
 // fsync of a directory: makes entries created, renamed or removed in it durable.
 Result<void> fsync_dir(const std::filesystem::path& dir);
@@ -37,6 +40,10 @@ Result<void> fsync_dir(const std::filesystem::path& dir);
 // before the next one is made, so none of them can vanish in a cut once this returns. true
 // when `dir` itself was created.
 Result<bool> create_directories_durably(const std::filesystem::path& dir);
+// mkdir(2) of one directory whose parent exists, *not* synced: for making many at once, then
+// syncing their parent once (fsync_dir) before any of them is relied on. true when created,
+// false when it was there already.
+Result<bool> make_directory(const std::filesystem::path& dir);
 
 // rename(2), then fsync of the destination's directory (and the source's, when it differs), so
 // the new name survives a cut once this returns.

@@ -39,7 +39,7 @@ const char* errc_name(Errc e) {
 Log::Impl::~Impl() {
   r_.disarm(&flush_timer_);
   if (state_ && log_dir_ && id_) log_dir_->detach(*id_, state_);
-  if (dir_fd_ >= 0) ::close(dir_fd_);
+  if (dir_sync_fd_ >= 0) ::close(dir_sync_fd_);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -246,6 +246,12 @@ Result<void> Log::scan_batch_headers(std::int64_t from,
     offset = rr->next_offset;
   }
   return {};
+}
+
+bool Log::defer_close_syncs() {
+  if (!impl_->log_dir_ || !impl_->log_dir_->close_syncs_deferred()) return false;
+  impl_->log_dir_->note_unsynced_close();
+  return true;
 }
 
 LeaderEpochCache& Log::leader_epochs() {

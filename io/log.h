@@ -271,6 +271,10 @@ class Log {
   // Writes index files of the active segment and syncs; called before a clean shutdown. Needs
   // idle() (Errc::busy otherwise). Later appends fail with Errc::fenced.
   Result<void> close();
+  // At a clean stop (io::LogDir::defer_close_syncs) true, and the log dir then syncs what the
+  // caller writes while closing this log (producer snapshots) with everything else before its
+  // clean marker; false otherwise (the caller syncs its files itself).
+  bool defer_close_syncs();
   // Nothing queued, in flight or waiting to complete: truncation, close and destruction are safe.
   bool idle() const;
 

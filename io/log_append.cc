@@ -179,8 +179,8 @@ void Log::Impl::stage(AppendOp* op, Segment& s, std::uint64_t pos) {
     staged_head_ = op;
   }
   staged_tail_ = op;
-  if (staged_runs_head_ == staged_runs_.size() || staged_runs_.back().file != s.file) {
-    staged_runs_.push_back(Run{s.file, pos, op, 0, 0});
+  if (staged_runs_head_ == staged_runs_.size() || staged_runs_.back().file != s.file.get()) {
+    staged_runs_.push_back(Run{s.file.get(), pos, op, 0, 0});
   }
   staged_runs_.back().count++;
   staged_runs_.back().bytes += op->batch.size();
@@ -215,6 +215,8 @@ Result<AppendResult> Log::Impl::append(AppendOp* op, bool replicated, const Batc
   if (roll_due(active(), b.size(), last, batch_ts, now)) {
     if (auto r = roll(now); !r) return std::unexpected(r.error());
   }
+  // Open (the budget may have closed it) before anything changes: stage() runs on it.
+  if (auto f = file(active()); !f) return std::unexpected(f.error());
 
   // Accepted: from here on nothing fails.
   Segment& s = active();
@@ -228,6 +230,7 @@ Result<AppendResult> Log::Impl::append(AppendOp* op, bool replicated, const Batc
     }
   }
   const std::uint64_t pos = s.size;
+  active_clean_ = false;
   if (replicated && s.size > 0 && base > s.next_offset) s.gapped = true;
   if (n_batches == 1) {
     std::int64_t ts = append_time ? now : first.max_timestamp;
@@ -367,15 +370,7 @@ void Log::Impl::submit_group() {
     fr.sc.sync = true;
     submit_run(fr);
   }
-  if (dir_sync_needed_ && flight_sync_) {
-    dir_sync_needed_ = false;
-    dir_sync_pending_ = true;
-    dir_sync_err_ = 0;
-    dir_c_.fn = &Impl::on_dir_cqe;
-    dir_c_.log = this;
-    io_uring_prep_fsync(r_.sqe(&dir_c_), dir_fd_, 0);
-    ++stats_.dir_fsyncs;
-  }
+  if (dir_sync_needed_ && flight_sync_) submit_dir_sync();
 }
 
 // One writev of the run's remaining bytes, linked to an fdatasync of its file.
@@ -476,8 +471,31 @@ void Log::Impl::run_progress(FlightRun& fr) {
   advance_group();
 }
 
+void Log::Impl::submit_dir_sync() {
+  dir_sync_needed_ = false;
+  dir_sync_pending_ = true;
+  dir_sync_err_ = 0;
+  dir_c_.fn = &Impl::on_dir_cqe;
+  dir_c_.log = this;
+  dir_sync_fd_ = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_sync_fd_ < 0) {
+    // Completed through the ring like a failed fsync, so the group fails the same way.
+    io_uring_prep_nop(r_.sqe(&dir_c_));
+    dir_open_errno_ = errno;
+  } else {
+    io_uring_prep_fsync(r_.sqe(&dir_c_), dir_sync_fd_, 0);
+  }
+  ++stats_.dir_fsyncs;
+}
+
 void Log::Impl::on_dir_cqe(Completion* c, int res, std::uint32_t) {
   Impl* self = static_cast<DirCompletion*>(c)->log;
+  if (self->dir_sync_fd_ >= 0) {
+    ::close(self->dir_sync_fd_);
+    self->dir_sync_fd_ = -1;
+  } else if (res >= 0) {
+    res = -self->dir_open_errno_;
+  }
   if (self->orphaned_) return;
   self->dir_sync_pending_ = false;
   if (res < 0) self->dir_sync_err_ = -res;
@@ -551,6 +569,9 @@ void Log::Impl::advance_group() {
       *done_tail = rest;
       if (staged_head_ || flush_due_) r_.at_turn_end(this);
     }
+    // The group no longer needs its files: an idle log's may be closed by the budget.
+    for (FlightRun& fr : flight_)
+      fr.file.reset();
   }
   if (advanced && listener_) listener_->on_log_advanced(*owner_);
   complete_list(done_now);  // may destroy the log: nothing after this
@@ -594,15 +615,7 @@ void Log::Impl::submit_flush() {
     fr.sc.sync = true;
     submit_run(fr);
   }
-  if (dir_sync_needed_) {
-    dir_sync_needed_ = false;
-    dir_sync_pending_ = true;
-    dir_sync_err_ = 0;
-    dir_c_.fn = &Impl::on_dir_cqe;
-    dir_c_.log = this;
-    io_uring_prep_fsync(r_.sqe(&dir_c_), dir_fd_, 0);
-    ++stats_.dir_fsyncs;
-  }
+  if (dir_sync_needed_) submit_dir_sync();
 }
 
 void Log::Impl::arm_flush_timer() {

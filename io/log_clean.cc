@@ -41,7 +41,7 @@ std::unique_ptr<CleanPlan> Log::Impl::plan_cleaning(const CleanRequest& req) {
       break;
     }
     plan->segments.push_back(
-        CleanPlan::Seg{s.file, s.base, s.size, next_base, s.offset_index.bytes().size()});
+        CleanPlan::Seg{nullptr, s.base, s.size, next_base, s.offset_index.bytes().size()});
     plan->total_bytes += s.size;
     if (next_base > first_dirty) plan->dirty_bytes += s.size;
   }
@@ -62,6 +62,16 @@ std::unique_ptr<CleanPlan> Log::Impl::plan_cleaning(const CleanRequest& req) {
       }
     }
     if (!overdue) return {};
+  }
+  // Files are opened only for a pass that runs (a closed segment's may be closed by the
+  // descriptor budget); the plan holds them, so none is closed under the pass.
+  for (std::size_t i = 0; i < plan->segments.size(); ++i) {
+    auto f = file(*segs_[i]);
+    if (!f) {
+      LOG_WARN("%s: no cleaning pass: %s", dir_.c_str(), f.error().detail.c_str());
+      return {};
+    }
+    plan->segments[i].file = std::move(*f);
   }
   plan->dir = dir_;
   plan->log_start = log_start_;
@@ -108,7 +118,7 @@ Result<void> Log::Impl::commit_cleaning(const CleanPlan& plan, const CleanResult
     inputs += g.input_segments;
   bool same = plan.generation == generation_ && !fence_ && !closed_ && inputs < segs_.size();
   for (std::size_t i = 0; same && i < inputs; ++i)
-    same = segs_[i]->file == plan.segments[i].file && segs_[i]->size == plan.segments[i].size;
+    same = segs_[i]->file.get() == plan.segments[i].file && segs_[i]->size == plan.segments[i].size;
   if (!same) {
     discard_cleaned(plan, result);
     return fail(Errc::busy,
@@ -149,7 +159,7 @@ Result<void> Log::Impl::swap_in(const CleanPlan& plan, const CleanResult& result
       }
     }
   }
-  if (::fsync(dir_fd_) != 0) return std::unexpected(sys_error("fsync", dir_, errno));
+  if (auto r = fsync_dir(dir_); !r) return std::unexpected(r.error());
   if (auto r = remove_durably(dir_ / kSwapManifest); !r) return r;
   for (const auto& g : result.groups) {
     auto s = std::make_unique<Segment>();
@@ -170,7 +180,7 @@ Result<void> Log::Impl::swap_in(const CleanPlan& plan, const CleanResult& result
   segs_.erase(segs_.begin(), segs_.begin() + static_cast<std::ptrdiff_t>(i));
   for (auto it = fresh.rbegin(); it != fresh.rend(); ++it)
     segs_.push_front(std::move(*it));
-  window_file_ = nullptr;
+  read_scratch().window_file = nullptr;
   return {};
 }
 
@@ -223,7 +233,7 @@ Result<bool> Log::Impl::finish_interrupted_swap() {
     LOG_INFO("%s: completed the cleaner's swap of [%" PRId64 ", %" PRId64 ") a stop interrupted",
              dir_.c_str(), base, end);
   }
-  if (::fsync(dir_fd_) != 0) return std::unexpected(sys_error("fsync", dir_, errno));
+  if (auto r = fsync_dir(dir_); !r) return std::unexpected(r.error());
   if (auto r = remove_durably(manifest); !r) return std::unexpected(r.error());
   return true;
 }

@@ -58,6 +58,8 @@ class LogDir {
   bool had_clean_shutdown() const { return clean_; }
   // Partition directories found at open plus those created since, in order.
   std::vector<PartitionId> partitions() const;
+  // How many partitions() would list, without copying them (placing a new partition).
+  std::size_t partition_count() const;
   std::filesystem::path partition_dir(const PartitionId& id) const { return root_ / id.dir_name(); }
 
   // How to open a partition's log: recovery point and log start from the checkpoints, and
@@ -73,6 +75,15 @@ class LogDir {
   // every attached log has been closed cleanly and every partition dir found at open was opened
   // in this run: the marker tells the next start to skip recovery for all of them.
   Result<void> shutdown_clean();
+  // From now on (a clean stop), Log::close() of this dir's logs writes their active segment's
+  // index files without syncing them one by one; shutdown_clean() syncs the whole file system
+  // once (syncfs) before it writes the marker that makes the next start trust them. Without
+  // the marker those files are not trusted anyway (the active segment is always scanned).
+  void defer_close_syncs() { close_syncs_deferred_.store(true, std::memory_order_release); }
+  bool close_syncs_deferred() const {
+    return close_syncs_deferred_.load(std::memory_order_acquire);
+  }
+  void note_unsynced_close() { unsynced_closes_.store(true, std::memory_order_release); }
   // Drops a partition's checkpoint entries (topic deletion).
   void forget(const PartitionId& id);
   // Directories of deleted partitions ("<topic>-<p>.<id>-delete") found at open: a stop or a
@@ -125,6 +136,8 @@ class LogDir {
   std::filesystem::path root_;
   int lock_fd_ = -1;
   bool clean_ = false;
+  std::atomic<bool> close_syncs_deferred_{false};
+  std::atomic<bool> unsynced_closes_{false};
   mutable std::mutex mu_;
   std::map<PartitionId, Entry> entries_;
   std::vector<std::filesystem::path> left_to_delete_;  // set at open, then read-only

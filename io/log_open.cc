@@ -6,20 +6,46 @@ namespace samsa::io {
 // ---------------------------------------------------------------------------------------------
 // Opening and recovery
 
+Result<std::shared_ptr<SegmentFile>> Log::Impl::file(const Segment& s) const {
+  OpenFiles& files = r_.open_files();
+  if (s.file) {
+    files.touch(s.file);
+    return s.file.get();
+  }
+  auto p = log_path(s);
+  int fd = ::open(p.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return std::unexpected(sys_error("open", p, errno));
+  auto f = std::make_shared<SegmentFile>();
+  f->fd = fd;
+  f->path = std::move(p);
+  files.adopt(s.file, f);
+  return f;
+}
+
 Result<void> Log::Impl::open_segment_file(Segment& s, bool create) {
-  auto p = path_of(s.base, kLogSuffix);
+  auto p = log_path(s);
   int flags = O_RDWR | O_CLOEXEC | (create ? O_CREAT | O_TRUNC : 0);
   int fd = ::open(p.c_str(), flags, 0644);
   if (fd < 0) return std::unexpected(sys_error(create ? "create" : "open", p, errno));
-  s.file = std::make_shared<SegmentFile>();
-  s.file->fd = fd;
-  s.file->path = p;
+  auto f = std::make_shared<SegmentFile>();
+  f->fd = fd;
+  f->path = p;
   struct stat st {};
   if (::fstat(fd, &st) != 0) return std::unexpected(sys_error("stat", p, errno));
+  r_.open_files().adopt(s.file, std::move(f));
   s.size = static_cast<std::uint64_t>(st.st_size);
   s.created_ms = create ? wall_ms() : st.st_mtim.tv_sec * 1000LL + st.st_mtim.tv_nsec / 1000000;
   return {};
 }
+
+namespace {
+
+bool file_is_empty(const std::filesystem::path& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0 && st.st_size == 0;
+}
+
+}  // namespace
 
 Result<void> Log::Impl::create_segment(std::int64_t base) {
   auto s = std::make_unique<Segment>();
@@ -34,10 +60,14 @@ Result<void> Log::Impl::create_segment(std::int64_t base) {
   ib_.reset(base, cfg_.index_interval_bytes);
   ring_.clear();
   dir_sync_needed_ = true;
+  active_clean_ = true;  // empty files: nothing to sync but their entries (dir_sync_needed_)
   return {};
 }
 
 Result<void> Log::Impl::load_closed(Segment& s, std::int64_t next_base) {
+  auto held = file(s);
+  if (!held) return std::unexpected(held.error());
+  SegmentFile& sf = **held;
   std::int64_t max_rel = next_base - 1 - s.base;
   std::string why;
   auto oi = IndexFile::load(path_of(s.base, kIndexSuffix));
@@ -64,29 +94,28 @@ Result<void> Log::Impl::load_closed(Segment& s, std::int64_t next_base) {
   }
   // Below the recovery point the data is trusted to be synced: the index is rebuilt from it,
   // and anything wrong in the data itself is corruption of acknowledged records.
-  LOG_WARN("rebuilding the index of %s: %s", s.file->path.c_str(), why.c_str());
+  LOG_WARN("rebuilding the index of %s: %s", sf.path.c_str(), why.c_str());
   ib_.reset(s.base, cfg_.index_interval_bytes);
   detail::ScanOptions so{.from = 0,
                          .end = s.size,
                          .expected_base = s.base,
                          .verify_crc = true,
                          .allow_gaps = gaps_ok_};
-  auto out = detail::scan_batches(s.file->fd, s.file->path, so,
-                                  [&](const BatchInfo& b, std::uint64_t pos) {
-                                    ib_.add(b.base_offset + b.last_offset_delta, b.max_timestamp,
-                                            pos, static_cast<std::uint64_t>(b.length));
-                                  });
+  auto out = detail::scan_batches(sf.fd, sf.path, so, [&](const BatchInfo& b, std::uint64_t pos) {
+    ib_.add(b.base_offset + b.last_offset_delta, b.max_timestamp, pos,
+            static_cast<std::uint64_t>(b.length));
+  });
   if (!out) return std::unexpected(out.error());
   if (!out->problem.empty()) {
     return fail(Errc::fenced, fmt("corrupt closed segment %s at byte %" PRIu64 ": %s",
-                                  s.file->path.c_str(), out->valid_end, out->problem.c_str()));
+                                  sf.path.c_str(), out->valid_end, out->problem.c_str()));
   }
   std::int64_t end = out->batches ? out->next_offset : s.base;
   if (gaps_ok_ ? end > next_base : end != next_base) {  // below it: compaction's trailing gap
     return fail(Errc::fenced,
                 fmt("closed segment %s ends at offset %" PRId64 " but the next segment starts at "
                     "%" PRId64,
-                    s.file->path.c_str(), end, next_base));
+                    sf.path.c_str(), end, next_base));
   }
   s.next_offset = next_base;
   return close_active_index(s);
@@ -116,6 +145,9 @@ Result<void> Log::Impl::close_active_index(Segment& s) {
 // batch headers after the last index entry (to find the log end and fill the ring). false when
 // something does not add up; the caller then recovers the segment in full.
 Result<bool> Log::Impl::load_clean_active(Segment& s) {
+  auto held = file(s);
+  if (!held) return std::unexpected(held.error());
+  SegmentFile& sf = **held;
   auto oi = IndexFile::load(path_of(s.base, kIndexSuffix));
   auto ti = IndexFile::load(path_of(s.base, kTimeIndexSuffix));
   if (!oi || !ti) return false;
@@ -138,40 +170,42 @@ Result<bool> Log::Impl::load_clean_active(Segment& s) {
   }
   ib_.restore(s.base, cfg_.index_interval_bytes, oi->bytes(), ti->bytes(), s.size, INT64_MAX);
   ring_.clear();
-  auto out = detail::scan_batches(
-      s.file->fd, s.file->path, so, [&](const BatchInfo& b, std::uint64_t pos) {
-        ib_.observe(b.base_offset + b.last_offset_delta, b.max_timestamp);
-        ring_.push(b.base_offset, pos);
-        // Whether the batches before the last index entry had gaps is not known here; only a
-        // compacted topic's can (a follower copies its leader's gaps).
-        s.gapped =
-            s.gapped || cfg_.cleanup_compact || (pos > so.from && b.base_offset > s.next_offset);
-        s.next_offset = b.base_offset + b.last_offset_delta + 1;
-        if (s.first_batch_timestamp < 0 && pos == 0) {
-          s.first_batch_timestamp = b.max_timestamp;
-        }
-      });
+  auto out = detail::scan_batches(sf.fd, sf.path, so, [&](const BatchInfo& b, std::uint64_t pos) {
+    ib_.observe(b.base_offset + b.last_offset_delta, b.max_timestamp);
+    ring_.push(b.base_offset, pos);
+    // Whether the batches before the last index entry had gaps is not known here; only a
+    // compacted topic's can (a follower copies its leader's gaps).
+    s.gapped = s.gapped || cfg_.cleanup_compact || (pos > so.from && b.base_offset > s.next_offset);
+    s.next_offset = b.base_offset + b.last_offset_delta + 1;
+    if (s.first_batch_timestamp < 0 && pos == 0) {
+      s.first_batch_timestamp = b.max_timestamp;
+    }
+  });
   if (!out) return std::unexpected(out.error());
   if (!out->problem.empty()) {
-    LOG_WARN("%s: not as it was closed (%s at byte %" PRIu64 "); recovering it",
-             s.file->path.c_str(), out->problem.c_str(), out->valid_end);
+    LOG_WARN("%s: not as it was closed (%s at byte %" PRIu64 "); recovering it", sf.path.c_str(),
+             out->problem.c_str(), out->valid_end);
     return false;
   }
   s.next_offset = out->batches ? out->next_offset : s.base;
   if (s.size > 0 && out->batches == 0) return false;  // the index pointed at the very end
   if (s.first_batch_timestamp < 0 && s.size > 0) {
     std::byte h[batch::kHeaderSize];
-    ssize_t n = detail::pread_full(s.file->fd, h, sizeof h, 0);
+    ssize_t n = detail::pread_full(sf.fd, h, sizeof h, 0);
     if (n != static_cast<ssize_t>(sizeof h)) return false;
     s.first_batch_timestamp = batch::parse_header(h).max_timestamp;
   }
   s.max_timestamp = ib_.max_timestamp;
+  active_clean_ = true;  // restored from the files the clean close wrote and synced
   return true;
 }
 
 // A full scan with CRCs (from the recovery point on). Truncates a torn or corrupt tail and
 // returns true when it did (everything after it is then dropped by the caller).
 Result<bool> Log::Impl::recover_segment(Segment& s, bool last, std::int64_t next_base) {
+  auto held = file(s);
+  if (!held) return std::unexpected(held.error());
+  SegmentFile& sf = **held;
   ib_.reset(s.base, cfg_.index_interval_bytes);
   ring_.clear();
   detail::ScanOptions so{.from = 0,
@@ -179,43 +213,49 @@ Result<bool> Log::Impl::recover_segment(Segment& s, bool last, std::int64_t next
                          .expected_base = s.base,
                          .verify_crc = true,
                          .allow_gaps = gaps_ok_};
-  auto out = detail::scan_batches(s.file->fd, s.file->path, so,
-                                  [&](const BatchInfo& b, std::uint64_t pos) {
-                                    ib_.add(b.base_offset + b.last_offset_delta, b.max_timestamp,
-                                            pos, static_cast<std::uint64_t>(b.length));
-                                    ring_.push(b.base_offset, pos);
-                                    if (pos == 0) s.first_batch_timestamp = b.max_timestamp;
-                                    if (pos > 0 && b.base_offset > s.next_offset) s.gapped = true;
-                                    s.next_offset = b.base_offset + b.last_offset_delta + 1;
-                                  });
+  auto out = detail::scan_batches(sf.fd, sf.path, so, [&](const BatchInfo& b, std::uint64_t pos) {
+    ib_.add(b.base_offset + b.last_offset_delta, b.max_timestamp, pos,
+            static_cast<std::uint64_t>(b.length));
+    ring_.push(b.base_offset, pos);
+    if (pos == 0) s.first_batch_timestamp = b.max_timestamp;
+    if (pos > 0 && b.base_offset > s.next_offset) s.gapped = true;
+    s.next_offset = b.base_offset + b.last_offset_delta + 1;
+  });
   if (!out) return std::unexpected(out.error());
   s.next_offset = out->batches ? out->next_offset : s.base;
   s.max_timestamp = ib_.max_timestamp;
   bool truncated = false;
   if (!out->problem.empty()) {
     LOG_WARN("%s: %s at byte %" PRIu64 "; truncating the %" PRIu64 " bytes from there",
-             s.file->path.c_str(), out->problem.c_str(), out->valid_end, s.size - out->valid_end);
-    if (::ftruncate(s.file->fd, static_cast<off_t>(out->valid_end)) != 0) {
-      return std::unexpected(sys_error("truncate", s.file->path, errno));
+             sf.path.c_str(), out->problem.c_str(), out->valid_end, s.size - out->valid_end);
+    if (::ftruncate(sf.fd, static_cast<off_t>(out->valid_end)) != 0) {
+      return std::unexpected(sys_error("truncate", sf.path, errno));
     }
     s.size = out->valid_end;
     truncated = true;
   }
   // What was scanned may be only in the page cache (a crash kills the process, not the
-  // machine): sync it before it counts as below the recovery point.
-  if (::fdatasync(s.file->fd) != 0) {
-    return std::unexpected(sys_error("fdatasync", s.file->path, errno));
+  // machine): sync it before it counts as below the recovery point. An empty file that was not
+  // cut holds nothing to sync (every cut of the log is synced when made). Its directory entry
+  // may be unsynced too: the next group commit syncs the directory (open_segments).
+  if ((s.size > 0 || truncated) && ::fdatasync(sf.fd) != 0) {
+    return std::unexpected(sys_error("fdatasync", sf.path, errno));
   }
   if (!last && !truncated && (gaps_ok_ ? s.next_offset > next_base : s.next_offset != next_base)) {
     LOG_WARN("%s ends at offset %" PRId64 " but the next segment starts at %" PRId64
              "; dropping the segments after it",
-             s.file->path.c_str(), s.next_offset, next_base);
+             sf.path.c_str(), s.next_offset, next_base);
     truncated = true;
   }
   if (!last && !truncated) {
     s.next_offset = next_base;  // a compacted segment may end in a gap
     if (auto r = close_active_index(s); !r) return std::unexpected(r.error());
   }
+  // An empty active segment with empty index files (an idle partition after a crash) is
+  // already as close() would leave it.
+  active_clean_ = last && !truncated && s.size == 0 &&
+                  file_is_empty(path_of(s.base, kIndexSuffix)) &&
+                  file_is_empty(path_of(s.base, kTimeIndexSuffix));
   return truncated;
 }
 
@@ -321,6 +361,10 @@ Result<void> Log::Impl::open_segments(const std::vector<std::int64_t>& bases,
       if (bases[i] <= opts.recovery_point) scan_from = i;
     }
   }
+  // After a crash the entries of the segments scanned may never have reached the disk (a roll
+  // or a new log whose first group commit never came): the first group commit syncs the
+  // directory before anything appended now is acknowledged.
+  if (scan_from < bases.size()) dir_sync_needed_ = true;
   std::vector<std::int64_t> kept = bases;
   if (gaps_ok_) {
     if (auto r = drop_lost_segments(kept, scan_from, removed); !r) return r;
@@ -386,8 +430,6 @@ Result<void> Log::Impl::load(const OpenOptions& opts) {
   // Durable before the first append can be acknowledged: the segment files' own entries are
   // synced with the first group commit, this directory's entry here.
   if (auto r = create_directories_durably(dir_); !r) return std::unexpected(r.error());
-  dir_fd_ = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd_ < 0) return std::unexpected(sys_error("open", dir_, errno));
   auto epochs = LeaderEpochCache::load(dir_ / kEpochFile);
   if (!epochs) return std::unexpected(epochs.error());
   epochs_ = std::move(*epochs);
@@ -423,8 +465,11 @@ Result<void> Log::Impl::load(const OpenOptions& opts) {
   log_start_ = std::max(segs_.front()->base, opts.log_start_offset);
   if (log_start_ > leo_) log_start_ = leo_;
   written_end_ = durable_end_ = synced_end_ = leo_;
-  if (removed || dir_sync_needed_) {
-    if (::fsync(dir_fd_) != 0) return std::unexpected(sys_error("fsync", dir_, errno));
+  // Removals are synced now. A segment created here (a new partition) is synced with the
+  // first group commit or close(), as a rolled segment is: nothing in it is acknowledged
+  // before, and a cut that loses its empty files loses nothing (they are made again).
+  if (removed) {
+    if (auto r = fsync_dir(dir_); !r) return std::unexpected(r.error());
     dir_sync_needed_ = false;
   }
   epochs_.trim_loaded(log_start_, leo_);

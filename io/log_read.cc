@@ -11,37 +11,38 @@ namespace samsa::io {
 Result<const std::byte*> Log::Impl::header_at(const Segment& s, std::uint64_t pos) const {
   if (ra_) {
     // A reactor's read: only what the caller's ReadAhead holds; the rest is asked for.
-    const std::byte* h = ra_->find(s.file.get(), pos, batch::kHeaderSize);
+    const std::byte* h = ra_->find(s.file.get().get(), pos, batch::kHeaderSize);
     if (!h) {
       if (pos + batch::kHeaderSize > s.size) {
         return std::unexpected(corrupt(s, pos, "the file ends inside a batch header"));
       }
-      want_bytes(s, pos, batch::kHeaderSize);
-      return fail(Errc::would_block, "batch header not read yet");
+      return want_bytes(s, pos, batch::kHeaderSize);
     }
     if (auto ok = checked_header(s, pos, h); !ok) return std::unexpected(ok.error());
     return h;
   }
-  if (window_file_ != s.file.get() || pos < window_pos_ ||
-      pos + batch::kHeaderSize > window_pos_ + window_len_) {
+  auto f = file(s);
+  if (!f) return std::unexpected(f.error());
+  ReadScratch& w = read_scratch();
+  if (w.window_file != f->get() || pos < w.window_pos ||
+      pos + batch::kHeaderSize > w.window_pos + w.window_len) {
     // Small batches: read ahead a window of headers; large ones: just the next header.
-    std::size_t ahead = window_batch_len_ < kWindow / 4 ? kWindow : batch::kHeaderSize;
+    std::size_t ahead = w.window_batch_len < kWindow / 4 ? kWindow : batch::kHeaderSize;
     std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(ahead, s.size - pos));
-    // Allocated on the first read: a partition nobody reads costs nothing here.
-    if (window_.empty()) window_.resize(kWindow);
-    ssize_t n = detail::pread_full(s.file->fd, window_.data(), want, pos);
-    if (n < 0) return std::unexpected(sys_error("read", s.file->path, static_cast<int>(-n)));
-    window_file_ = s.file.get();
-    window_pos_ = pos;
-    window_len_ = static_cast<std::size_t>(n);
-    if (window_len_ < batch::kHeaderSize) {
+    if (w.window.empty()) w.window.resize(kWindow);
+    ssize_t n = detail::pread_full((*f)->fd, w.window.data(), want, pos);
+    if (n < 0) return std::unexpected(sys_error("read", (*f)->path, static_cast<int>(-n)));
+    w.window_file = f->get();
+    w.window_pos = pos;
+    w.window_len = static_cast<std::size_t>(n);
+    if (w.window_len < batch::kHeaderSize) {
       return std::unexpected(corrupt(s, pos, "the file ends inside a batch header"));
     }
   }
-  const std::byte* h = window_.data() + (pos - window_pos_);
+  const std::byte* h = w.window.data() + (pos - w.window_pos);
   auto len = checked_header(s, pos, h);
   if (!len) return std::unexpected(len.error());
-  window_batch_len_ = *len;
+  w.window_batch_len = *len;
   return h;
 }
 
@@ -58,31 +59,37 @@ Result<std::uint32_t> Log::Impl::checked_header(const Segment& s, std::uint64_t 
   return static_cast<std::uint32_t>(info->length);
 }
 
-void Log::Impl::want_bytes(const Segment& s, std::uint64_t pos, std::size_t need) const {
-  if (ra_anchor_file_ != s.file.get() || ra_anchor_ > pos) {
-    ra_anchor_file_ = s.file.get();
+std::unexpected<Error> Log::Impl::want_bytes(const Segment& s, std::uint64_t pos,
+                                             std::size_t need) const {
+  auto f = file(s);
+  if (!f) return std::unexpected(f.error());
+  if (ra_anchor_file_ != f->get() || ra_anchor_ > pos) {
+    ra_anchor_file_ = f->get();
     ra_anchor_ = pos;
   }
   const std::uint64_t from = ra_anchor_;
   const std::uint64_t end = std::min<std::uint64_t>(s.size, std::max(pos + need, from + ra_span_));
-  ra_->want(s.file, from, static_cast<std::size_t>(pos + need - from),
+  ra_->want(*f, from, static_cast<std::size_t>(pos + need - from),
             static_cast<std::size_t>(end - from));
+  return fail(Errc::would_block, "not read yet");
 }
 
 Result<const std::byte*> Log::Impl::batch_at(const Segment& s, std::uint64_t pos,
                                              std::size_t len) const {
   if (ra_) {
-    if (const std::byte* b = ra_->find(s.file.get(), pos, len)) return b;
-    want_bytes(s, pos, len);
-    return fail(Errc::would_block, "batch not read yet");
+    if (const std::byte* b = ra_->find(s.file.get().get(), pos, len)) return b;
+    return want_bytes(s, pos, len);
   }
-  batch_buf_.resize(len);
-  ssize_t n = detail::pread_full(s.file->fd, batch_buf_.data(), len, pos);
-  if (n < 0) return std::unexpected(sys_error("read", s.file->path, static_cast<int>(-n)));
+  auto f = file(s);
+  if (!f) return std::unexpected(f.error());
+  std::vector<std::byte>& buf = read_scratch().batch;
+  if (buf.size() < len) buf.resize(len);
+  ssize_t n = detail::pread_full((*f)->fd, buf.data(), len, pos);
+  if (n < 0) return std::unexpected(sys_error("read", (*f)->path, static_cast<int>(-n)));
   if (static_cast<std::size_t>(n) != len) {
     return std::unexpected(corrupt(s, pos, "the file ends inside a batch"));
   }
-  return batch_buf_.data();
+  return buf.data();
 }
 
 // The batch of segment s that holds offset (or the first batch after it, when offset is below
@@ -155,7 +162,7 @@ Result<ReadResult> Log::Impl::read(std::int64_t offset, std::size_t max_bytes,
                 fmt("offset %" PRId64 " is outside the log [%" PRId64 ", %" PRId64 "]", offset,
                     log_start_, leo_));
   }
-  window_file_ = nullptr;
+  read_scratch().window_file = nullptr;
   ReadResult rr;
   rr.next_offset = offset;
   const std::int64_t limit = std::min(max_offset, written_end_);
@@ -230,8 +237,10 @@ Result<ReadResult> Log::Impl::read(std::int64_t offset, std::size_t max_bytes,
       }
     }
     if (first_offset < 0) break;  // not even one batch fits
-    rr.slices.push_back(
-        Slice{s.file, start, static_cast<std::uint32_t>(end - start), first_offset, last_offset});
+    auto f = file(s);
+    if (!f) return std::unexpected(f.error());
+    rr.slices.push_back(Slice{std::move(*f), start, static_cast<std::uint32_t>(end - start),
+                              first_offset, last_offset});
     budget -= std::min<std::uint64_t>(budget, end - start);
     rr.next_offset = last_offset + 1;
     if (stopped || budget == 0) break;
@@ -301,7 +310,7 @@ Result<std::optional<OffsetAndTimestamp>> Log::Impl::find_timestamp(const Segmen
 
 Result<std::optional<OffsetAndTimestamp>> Log::Impl::offset_for_timestamp(std::int64_t ts) const {
   if (fence_) return fenced_error();
-  window_file_ = nullptr;
+  read_scratch().window_file = nullptr;
   for (std::size_t i = find_segment(log_start_); i < segs_.size(); ++i) {
     const Segment& s = *segs_[i];
     if (s.base >= written_end_) break;
@@ -314,7 +323,7 @@ Result<std::optional<OffsetAndTimestamp>> Log::Impl::offset_for_timestamp(std::i
 
 Result<std::optional<OffsetAndTimestamp>> Log::Impl::max_timestamp() const {
   if (fence_) return fenced_error();
-  window_file_ = nullptr;
+  read_scratch().window_file = nullptr;
   const Segment* best = nullptr;
   for (std::size_t i = find_segment(log_start_); i < segs_.size(); ++i) {
     const Segment& s = *segs_[i];

@@ -23,7 +23,8 @@ Result<void> Log::Impl::truncate_to(std::int64_t offset) {
         Errc::offset_out_of_range,
         fmt("cannot truncate to %" PRId64 ", below the log start %" PRId64, offset, log_start_));
   }
-  window_file_ = nullptr;
+  read_scratch().window_file = nullptr;
+  active_clean_ = false;
   ++generation_;  // a cleaning pass in flight read what this may cut
   std::size_t si = find_segment(offset);
   Segment& s = *segs_[si];
@@ -36,7 +37,7 @@ Result<void> Log::Impl::truncate_to(std::int64_t offset) {
   const bool was_active = is_active(s);
 
   while (segs_.size() > si + 1) {
-    LOG_INFO("truncation to %" PRId64 " removes %s", offset, segs_.back()->file->path.c_str());
+    LOG_INFO("truncation to %" PRId64 " removes %s", offset, log_path(*segs_.back()).c_str());
     remove_segment_files(*segs_.back(), false);
     segs_.pop_back();
   }
@@ -54,6 +55,9 @@ Result<void> Log::Impl::truncate_to(std::int64_t offset) {
     s.time_index = IndexFile();
     ring_.clear();
   }
+  auto held = file(s);
+  if (!held) return std::unexpected(held.error());
+  SegmentFile& sf = **held;
   OffsetIndexView ov = ib_.offset_view();
   detail::ScanOptions so{.end = cut, .verify_crc = false, .allow_gaps = gaps_ok_};
   if (ov.size()) {
@@ -62,26 +66,25 @@ Result<void> Log::Impl::truncate_to(std::int64_t offset) {
   } else {
     so.expected_base = s.base;
   }
-  auto out =
-      detail::scan_batches(s.file->fd, s.file->path, so, [&](const BatchInfo& b, std::uint64_t) {
-        ib_.observe(b.base_offset + b.last_offset_delta, b.max_timestamp);
-      });
+  auto out = detail::scan_batches(sf.fd, sf.path, so, [&](const BatchInfo& b, std::uint64_t) {
+    ib_.observe(b.base_offset + b.last_offset_delta, b.max_timestamp);
+  });
   if (!out) return std::unexpected(out.error());
   if (!out->problem.empty()) {
     return std::unexpected(corrupt(s, out->valid_end, out->problem));
   }
-  if (::ftruncate(s.file->fd, static_cast<off_t>(cut)) != 0) {
-    return std::unexpected(fence(sys_error("truncate", s.file->path, errno)));
+  if (::ftruncate(sf.fd, static_cast<off_t>(cut)) != 0) {
+    return std::unexpected(fence(sys_error("truncate", sf.path, errno)));
   }
-  if (::fdatasync(s.file->fd) != 0) {
-    return std::unexpected(fence(sys_error("fdatasync", s.file->path, errno)));
+  if (::fdatasync(sf.fd) != 0) {
+    return std::unexpected(fence(sys_error("fdatasync", sf.path, errno)));
   }
   for (const char* suffix : {kIndexSuffix, kTimeIndexSuffix}) {
     if (auto r = detail::write_whole_file(path_of(s.base, suffix), {}); !r) {
       return std::unexpected(fence(r.error()));
     }
   }
-  if (::fsync(dir_fd_) != 0) return std::unexpected(fence(sys_error("fsync", dir_, errno)));
+  if (auto r = fsync_dir(dir_); !r) return std::unexpected(fence(r.error()));
   s.size = cut;
   if (loc->base_offset < 0 || offset < loc->base_offset) s.gapped = true;  // cut in a gap
   s.next_offset = new_end;
@@ -114,7 +117,7 @@ Result<void> Log::Impl::truncate_fully_and_start_at(std::int64_t offset) {
   segs_.clear();
   if (auto r = create_segment(offset); !r) return std::unexpected(fence(r.error()));
   dir_sync_needed_ = false;
-  if (::fsync(dir_fd_) != 0) return std::unexpected(fence(sys_error("fsync", dir_, errno)));
+  if (auto r = fsync_dir(dir_); !r) return std::unexpected(fence(r.error()));
   log_start_ = leo_ = written_end_ = durable_end_ = synced_end_ = sync_owed_end_ = offset;
   unsynced_files_.clear();
   unsynced_since_ns_ = -1;
@@ -170,7 +173,7 @@ std::vector<std::filesystem::path> Log::Impl::apply_retention(std::int64_t now_m
           break;
         }
       }
-      LOG_INFO("retention removes %s (%s)", s.file->path.c_str(),
+      LOG_INFO("retention removes %s (%s)", log_path(s).c_str(),
                by_start  ? "below the log start"
                : by_time ? "retention.ms"
                          : "retention.bytes");
@@ -196,25 +199,56 @@ Result<void> Log::Impl::close() {
   if (fence_) return fenced_error();
   if (!idle()) return fail(Errc::busy, "close needs the log idle: appends are in flight");
   Segment& s = active();
+  // At a clean stop the index files and the directory are synced by the log dir's one syncfs
+  // before its clean marker; data the group commits synced is not synced again.
+  const bool defer = log_dir_ && log_dir_->close_syncs_deferred();
+  const std::size_t entries = ib_.offsets.size() + ib_.times.size();
   ib_.finish();
+  if (active_clean_ && entries == ib_.offsets.size() + ib_.times.size() &&
+      unsynced_files_.empty() && synced_end_ == leo_) {
+    // Entries of files holding nothing need no sync: one lost in a cut is made again at open.
+    if (dir_sync_needed_ && total_size() > 0) {
+      if (defer) {
+        log_dir_->note_unsynced_close();
+      } else if (auto r = fsync_dir(dir_); !r) {
+        return r;
+      }
+    }
+    dir_sync_needed_ = false;
+    closed_ = true;
+    publish();
+    if (state_) state_->closed_cleanly.store(true, std::memory_order_release);
+    return {};
+  }
   for (const auto& [suffix, bytes] :
        {std::pair{kIndexSuffix, &ib_.offsets}, std::pair{kTimeIndexSuffix, &ib_.times}}) {
-    if (auto r = detail::write_whole_file(path_of(s.base, suffix), *bytes, true); !r) return r;
+    if (auto r = detail::write_whole_file(path_of(s.base, suffix), *bytes, !defer); !r) return r;
   }
-  if (::fdatasync(s.file->fd) != 0) {
-    return std::unexpected(sys_error("fdatasync", s.file->path, errno));
+  if (defer) log_dir_->note_unsynced_close();
+  // Data the group commits synced is not synced again (nor its file opened for that).
+  std::shared_ptr<SegmentFile> active_file;
+  if (synced_end_ < leo_ || !unsynced_files_.empty()) {
+    auto held = file(s);
+    if (!held) return std::unexpected(held.error());
+    active_file = std::move(*held);
+    if (::fdatasync(active_file->fd) != 0) {
+      return std::unexpected(sys_error("fdatasync", active_file->path, errno));
+    }
+    ++stats_.fdatasyncs;
   }
-  ++stats_.fdatasyncs;
   // Segments rolled since the last sync (flush.messages > 1) hold unsynced data too.
   for (const auto& f : unsynced_files_) {
-    if (f == s.file) continue;
+    if (f == active_file) continue;
     if (::fdatasync(f->fd) != 0) return std::unexpected(sys_error("fdatasync", f->path, errno));
     ++stats_.fdatasyncs;
   }
   unsynced_files_.clear();
   unsynced_since_ns_ = -1;
   r_.disarm(&flush_timer_);
-  if (::fsync(dir_fd_) != 0) return std::unexpected(sys_error("fsync", dir_, errno));
+  if (dir_sync_needed_ && !defer) {
+    if (auto r = fsync_dir(dir_); !r) return r;
+  }
+  dir_sync_needed_ = false;
   synced_end_ = durable_end_ = written_end_ = leo_;
   closed_ = true;
   publish();

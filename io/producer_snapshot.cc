@@ -90,11 +90,11 @@ Result<std::vector<ProducerSnapshotEntry>> decode_producer_snapshot(std::span<co
 }
 
 Result<void> write_producer_snapshot(const std::filesystem::path& dir, std::int64_t offset,
-                                     std::span<const ProducerSnapshotEntry> entries) {
+                                     std::span<const ProducerSnapshotEntry> entries, bool sync) {
   auto bytes = encode_producer_snapshot(entries);
   return write_file_atomically(
       producer_snapshot_path(dir, offset),
-      std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+      std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), sync);
 }
 
 Result<std::vector<ProducerSnapshotEntry>> read_producer_snapshot(

@@ -41,8 +41,11 @@ std::vector<std::byte> encode_producer_snapshot(std::span<const ProducerSnapshot
 Result<std::vector<ProducerSnapshotEntry>> decode_producer_snapshot(
     std::span<const std::byte> bytes);
 
+// Atomic (write_file_atomically); `sync` false leaves the syncing to a later syncfs (a clean
+// stop): a snapshot torn by a cut fails its CRC and is ignored.
 Result<void> write_producer_snapshot(const std::filesystem::path& dir, std::int64_t offset,
-                                     std::span<const ProducerSnapshotEntry> entries);
+                                     std::span<const ProducerSnapshotEntry> entries,
+                                     bool sync = true);
 Result<std::vector<ProducerSnapshotEntry>> read_producer_snapshot(
     const std::filesystem::path& file);
 

@@ -19,6 +19,7 @@
 #include "base/clock.h"
 #include "base/histogram.h"
 #include "base/mpsc_queue.h"
+#include "io/open_files.h"
 
 namespace samsa::io {
 
@@ -149,6 +150,9 @@ class Reactor {
   };
   IoMetrics& io_metrics() { return io_metrics_; }
 
+  // The segment files of the logs this reactor drives, within their descriptor budget.
+  OpenFiles& open_files() { return open_files_; }
+
  private:
   Reactor() = default;
   void reap();
@@ -181,6 +185,7 @@ class Reactor {
   std::uint64_t submits_ = 0;
   std::uint64_t idle_ns_ = 0;
   IoMetrics io_metrics_;
+  OpenFiles open_files_;
   bool defer_taskrun_ = false;
 };
 

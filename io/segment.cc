@@ -271,8 +271,16 @@ BatchRing::BatchRing(std::size_t capacity)
     : capacity_(std::bit_ceil(std::max<std::size_t>(capacity, 2))), mask_(capacity_ - 1) {}
 
 void BatchRing::push(std::int64_t base_offset, std::uint64_t position) {
-  // Allocated on the first append: a partition nobody writes to costs nothing here.
-  if (buf_.empty()) buf_.resize(capacity_);
+  // Allocated on the first append (a partition nobody writes to costs nothing here), and
+  // grown, in order, while below the capacity.
+  if (size_ == buf_.size() && buf_.size() < capacity_) {
+    std::vector<Entry> bigger(std::min(capacity_, std::max<std::size_t>(16, buf_.size() * 2)));
+    for (std::size_t i = 0; i < size_; ++i)
+      bigger[i] = at(i);
+    buf_.swap(bigger);
+    head_ = 0;
+    mask_ = buf_.size() - 1;
+  }
   if (size_ == buf_.size()) {
     head_ = (head_ + 1) & mask_;
     --size_;

@@ -133,7 +133,9 @@ class IndexBuilder {
 };
 
 // The most recent batches of the active segment (base offset and position), so reads at the tail
-// find their bytes without a system call. Fixed capacity: the oldest entry falls out.
+// find their bytes without a system call. Bounded: past its capacity the oldest entry falls
+// out. Its storage grows with use (16 entries, doubling up to the capacity), so a partition
+// written a few times holds a few hundred bytes here, not the whole 16 KiB.
 class BatchRing {
  public:
   struct Entry {
@@ -152,7 +154,7 @@ class BatchRing {
   std::ptrdiff_t find(std::int64_t offset) const;
 
  private:
-  std::vector<Entry> buf_;
+  std::vector<Entry> buf_;  // a power of two <= capacity_, or empty
   std::size_t capacity_;
   std::size_t mask_;
   std::size_t head_ = 0;

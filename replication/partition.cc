@@ -85,9 +85,10 @@ Partition::~Partition() {
 // ---------------------------------------------------------------------------------------------
 // Producer state: rebuilt at open from the newest snapshot at or below the log end plus the
 // batches after it (never by rescanning the whole log when a snapshot exists: one is written
-// at every roll and at a clean close).
+// at every roll and at a clean close that finds the log moved).
 
 void Partition::load_producer_state() {
+  last_snapshot_ = -1;
   const auto& dir = log_->dir();
   const std::int64_t end = log_->log_end_offset();
   const std::int64_t start = log_->log_start_offset();
@@ -103,6 +104,7 @@ void Partition::load_producer_state() {
     auto entries = io::read_producer_snapshot(io::producer_snapshot_path(dir, at));
     if (entries) {
       producers_.load(*entries);
+      last_snapshot_ = at;
       from = std::max(at, start);
       break;
     }
@@ -208,8 +210,9 @@ std::optional<io::batch::TxnMarker> Partition::read_marker(const io::BatchInfo& 
 namespace {
 io::Result<void> store_snapshot(const std::filesystem::path& dir, std::int64_t offset,
                                 std::int64_t log_start,
-                                const std::vector<io::ProducerSnapshotEntry>& entries) {
-  if (auto r = io::write_producer_snapshot(dir, offset, entries); !r) return r;
+                                const std::vector<io::ProducerSnapshotEntry>& entries,
+                                bool sync = true) {
+  if (auto r = io::write_producer_snapshot(dir, offset, entries, sync); !r) return r;
   for (std::int64_t o : io::list_producer_snapshots(dir)) {
     if (o >= log_start || o == offset) break;
     ::unlink(io::producer_snapshot_path(dir, o).c_str());
@@ -218,8 +221,10 @@ io::Result<void> store_snapshot(const std::filesystem::path& dir, std::int64_t o
 }
 }  // namespace
 
-void Partition::write_snapshot(std::int64_t offset) {
-  auto r = store_snapshot(log_->dir(), offset, log_->log_start_offset(), producers_.snapshot());
+void Partition::write_snapshot(std::int64_t offset, bool sync) {
+  auto r =
+      store_snapshot(log_->dir(), offset, log_->log_start_offset(), producers_.snapshot(), sync);
+  if (r) last_snapshot_ = offset;
   if (!r) {
     LOG_WARN("%s-%d: producer snapshot at %" PRId64 ": %s", topic_.c_str(), index_, offset,
              r.error().detail.c_str());
@@ -620,7 +625,12 @@ io::Result<void> Partition::close() {
       return r;
     }
   }
-  write_snapshot(log_->log_end_offset());
+  // As Kafka: a snapshot only when the log moved past the newest one (not for every idle
+  // partition at every stop), synced with the log dir's one syncfs at a clean stop.
+  const std::int64_t end = log_->log_end_offset();
+  const bool moved = last_snapshot_ >= 0 ? end != last_snapshot_
+                                         : end != log_->log_start_offset() || producers_.size();
+  if (moved) write_snapshot(end, !log_->defer_close_syncs());
   return r;
 }
 

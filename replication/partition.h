@@ -301,7 +301,7 @@ class Partition final : private io::Log::Listener {
   std::expected<bool, AppendError> check_producer(io::AppendOp* op, const io::BatchInfo& info,
                                                   AppendOrigin origin, std::uint64_t verification);
   static void wake_all(PartitionWaiter*& head);
-  void write_snapshot(std::int64_t offset);
+  void write_snapshot(std::int64_t offset, bool sync = true);
   void complete_duplicates();
   // The replica's state may have moved the HW (a follower's fetch, new metadata, a fetched
   // answer): publish it and wake the long polls. The HW never moves back on a leader.
@@ -358,6 +358,7 @@ class Partition final : private io::Log::Listener {
   std::unordered_map<std::int64_t, VerificationGuard> verified_;
   std::uint64_t next_verification_ = 0;
   std::uint64_t duplicate_mismatches_ = 0;
+  std::int64_t last_snapshot_ = -1;  // offset of the newest producer snapshot on disk, -1: none
   // Duplicate batches waiting for their originals to be written/durable (AppendOp::next).
   io::AppendOp* dup_head_ = nullptr;
   struct DupTimer : io::Timer {

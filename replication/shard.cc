@@ -114,7 +114,7 @@ io::LogDir* Shard::dir_for(const io::PartitionId& id) {
   std::size_t best_count = SIZE_MAX;
   for (io::LogDir* d : opts_.log_dirs) {
     if (std::filesystem::exists(d->partition_dir(id))) return d;
-    std::size_t n = d->partitions().size();
+    std::size_t n = d->partition_count();
     if (n < best_count) {
       best = d;
       best_count = n;
@@ -175,26 +175,44 @@ void Shard::sync_replica(Partition& part, const TopicState& t, const PartitionSt
 }
 
 void Shard::apply(ImagePtr image) {
+  // Images share unchanged topics (copy-on-write), so a topic whose state is the very object
+  // the previous image held needs nothing: with 100,000 partitions, walking every one on each
+  // CreateTopics would make creating them quadratic.
+  const ImagePtr prev = std::move(image_);
   image_ = std::move(image);
+  auto unchanged = [&](const std::string& name, const TopicState* t) {
+    return prev && t && prev->topic(name) == t;
+  };
   // Close partitions whose topic is gone or was re-created under a new id, and remove the
   // replicas a reassignment moved off this node (Kafka's StopReplica with deletion).
   for (auto it = partitions_.begin(); it != partitions_.end();) {
-    const TopicState* t = image_->topic(it->first.first);
-    const auto index = static_cast<std::size_t>(it->first.second);
-    bool gone = !t || t->id != it->second->topic_id() || index >= t->partitions.size() ||
-                (opts_.node_id >= 0 && !contains(t->partitions[index].replicas, opts_.node_id));
-    if (gone) {
-      auto p = std::move(it->second);
-      it = partitions_.erase(it);
-      retire(std::move(p), true);
-    } else {
-      ++it;
+    const std::string name = it->first.first;
+    const auto topic_end =
+        partitions_.upper_bound(std::pair<std::string_view, std::int32_t>(name, INT32_MAX));
+    const TopicState* t = image_->topic(name);
+    if (unchanged(name, t)) {
+      it = topic_end;
+      continue;
+    }
+    while (it != topic_end) {
+      const auto index = static_cast<std::size_t>(it->first.second);
+      bool gone = !t || t->id != it->second->topic_id() || index >= t->partitions.size() ||
+                  (opts_.node_id >= 0 && !contains(t->partitions[index].replicas, opts_.node_id));
+      if (gone) {
+        auto p = std::move(it->second);
+        it = partitions_.erase(it);
+        retire(std::move(p), true);
+      } else {
+        ++it;
+      }
     }
   }
   if (!strays_checked_) {
     strays_checked_ = true;
     set_aside_strays();
   }
+  const bool was_registered = registered_;
+  const std::int64_t was_epoch = broker_epoch_;
   registered_ = opts_.node_id < 0;
   broker_epoch_ = -1;
   if (!registered_) {
@@ -204,7 +222,11 @@ void Shard::apply(ImagePtr image) {
     if (mine) broker_epoch_ = b->second.epoch;
     registered_ = mine && !b->second.fenced;
   }
+  const bool same_registration = was_registered == registered_ && was_epoch == broker_epoch_;
+  std::vector<std::pair<const TopicState*, const PartitionState*>> to_open;
   for (const auto& [name, topic] : image_->topics()) {
+    if (same_registration && unchanged(name, topic.get()) && !unsettled_.contains(name)) continue;
+    bool settled = true;
     for (const auto& p : topic->partitions) {
       if (!owns(name, p.partition)) continue;
       if (opts_.node_id >= 0 &&
@@ -218,15 +240,51 @@ void Shard::apply(ImagePtr image) {
         sync_replica(*existing, *topic, p);
         continue;
       }
+      settled = false;  // settled once it is open (looked at again on the next image)
       // A deleted topic re-created under the same name while the old partition still drains
       // its appends: the new one opens once the old directory has been renamed away
       // (finish_retired), never on top of it.
       if (retiring(name, p.partition)) continue;
-      open_partition(*topic, p);
-      if (Partition* opened = find_replica(name, p.partition)) sync_replica(*opened, *topic, p);
+      to_open.emplace_back(topic.get(), &p);
+    }
+    if (settled) {
+      unsettled_.erase(name);
+    } else {
+      unsettled_.insert(name);
     }
   }
+  open_partitions(to_open);
   finish_retired();
+}
+
+// New partitions' directories are made first, all of them, and each log dir they went to is
+// synced once (instead of once per partition): a created partition's directory is as durable
+// as before, before its log opens. Its segment files' entries are synced with its first
+// group commit or its close, as a rolled segment's are (io/README.md, "Power cuts").
+void Shard::open_partitions(
+    const std::vector<std::pair<const TopicState*, const PartitionState*>>& parts) {
+  if (parts.empty()) return;
+  std::vector<io::LogDir*> made_in;
+  for (auto [t, p] : parts) {
+    io::PartitionId id{t->name, p->partition};
+    io::LogDir* dir = dir_for(id);
+    if (!dir) continue;
+    auto made = io::make_directory(dir->partition_dir(id));
+    if (!made) continue;  // open_partition reports it
+    if (*made && std::find(made_in.begin(), made_in.end(), dir) == made_in.end())
+      made_in.push_back(dir);
+  }
+  for (io::LogDir* d : made_in) {
+    if (auto r = io::fsync_dir(d->root()); !r)
+      LOG_ERROR("syncing %s: %s", d->root().c_str(), r.error().detail.c_str());
+  }
+  for (auto [t, p] : parts) {
+    open_partition(*t, *p);
+    if (Partition* opened = find_replica(t->name, p->partition))
+      sync_replica(*opened, *t, *p);
+    else
+      unsettled_.insert(t->name);
+  }
 }
 
 // Partition directories on disk that the metadata does not know or places elsewhere (a crash

@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -119,6 +120,8 @@ class Shard {
   io::LogDir* dir_for(const io::PartitionId& id);
   void set_aside_strays();
   void open_partition(const TopicState& t, const PartitionState& p);
+  void open_partitions(
+      const std::vector<std::pair<const TopicState*, const PartitionState*>>& parts);
   // Gives the replica its ReplicaState if it has none, and applies the partition's metadata.
   void sync_replica(Partition& part, const TopicState& t, const PartitionState& p);
   void retire(std::unique_ptr<Partition> p, bool remove_data);
@@ -138,6 +141,10 @@ class Shard {
   std::map<Partition*, std::shared_ptr<io::LogCleaner::Registration>> cleaner_regs_;
   std::vector<Retired> closing_;
   std::map<std::string, std::string> failed_;
+  // Topics with a partition this shard should hold but has not opened (open failed, or its
+  // predecessor still retiring): apply() looks at them again even when the image did not
+  // change them.
+  std::set<std::string, std::less<>> unsettled_;
   bool strays_checked_ = false;
   bool registered_ = true;          // this process's registration is in the image, unfenced
   std::int64_t broker_epoch_ = -1;  // this process's registration's epoch, -1 if none

@@ -252,12 +252,14 @@ TEST_F(GroupCommit, TheAppendPathDoesNotAllocate) {
   std::uint64_t cold = g_allocations.load();
   round();                                // warm: vectors reach their working sizes
   EXPECT_GT(g_allocations.load(), cold);  // the counter sees the library's allocations
-  round();
+  // The ring of recent batches grows with use up to its 1024 entries: warm means that too.
+  for (int r = 0; r < 16; ++r)
+    round();
   std::uint64_t before = g_allocations.load();
   for (int r = 0; r < 5; ++r)
     round();
   EXPECT_EQ(g_allocations.load() - before, 0u);
-  EXPECT_EQ(log->stats().appends, 1u + 7 * 64);
+  EXPECT_EQ(log->stats().appends, 1u + 22 * 64);
 }
 
 TEST_F(GroupCommit, WithoutFsyncDurableMeansWritten) {
