@@ -1,5 +1,6 @@
-// Config's table of keys: the broker's (config_keys.cc), the security ones
-// (config_keys_security.cc) and the replication throttles' (config_keys_replication.cc) as one
+// Config's table of keys: the broker's (config_keys.cc), the cluster's (config_keys_cluster.cc),
+// the security ones (config_keys_security.cc) and the replication throttles'
+// (config_keys_replication.cc) as one
 // list, and the lookup of a key, listener-prefixed ones too.
 #include <string_view>
 #include <vector>
@@ -11,10 +12,13 @@ namespace samsa::daemon {
 const std::vector<ConfigKey>& broker_config_keys();       // config_keys.cc
 const std::vector<ConfigKey>& security_config_keys();     // config_keys_security.cc
 const std::vector<ConfigKey>& replication_config_keys();  // config_keys_replication.cc
+const std::vector<ConfigKey>& cluster_config_keys();      // config_keys_cluster.cc
 
 const std::vector<ConfigKey>& Config::keys() {
   static const std::vector<ConfigKey> all = [] {
     std::vector<ConfigKey> v = broker_config_keys();
+    const auto& cluster = cluster_config_keys();
+    v.insert(v.end(), cluster.begin(), cluster.end());
     const auto& sec = security_config_keys();
     v.insert(v.end(), sec.begin(), sec.end());
     const auto& repl = replication_config_keys();
