@@ -466,6 +466,24 @@ void Controller::alter_client_quotas(std::vector<QuotaAlteration> changes, bool 
       });
 }
 
+void Controller::alter_partition_reassignments(
+    std::vector<ReassignmentSpec> specs, bool allow_rf_change,
+    std::function<void(std::vector<ReassignmentOutcome>)> done) {
+  const std::size_t n = specs.size();
+  when_active(
+      [this, specs = std::move(specs), allow_rf_change, done]() {
+        auto p = state_->alter_partition_reassignments(specs, allow_rf_change);
+        std::size_t started = 0;
+        for (const auto& o : p.answer)
+          if (o.error == ErrorCode::none) ++started;
+        if (started) LOG_INFO("AlterPartitionReassignments: %zu partitions change", started);
+        commit_proposal(std::move(p), done);
+      },
+      [n, done] {
+        done(std::vector<ReassignmentOutcome>(n, {ErrorCode::not_controller, ""}));
+      });
+}
+
 void Controller::allocate_producer_ids(std::int32_t broker_id, std::int64_t broker_epoch,
                                        std::function<void(ProducerIdsAnswer)> done) {
   when_active(

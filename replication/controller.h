@@ -152,6 +152,11 @@ class Controller {
                    std::function<void(std::vector<AclOutcome>)> done);
   void alter_client_quotas(std::vector<QuotaAlteration> changes, bool validate_only,
                            std::function<void(std::vector<QuotaOutcome>)> done);
+  // AlterPartitionReassignments (ControllerState::alter_partition_reassignments), one outcome
+  // per partition, committed before done runs. A single node has no other broker: every
+  // target but its own replica list is INVALID_REPLICA_ASSIGNMENT.
+  void alter_partition_reassignments(std::vector<ReassignmentSpec> specs, bool allow_rf_change,
+                                     std::function<void(std::vector<ReassignmentOutcome>)> done);
   // Reserves a block of producer ids durably for a broker (broker_epoch -1: unchecked, the
   // single node's own coordinator); done runs once the block's record is committed.
   void allocate_producer_ids(std::int32_t broker_id, std::int64_t broker_epoch,
@@ -185,11 +190,6 @@ class Controller {
     opts_.auto_leader_rebalance = enabled;
     opts_.leader_imbalance_check_ms = interval_ms;
   }
-  // AlterPartitionReassignments (ControllerState::alter_partition_reassignments), one outcome
-  // per partition, committed before done runs. A single node has no other broker: every
-  // target but its own replica list is INVALID_REPLICA_ASSIGNMENT.
-  void alter_partition_reassignments(std::vector<ReassignmentSpec> specs, bool allow_rf_change,
-                                     std::function<void(std::vector<ReassignmentOutcome>)> done);
   // UnregisterBroker (ControllerState::unregister_broker), committed before done runs.
   void unregister_broker(std::int32_t id, std::function<void(UnregisterAnswer)> done);
   // A leader's ISR changes (AlterPartition), one answer per item in order; the accepted ones

@@ -152,36 +152,6 @@ void Controller::elect_leaders(
       [done] { done(ErrorCode::not_controller, {}); });
 }
 
-void Controller::alter_partition_reassignments(
-    std::vector<ReassignmentSpec> specs, bool allow_rf_change,
-    std::function<void(std::vector<ReassignmentOutcome>)> done) {
-  const std::size_t n = specs.size();
-  when_active(
-      [this, specs = std::move(specs), allow_rf_change, done]() {
-        auto p = state_->alter_partition_reassignments(specs, allow_rf_change);
-        std::size_t started = 0;
-        for (const auto& o : p.answer)
-          if (o.error == ErrorCode::none) ++started;
-        if (started) LOG_INFO("AlterPartitionReassignments: %zu partitions change", started);
-        if (p.records.empty()) {
-          done(std::move(p.answer));
-          return;
-        }
-        commit(std::move(p.records), {},
-               [answer = std::move(p.answer), done](ErrorCode why) mutable {
-                 for (auto& o : answer)
-                   if (o.error == ErrorCode::none && why != ErrorCode::none) {
-                     o.error = why;
-                     o.message = "The change was not committed.";
-                   }
-                 done(std::move(answer));
-               });
-      },
-      [n, done] {
-        done(std::vector<ReassignmentOutcome>(n, {ErrorCode::not_controller, ""}));
-      });
-}
-
 void Controller::unregister_broker(std::int32_t id, std::function<void(UnregisterAnswer)> done) {
   when_active(
       [this, id, done]() {

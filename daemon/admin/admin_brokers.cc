@@ -50,13 +50,6 @@ std::map<std::int32_t, Load> loads(const MetadataImage& img) {
   return out;
 }
 
-json::Value ids_json(const std::vector<std::int32_t>& ids) {
-  json::Value a = json::Value::array();
-  for (std::int32_t id : ids)
-    a.push(id);
-  return a;
-}
-
 json::Value broker_json(const BrokerState& b, const Load& l) {
   json::Value v;
   v["id"] = b.id;
@@ -129,11 +122,11 @@ json::Value partitions_of(const MetadataImage& img, std::int32_t id, bool moving
                     : contains(p.adding, id) ? "adding"
                                              : "out-of-sync";
       v["leader"] = p.leader;
-      v["replicas"] = ids_json(p.replicas);
-      v["isr"] = ids_json(p.isr);
+      v["replicas"] = json::int_array(p.replicas);
+      v["isr"] = json::int_array(p.isr);
       if (moving_only) {
-        v["adding"] = ids_json(p.adding);
-        v["removing"] = ids_json(p.removing);
+        v["adding"] = json::int_array(p.adding);
+        v["removing"] = json::int_array(p.removing);
       }
       list.push(std::move(v));
     }
@@ -214,8 +207,8 @@ json::Value plan_json(const DrainPlan& plan, bool forwarded) {
     json::Value v;
     v["topic"] = m.topic;
     v["partition"] = m.partition;
-    v["from"] = ids_json(m.from);
-    v["to"] = ids_json(m.target);
+    v["from"] = json::int_array(m.from);
+    v["to"] = json::int_array(m.target);
     moves.push(std::move(v));
   }
   out["moves"] = std::move(moves);

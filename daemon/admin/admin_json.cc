@@ -439,4 +439,11 @@ std::expected<Value, std::string> parse(std::string_view text, int max_depth) {
   return Parser(text, max_depth).run();
 }
 
+Value int_array(const std::vector<std::int32_t>& v) {
+  Value a = Value::array();
+  for (std::int32_t x : v)
+    a.push(x);
+  return a;
+}
+
 }  // namespace samsa::daemon::json

@@ -88,4 +88,7 @@ std::expected<Value, std::string> parse(std::string_view text, int max_depth = 3
 // Appends s as a JSON string literal (quoted, escaped).
 void quote_to(std::string& out, std::string_view s);
 
+// An array of ids (replicas, ISR, brokers).
+Value int_array(const std::vector<std::int32_t>& v);
+
 }  // namespace samsa::daemon::json

@@ -14,13 +14,6 @@
 namespace samsa::daemon {
 namespace {
 
-json::Value int_array(const std::vector<std::int32_t>& v) {
-  json::Value a = json::Value::array();
-  for (auto x : v)
-    a.push(x);
-  return a;
-}
-
 json::Value partition_json(const PartitionSample& p) {
   json::Value v;
   v["partition"] = p.partition;
@@ -50,8 +43,8 @@ json::Value partition_json(const PartitionSample& p) {
   r["leader"] = p.leader;
   r["partition_epoch"] = p.partition_epoch;
   r["durable_end_offset"] = static_cast<long long>(p.durable_end);
-  r["isr"] = int_array(p.isr);
-  r["maximal_isr"] = int_array(p.maximal_isr);
+  r["isr"] = json::int_array(p.isr);
+  r["maximal_isr"] = json::int_array(p.maximal_isr);
   json::Value fs = json::Value::array();
   for (const auto& f : p.followers) {
     json::Value fv;
@@ -131,8 +124,8 @@ std::optional<json::Value> topic_meta(const replication::MetadataImage& img,
     pv["partition"] = p.partition;
     pv["leader"] = p.leader;
     pv["leader_epoch"] = p.leader_epoch;
-    pv["replicas"] = int_array(p.replicas);
-    pv["isr"] = int_array(p.isr);
+    pv["replicas"] = json::int_array(p.replicas);
+    pv["isr"] = json::int_array(p.isr);
     parts.push(std::move(pv));
   }
   v["partitions"] = std::move(parts);

@@ -148,12 +148,9 @@ def main() -> int:
     ok = False
     start = time.time()
     try:
-        for n in everyone:
-            n.start()
-        for n in everyone:
-            n.wait_listening()
+        ch.start_all(everyone)
         from confluent_kafka.admin import AdminClient, NewTopic
-        bootstrap = ",".join(f"{n.host}:{n.port}" for n in brokers.values())
+        bootstrap = ch.bootstrap_of(brokers)
         admin = AdminClient({"bootstrap.servers": bootstrap})
         ch.wait_for(lambda: len(admin.list_topics(timeout=5).brokers) == len(BROKERS), 20,
                     "every broker registered")

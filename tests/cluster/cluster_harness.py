@@ -165,6 +165,19 @@ def loopback_cluster(samsad: str, root: str, common: dict[str, str] | None = Non
     return controller, nodes
 
 
+def start_all(nodes, timeout: float = 30):
+    """Starts every node, then waits for each to listen (combined and controller nodes need
+    each other before they listen: none is waited for before all have started)."""
+    for n in nodes:
+        n.start()
+    for n in nodes:
+        n.wait_listening(timeout)
+
+
+def bootstrap_of(brokers: dict[int, Node]) -> str:
+    return ",".join(f"{n.host}:{n.port}" for n in brokers.values())
+
+
 def metadata(admin, timeout=2.0):
     md = admin.list_topics(timeout=timeout)
     return md
@@ -238,6 +251,25 @@ def check(cond: bool, what: str):
     if not cond:
         raise AssertionError(what)
     log(f"ok: {what}")
+
+
+def topic_metadata(node, kp, topic: str, client_id: str, ok=(0,)) -> dict | None:
+    """One topic's Metadata v12 answer from node, None if it did not answer or answered an
+    error outside `ok`."""
+    try:
+        conn = kproto.Conn(node.host, node.port, timeout=2)
+    except OSError:
+        return None
+    try:
+        conn.send(kp.encode_request(3, 12, 1, client_id, {
+            "Topics": [{"Name": topic}], "AllowAutoTopicCreation": False}))
+        _, md = kp.decode_response(3, 12, conn.recv(2))
+    except (OSError, kproto.Closed):
+        return None
+    finally:
+        conn.close()
+    t = md["Topics"][0] if md["Topics"] else None
+    return t if t is not None and t["ErrorCode"] in ok else None
 
 
 def metadata_topic_id(kp, conn, topic: str) -> str:

@@ -767,11 +767,9 @@ def main() -> int:
     return rc
 
 
-def attempt_once(a) -> int:
-    work = tempfile.mkdtemp(prefix="samsa-faults-")
-    log(f"seed {a.seed}, {a.cycles} cycles of {a.only or ','.join(FAULTS)}"
-        f"{' (--secure: SASL_SSL between the nodes, authorizer on)' if a.secure else ''}; "
-        f"work dir {work}")
+def run_guarded(run, a, work: str, kept_note: str = "") -> int:
+    """run(a, work) with every way out turned into an exit code and logged (a Fail, a harness
+    error with its trace, SIGINT, SIGTERM); the work dir is kept when it failed or --keep."""
     rc = 1
     try:
         rc = run(a, work)
@@ -788,10 +786,18 @@ def attempt_once(a) -> int:
         log("stopped (SIGTERM); cleaned up")
         rc = e.code if isinstance(e.code, int) else 1
     if rc != 0 or a.keep:
-        log(f"logs and data kept in {work} (reproduce with --seed {a.seed})")
+        log(f"logs and data kept in {work}{kept_note}")
     else:
         shutil.rmtree(work, ignore_errors=True)
     return rc
+
+
+def attempt_once(a) -> int:
+    work = tempfile.mkdtemp(prefix="samsa-faults-")
+    log(f"seed {a.seed}, {a.cycles} cycles of {a.only or ','.join(FAULTS)}"
+        f"{' (--secure: SASL_SSL between the nodes, authorizer on)' if a.secure else ''}; "
+        f"work dir {work}")
+    return run_guarded(run, a, work, f" (reproduce with --seed {a.seed})")
 
 
 if __name__ == "__main__":

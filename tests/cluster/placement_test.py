@@ -141,11 +141,8 @@ def main() -> int:
     everyone = [controller, *brokers.values()]
     ok = False
     try:
-        for n in everyone:
-            n.start()
-        for n in everyone:
-            n.wait_listening()
-        bootstrap = ",".join(f"{n.host}:{n.port}" for n in brokers.values())
+        ch.start_all(everyone)
+        bootstrap = ch.bootstrap_of(brokers)
         from confluent_kafka.admin import AdminClient, NewTopic
         admin = AdminClient({"bootstrap.servers": bootstrap})
         ch.wait_for(lambda: len(admin.list_topics(timeout=5).brokers) == len(RACKS), 30,

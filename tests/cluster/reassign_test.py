@@ -48,7 +48,6 @@ import argparse
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -62,7 +61,7 @@ import fault_check  # noqa: E402
 import fault_net  # noqa: E402
 from cluster_harness import kproto, log, set_log_prefix  # noqa: E402
 from fault_load import PRODUCERS, AckTail, Clients, Fail, tail  # noqa: E402
-from fault_test import drain, missing_tools  # noqa: E402
+from fault_test import drain, missing_tools, run_guarded  # noqa: E402
 
 KAFKA_SH = os.path.join(ROOT, "perf", "vs-kafka", "kafka.sh")
 REASSIGN = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
@@ -516,26 +515,7 @@ def main() -> int:
     work = tempfile.mkdtemp(prefix="samsa-reassign-")
     log(f"{a.rounds} drain rounds, {a.partitions} partitions, "
         f"{'no throttle' if a.no_throttle else f'throttle {a.throttle} B/s'}; work dir {work}")
-    rc = 1
-    try:
-        rc = run(a, work)
-    except Fail as e:
-        log(f"FAIL: {e}")
-    except Exception as e:  # noqa: BLE001 - a harness failure fails the run with its trace
-        import traceback
-        traceback.print_exc()
-        log(f"FAIL: {type(e).__name__}: {e}")
-    except KeyboardInterrupt:
-        log("interrupted (SIGINT); cleaned up")
-        rc = 130
-    except SystemExit as e:
-        log("stopped (SIGTERM); cleaned up")
-        rc = e.code if isinstance(e.code, int) else 1
-    if rc != 0 or a.keep:
-        log(f"logs and data kept in {work}")
-    else:
-        shutil.rmtree(work, ignore_errors=True)
-    return rc
+    return run_guarded(run, a, work)
 
 
 if __name__ == "__main__":

@@ -93,20 +93,7 @@ def isrs(node, topic: str) -> dict[int, list[int]] | None:
 
 def metadata(node, topic: str) -> dict | None:
     """The topic's Metadata v12 answer from node (None: no answer or an error)."""
-    try:
-        conn = ch.kproto.Conn(node.host, node.port, timeout=2)
-    except OSError:
-        return None
-    try:
-        conn.send(kp.encode_request(3, 12, 1, "throttle-test", {
-            "Topics": [{"Name": topic}], "AllowAutoTopicCreation": False}))
-        _, md = kp.decode_response(3, 12, conn.recv(2))
-    except (OSError, ch.kproto.Closed):
-        return None
-    finally:
-        conn.close()
-    t = md["Topics"][0] if md["Topics"] else None
-    return t if t is not None and t["ErrorCode"] == 0 else None
+    return ch.topic_metadata(node, kp, topic, "throttle-test")
 
 
 def log_bytes(node, topic: str) -> int:

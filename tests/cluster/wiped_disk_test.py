@@ -37,20 +37,8 @@ RECORDS = 200
 
 def leaders(node, kp) -> dict[int, tuple[int, list[int]]] | None:
     """{partition: (leader, ISR)} from one broker's Metadata, None if it did not answer."""
-    try:
-        conn = ch.kproto.Conn(node.host, node.port, timeout=2)
-    except OSError:
-        return None
-    try:
-        conn.send(kp.encode_request(3, 12, 1, "wiped-disk", {
-            "Topics": [{"Name": TOPIC}], "AllowAutoTopicCreation": False}))
-        _, md = kp.decode_response(3, 12, conn.recv(2))
-    except (OSError, ch.kproto.Closed):
-        return None
-    finally:
-        conn.close()
-    t = md["Topics"][0] if md["Topics"] else None
-    if t is None or t["ErrorCode"] not in (0, 5):  # 5: LEADER_NOT_AVAILABLE
+    t = ch.topic_metadata(node, kp, TOPIC, "wiped-disk", ok=(0, 5))  # 5: LEADER_NOT_AVAILABLE
+    if t is None:
         return None
     return {p["PartitionIndex"]: (p["LeaderId"], sorted(p["IsrNodes"])) for p in t["Partitions"]}
 
