@@ -582,6 +582,10 @@ void Partition::enable_replica(const ReplicaOptions& o, bool replica_hw) {
   replica_log_ = std::make_unique<IoReplicaLog>(*log_, [this] { rebuild_producer_state(); });
   replica_ = std::make_unique<ReplicaState>(o, *replica_log_);
   replica_hw_ = replica_hw;
+  // The log's own end was the HW until now (a single node's rule); a replica's is what the ISR
+  // holds, unknown yet. Kept, a restart's unreplicated tail was served to consumers (through a
+  // follower read) before the controller had even fenced the old incarnation.
+  update_high_watermark();
 }
 
 void Partition::on_log_advanced(io::Log&) {

@@ -231,6 +231,37 @@ TEST_F(ClusterShardTest, AFollowerServesConsumersThroughAnyReplica) {
   EXPECT_EQ(read(6).error, ErrorCode::offset_out_of_range);
 }
 
+// A restart before this incarnation is registered: the image still names this node the leader
+// (the controller has not fenced the old incarnation yet), so the partition is opened but not
+// led. Its log's unreplicated tail must not reach consumers through any_replica (cluster.faults
+// saw a record served this way that the next leader never had).
+TEST_F(ClusterShardTest, AnUnregisteredRestartServesNothingAboveTheReplicatedHw) {
+  Partition* p = lead({1, 2, 3}, 5);
+  ASSERT_NE(p, nullptr);
+  ASSERT_EQ(p->high_watermark(), 0);  // nothing replicated
+  shard->close_all();
+  ASSERT_TRUE(reactor->run_until([&] { return shard->closed(); }));
+  Shard::Options o;
+  o.log_dirs = {log_dir.get()};
+  o.node_id = 1;
+  o.incarnation_id = Uuid{8};  // a new process: the image still holds the old registration
+  o.replica_hw = true;
+  shard = std::make_unique<Shard>(*reactor, o);
+  shard->apply(cluster_image(recs));
+  EXPECT_EQ(shard->find("t", 0), nullptr);
+  auto f = shard->lookup("t", 0, 4, true);
+  ASSERT_TRUE(f.has_value());
+  EXPECT_EQ((*f)->log().log_end_offset(), 5);
+  EXPECT_EQ((*f)->high_watermark(), 0);
+  ReadArgs a;
+  a.offset = 0;
+  a.max_bytes = 1 << 20;
+  ReadOutcome out;
+  EXPECT_TRUE((*f)->read(a, out, nullptr));
+  EXPECT_EQ(out.high_watermark, 0);
+  EXPECT_EQ(out.bytes, 0u);
+}
+
 // An acks=all produce through Partition::produce.
 struct Produce : ProduceOp {
   std::vector<std::byte> bytes;
