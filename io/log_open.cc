@@ -40,9 +40,19 @@ Result<void> Log::Impl::open_segment_file(Segment& s, bool create) {
 
 namespace {
 
-bool file_is_empty(const std::filesystem::path& p) {
+// The active segment's index files are written when it is closed (roll, close): until then
+// they need not exist, and a new partition creates two files fewer (inode allocation is most
+// of what creating a partition costs on ext4).
+bool index_file_is_empty(const std::filesystem::path& p) {
   struct stat st {};
-  return ::stat(p.c_str(), &st) == 0 && st.st_size == 0;
+  if (::stat(p.c_str(), &st) != 0) return errno == ENOENT;
+  return st.st_size == 0;
+}
+
+Result<IndexFile> load_active_index(const std::filesystem::path& p) {
+  auto f = IndexFile::load(p);
+  if (!f && f.error().code == Errc::not_found) return IndexFile{};
+  return f;
 }
 
 }  // namespace
@@ -52,15 +62,12 @@ Result<void> Log::Impl::create_segment(std::int64_t base) {
   s->base = base;
   s->next_offset = base;
   if (auto r = open_segment_file(*s, true); !r) return r;
-  // The index files exist from the start, as in Kafka; their entries are written on roll/close.
-  for (const char* suffix : {kIndexSuffix, kTimeIndexSuffix}) {
-    if (auto r = detail::write_whole_file(path_of(base, suffix), {}); !r) return r;
-  }
+  // Unlike Kafka, no index files yet: they are written on roll or close (index_file_is_empty).
   segs_.push_back(std::move(s));
   ib_.reset(base, cfg_.index_interval_bytes);
   ring_.clear();
   dir_sync_needed_ = true;
-  active_clean_ = true;  // empty files: nothing to sync but their entries (dir_sync_needed_)
+  active_clean_ = true;  // an empty file: nothing to sync but its entry (dir_sync_needed_)
   return {};
 }
 
@@ -148,8 +155,8 @@ Result<bool> Log::Impl::load_clean_active(Segment& s) {
   auto held = file(s);
   if (!held) return std::unexpected(held.error());
   SegmentFile& sf = **held;
-  auto oi = IndexFile::load(path_of(s.base, kIndexSuffix));
-  auto ti = IndexFile::load(path_of(s.base, kTimeIndexSuffix));
+  auto oi = load_active_index(path_of(s.base, kIndexSuffix));
+  auto ti = load_active_index(path_of(s.base, kTimeIndexSuffix));
   if (!oi || !ti) return false;
   if (auto bad = detail::check_offset_index(oi->bytes(), s.size, INT32_MAX)) {
     LOG_WARN("%s: %s", path_of(s.base, kIndexSuffix).c_str(), bad->c_str());
@@ -254,8 +261,8 @@ Result<bool> Log::Impl::recover_segment(Segment& s, bool last, std::int64_t next
   // An empty active segment with empty index files (an idle partition after a crash) is
   // already as close() would leave it.
   active_clean_ = last && !truncated && s.size == 0 &&
-                  file_is_empty(path_of(s.base, kIndexSuffix)) &&
-                  file_is_empty(path_of(s.base, kTimeIndexSuffix));
+                  index_file_is_empty(path_of(s.base, kIndexSuffix)) &&
+                  index_file_is_empty(path_of(s.base, kTimeIndexSuffix));
   return truncated;
 }
 
