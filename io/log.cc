@@ -196,6 +196,9 @@ std::size_t Log::segment_count() const {
 std::int64_t Log::active_segment_base() const {
   return impl_->active().base;
 }
+std::uint64_t Log::active_segment_bytes() const {
+  return impl_->active().size;
+}
 bool Log::fenced() const {
   return impl_->fence_.has_value();
 }

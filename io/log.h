@@ -290,6 +290,12 @@ class Log {
   std::size_t segment_count() const;
   // Base offset of the active segment (the one the next append goes to, unless it rolls).
   std::int64_t active_segment_base() const;
+  std::uint64_t active_segment_bytes() const;
+  // An active segment up to this size is rescanned (batch headers) at a clean open instead of
+  // having its index files, and its partition's producer snapshot, written at close: one read
+  // at open beats three files created at every clean stop (100,000 written partitions spent
+  // 38 s stopping, mostly allocating those inodes).
+  static constexpr std::uint64_t kRescannedActiveBytes = 1 << 20;
   bool fenced() const;
   const LogConfig& config() const;
   void set_config(const LogConfig& cfg);  // dynamic topic config changes

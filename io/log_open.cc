@@ -168,17 +168,27 @@ Result<bool> Log::Impl::load_clean_active(Segment& s) {
   }
   OffsetIndexView ov{oi->bytes()};
   detail::ScanOptions so{.end = s.size, .verify_crc = false, .allow_gaps = gaps_ok_};
-  if (ov.size()) {
+  // No offset entry (a small segment, closed without index files): the index is rebuilt from
+  // the whole scan, as appends built it. Otherwise only the batches after the last entry are
+  // read, and they add no entry (close wrote every entry).
+  const bool rebuild = ov.size() == 0;
+  if (rebuild) {
+    so.expected_base = s.base;
+    ib_.reset(s.base, cfg_.index_interval_bytes);
+  } else {
     auto e = ov.at(ov.size() - 1);
     so.from = static_cast<std::uint64_t>(e.position);
     so.expected_first_last = s.base + e.rel_offset;
-  } else {
-    so.expected_base = s.base;
+    ib_.restore(s.base, cfg_.index_interval_bytes, oi->bytes(), ti->bytes(), s.size, INT64_MAX);
   }
-  ib_.restore(s.base, cfg_.index_interval_bytes, oi->bytes(), ti->bytes(), s.size, INT64_MAX);
   ring_.clear();
   auto out = detail::scan_batches(sf.fd, sf.path, so, [&](const BatchInfo& b, std::uint64_t pos) {
-    ib_.observe(b.base_offset + b.last_offset_delta, b.max_timestamp);
+    if (rebuild) {
+      ib_.add(b.base_offset + b.last_offset_delta, b.max_timestamp, pos,
+              static_cast<std::uint64_t>(b.length));
+    } else {
+      ib_.observe(b.base_offset + b.last_offset_delta, b.max_timestamp);
+    }
     ring_.push(b.base_offset, pos);
     // Whether the batches before the last index entry had gaps is not known here; only a
     // compacted topic's can (a follower copies its leader's gaps).

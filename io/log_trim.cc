@@ -220,9 +220,19 @@ Result<void> Log::Impl::close() {
     if (state_) state_->closed_cleanly.store(true, std::memory_order_release);
     return {};
   }
-  for (const auto& [suffix, bytes] :
-       {std::pair{kIndexSuffix, &ib_.offsets}, std::pair{kTimeIndexSuffix, &ib_.times}}) {
-    if (auto r = detail::write_whole_file(path_of(s.base, suffix), *bytes, !defer); !r) return r;
+  if (s.size <= Log::kRescannedActiveBytes) {
+    // Rebuilt by the next open's scan; older index files of this segment must not stay.
+    for (const char* suffix : {kIndexSuffix, kTimeIndexSuffix}) {
+      const auto p = path_of(s.base, suffix);
+      if (::unlink(p.c_str()) != 0 && errno != ENOENT) {
+        return std::unexpected(sys_error("unlink", p, errno));
+      }
+    }
+  } else {
+    for (const auto& [suffix, bytes] :
+         {std::pair{kIndexSuffix, &ib_.offsets}, std::pair{kTimeIndexSuffix, &ib_.times}}) {
+      if (auto r = detail::write_whole_file(path_of(s.base, suffix), *bytes, !defer); !r) return r;
+    }
   }
   if (defer) log_dir_->note_unsynced_close();
   // Data the group commits synced is not synced again (nor its file opened for that).

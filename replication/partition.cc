@@ -630,11 +630,17 @@ io::Result<void> Partition::close() {
     }
   }
   // As Kafka: a snapshot only when the log moved past the newest one (not for every idle
-  // partition at every stop), synced with the log dir's one syncfs at a clean stop.
+  // partition at every stop), synced with the log dir's one syncfs at a clean stop. Unlike
+  // Kafka, none when what the next open would replay is only a small active segment (the
+  // newest snapshot, or the log start, lies in it): replaying its batch headers costs one read,
+  // the snapshot a file created at every stop.
   const std::int64_t end = log_->log_end_offset();
   const bool moved = last_snapshot_ >= 0 ? end != last_snapshot_
                                          : end != log_->log_start_offset() || producers_.size();
-  if (moved) write_snapshot(end, !log_->defer_close_syncs());
+  const std::int64_t replay_from = std::max(last_snapshot_, log_->log_start_offset());
+  const bool replay_small = replay_from >= log_->active_segment_base() &&
+                            log_->active_segment_bytes() <= io::Log::kRescannedActiveBytes;
+  if (moved && !replay_small) write_snapshot(end, !log_->defer_close_syncs());
   return r;
 }
 

@@ -278,10 +278,12 @@ TEST_F(Recovery, CleanOpenOfTheActiveSegmentMatchesAFullScan) {
   std::vector<Written> ws;
   {
     auto log = open({}, cfg);
+    // Past Log::kRescannedActiveBytes: close writes the index files.
     for (int i = 0; i < 30; ++i)
-      ws.push_back(append(*log, 1 + i % 4, 500 + 7 * (i % 5)));
+      ws.push_back(append(*log, 1 + i % 4, 500 + 7 * (i % 5), 20000));
     ASSERT_TRUE(log->close().has_value());
   }
+  ASSERT_TRUE(fs::exists(seg(0, ".index")));
   OpenOptions clean;
   clean.clean_shutdown = true;
   auto a = open(clean, cfg);
@@ -301,6 +303,40 @@ TEST_F(Recovery, CleanOpenOfTheActiveSegmentMatchesAFullScan) {
   EXPECT_LE(tidx_scan.size(), tidx_clean.size());
   EXPECT_EQ(std::vector<std::byte>(tidx_clean.end() - 12, tidx_clean.end()),
             std::vector<std::byte>(tidx_scan.end() - 12, tidx_scan.end()));
+}
+
+// A small active segment closes without index files (Log::kRescannedActiveBytes); the clean
+// open rebuilds its entries from a scan, exactly as the appends made them.
+TEST_F(Recovery, ASmallActiveSegmentIsRescannedAtACleanOpen) {
+  LogConfig cfg;
+  cfg.index_interval_bytes = 100;
+  std::vector<Written> ws;
+  {
+    auto log = open({}, cfg);
+    for (int i = 0; i < 30; ++i)
+      ws.push_back(append(*log, 1 + i % 4, 500 + 7 * (i % 5)));
+    ASSERT_TRUE(log->close().has_value());
+  }
+  EXPECT_FALSE(fs::exists(seg(0, ".index")));
+  EXPECT_FALSE(fs::exists(seg(0, ".timeindex")));
+  OpenOptions clean;
+  clean.clean_shutdown = true;
+  auto a = open(clean, cfg);
+  EXPECT_EQ(a->log_end_offset(), ws.back().last + 1);
+  // Now large: this close writes the entries, those of the small part rebuilt by the scan.
+  std::int64_t end = 0;
+  for (int i = 0; i < 60; ++i)
+    end = append(*a, 1, 900 + i, 20000).last + 1;
+  ASSERT_TRUE(a->close().has_value());
+  auto idx_clean = testing::file_bytes(seg(0, ".index"));
+  auto tidx_clean = testing::file_bytes(seg(0, ".timeindex"));
+  EXPECT_GT(idx_clean.size(), 30u * 8);
+  a.reset();
+  auto b = open({}, cfg);  // a full recovery scan: the same entries
+  EXPECT_EQ(b->log_end_offset(), end);
+  ASSERT_TRUE(b->close().has_value());
+  EXPECT_EQ(testing::file_bytes(seg(0, ".index")), idx_clean);
+  EXPECT_EQ(testing::file_bytes(seg(0, ".timeindex")), tidx_clean);
 }
 
 TEST_F(Recovery, CorruptClosedSegmentRefusesToOpen) {

@@ -70,6 +70,30 @@ class PartitionTest : public ::testing::Test {
     EXPECT_FALSE(op.error.has_value());
     return op.result;
   }
+  // The producer state after a clean restart, from a snapshot at the log end (`records` records
+  // a batch: large batches make the active segment too big to replay) or from replaying a small
+  // active segment (no snapshot written at close).
+  void clean_restart_keeps_producers(int records, bool snapshot) {
+    const std::int64_t end = 4 * records;
+    {
+      auto p = open();
+      for (int i = 0; i < 4; ++i)
+        ASSERT_TRUE(append(*p, idem_batch(9, 0, i * records, records)).has_value());
+      ASSERT_EQ(p->log().active_segment_bytes() > io::Log::kRescannedActiveBytes, snapshot);
+      ASSERT_TRUE(p->close().has_value());
+    }
+    EXPECT_EQ(std::filesystem::exists(io::producer_snapshot_path(ldir(), end)), snapshot);
+    auto p = open();
+    ASSERT_NE(p->producers().find(9), nullptr);
+    EXPECT_EQ(p->producers().find(9)->count, 4u);
+    auto dup = append(*p, idem_batch(9, 0, records, records));
+    ASSERT_TRUE(dup.has_value());
+    EXPECT_EQ(dup->base_offset, records);
+    auto gap = append(*p, idem_batch(9, 0, static_cast<std::int32_t>(end) + 1, 1));
+    ASSERT_FALSE(gap.has_value());
+    EXPECT_EQ(gap.error().code, ErrorCode::out_of_order_sequence_number);
+    EXPECT_TRUE(append(*p, idem_batch(9, 0, static_cast<std::int32_t>(end), 1)).has_value());
+  }
   io::testing::TempDir dir;
   std::unique_ptr<io::Reactor> reactor;
 };
@@ -185,22 +209,11 @@ TEST_F(PartitionTest, SequenceAndEpochErrorsStoreNothing) {
 }
 
 TEST_F(PartitionTest, CleanRestartLoadsTheSnapshotAtTheLogEnd) {
-  {
-    auto p = open();
-    for (int i = 0; i < 4; ++i)
-      ASSERT_TRUE(append(*p, idem_batch(9, 0, i * 2, 2)).has_value());
-    ASSERT_TRUE(p->close().has_value());
-  }
-  EXPECT_TRUE(std::filesystem::exists(io::producer_snapshot_path(ldir(), 8)));
-  auto p = open();
-  ASSERT_NE(p->producers().find(9), nullptr);
-  EXPECT_EQ(p->producers().find(9)->count, 4u);
-  auto dup = append(*p, idem_batch(9, 0, 2, 2));
-  ASSERT_TRUE(dup.has_value());
-  EXPECT_EQ(dup->base_offset, 2);
-  auto gap = append(*p, idem_batch(9, 0, 9, 1));
-  ASSERT_FALSE(gap.has_value());
-  EXPECT_EQ(gap.error().code, ErrorCode::out_of_order_sequence_number);
+  clean_restart_keeps_producers(6000, true);
+}
+
+TEST_F(PartitionTest, CleanRestartReplaysASmallActiveSegmentInsteadOfASnapshot) {
+  clean_restart_keeps_producers(2, false);
 }
 
 TEST_F(PartitionTest, CrashRestartReplaysTheBatchesAfterTheLastRollSnapshot) {
