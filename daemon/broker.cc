@@ -186,6 +186,10 @@ std::expected<void, std::string> Broker::start_background(const std::vector<io::
     offload_ = io::Offload::start("offload", 2, &why);
     if (!offload_) return std::unexpected(why);
   }
+  if (settings_->reactor_stall_threshold_ns > 0 && settings_->reactor_stall_watch_period_ns > 0) {
+    stall_watch_ = std::make_unique<io::StallWatch>(settings_->reactor_stall_watch_period_ns);
+    stall_watch_->start();
+  }
 
   return {};
 }

@@ -34,6 +34,7 @@
 #include "io/offload.h"
 #include "io/reactor.h"
 #include "io/retention.h"
+#include "io/stall_watch.h"
 #include "net/backend.h"
 #include "net/memory_budget.h"
 #include "net/transport.h"
@@ -241,6 +242,10 @@ class Broker {
   std::expected<void, std::string> start_controller_and_coordinator(
       const std::function<void(const std::string&)>& progress);
   void run_reactor(ReactorThread* t);
+  // Every reactor thread's loop options (name, stall threshold) and its run, watched by
+  // stall_watch_ while it runs.
+  io::Reactor::Options reactor_options(std::string name) const;
+  void run_watched(io::Reactor& r);
   void make_shard(ReactorContext& ctx);
   // shutdown's steps, in order.
   void drain_requests(const std::vector<ReactorThread*>& running);
@@ -285,8 +290,9 @@ class Broker {
   std::string cluster_id_;
   std::vector<std::unique_ptr<io::LogDir>> log_dirs_;
   std::unique_ptr<io::RetentionDeleter> retention_;
-  std::unique_ptr<io::LogCleaner> cleaner_;  // compaction: the "cleaner-<i>" threads
-  std::unique_ptr<io::Offload> offload_;     // "offload-N" threads
+  std::unique_ptr<io::LogCleaner> cleaner_;      // compaction: the "cleaner-<i>" threads
+  std::unique_ptr<io::Offload> offload_;         // "offload-N" threads
+  std::unique_ptr<io::StallWatch> stall_watch_;  // "stall-watch": stacks of stalled reactors
 
   // samsa.net.backend: makes every transport and outbound connection (net/backend.h).
   std::unique_ptr<net::Backend> backend_;

@@ -137,6 +137,7 @@ void Broker::close_logs(const std::vector<ReactorThread*>& running) {
   if (cleaner_) cleaner_->stop();
   // The reactors are done; what they handed the offload is finished before the clean marker.
   offload_.reset();
+  stall_watch_.reset();
   bool clean = true;
   for (auto& t : reactors_)
     clean &= t->ctx->reactor != nullptr;

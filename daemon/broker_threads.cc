@@ -107,11 +107,24 @@ void Broker::make_shard(ReactorContext& ctx) {
   ctx.isr_keeper->start();
 }
 
+io::Reactor::Options Broker::reactor_options(std::string name) const {
+  io::Reactor::Options o;
+  o.name = std::move(name);
+  o.stall_threshold_ns = settings_->reactor_stall_threshold_ns;
+  return o;
+}
+
+void Broker::run_watched(io::Reactor& r) {
+  if (stall_watch_) stall_watch_->watch(&r);
+  r.run();
+  if (stall_watch_) stall_watch_->unwatch(&r);
+}
+
 void Broker::run_reactor(ReactorThread* t) {
   ReactorContext& ctx = *t->ctx;
   const std::string name = "reactor-" + std::to_string(ctx.index);
   set_thread_name(name);
-  auto r = io::Reactor::create({.name = name});
+  auto r = io::Reactor::create(reactor_options(name));
   {
     std::lock_guard lk(mu_);
     if (!r) {
@@ -153,7 +166,7 @@ void Broker::run_reactor(ReactorThread* t) {
   // bytes through their queues.
   backend_->attach(ctx.index, *ctx.reactor);
 
-  ctx.reactor->run();
+  run_watched(*ctx.reactor);
 
   ctx.reactor->disarm(&beat);
   // Transports must be destroyed on their reactor (they drain kernel-held buffers).
@@ -169,7 +182,7 @@ void Broker::run_reactor(ReactorThread* t) {
 
 void Broker::run_controller() {
   set_thread_name("controller");
-  auto r = io::Reactor::create({.name = "controller"});
+  auto r = io::Reactor::create(reactor_options("controller"));
   if (!r) {
     std::lock_guard lk(mu_);
     controller_error_ =
@@ -227,7 +240,7 @@ void Broker::run_controller() {
   }
   cv_.notify_all();
   LoopBeat beat(*reactor, controller_beats_);
-  reactor->run();
+  run_watched(*reactor);
   beat.stop();
   if (auto c = controller_->close(); !c)
     LOG_ERROR("closing the metadata log: %s", c.error().detail.c_str());
@@ -344,7 +357,7 @@ coordinator::GroupCoordinator::Options coordinator_options(const Config& c) {
 
 void Broker::run_coordinator() {
   set_thread_name("coordinator");
-  auto r = io::Reactor::create({.name = "coordinator"});
+  auto r = io::Reactor::create(reactor_options("coordinator"));
   if (!r) {
     std::lock_guard lk(mu_);
     coordinator_error_ =
@@ -423,7 +436,7 @@ void Broker::run_coordinator() {
   }
   cv_.notify_all();
   LoopBeat beat(*reactor, coordinator_beats_);
-  reactor->run();
+  run_watched(*reactor);
   beat.stop();
   txn_coordinator_.reset();
   coordinator_.reset();

@@ -375,6 +375,27 @@ const std::vector<ConfigKey> kKeys = {
      {},
      false,
      "Reactor threads (each owns an io_uring ring and a shard of partitions); 0: one per core."},
+    {"samsa.reactor.stall.threshold.us",
+     T::int64,
+     "1000",
+     0,
+     INT64_MAX,
+     {},
+     false,
+     "A reactor's loop turn (everything it runs between two entries into the kernel) longer "
+     "than this is a stall: counted in samsa_reactor_stalls_total and logged at most every "
+     "10 s, with the stack a watch thread (stall-watch) caught it in when the turn ran past "
+     "the threshold by samsa.reactor.stall.watch.period.us or more. 0: turns are not timed."},
+    {"samsa.reactor.stall.watch.period.us",
+     T::int64,
+     "5000",
+     0,
+     INT64_MAX,
+     {},
+     false,
+     "How often the stall-watch thread looks at the reactors (a stall's stack is caught only "
+     "in turns that outlast the threshold by up to this). 0: no watch thread (stalls are "
+     "still counted, without stacks)."},
     {"samsa.net.backend",
      T::enumeration,
      "uring",

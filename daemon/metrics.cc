@@ -159,6 +159,8 @@ ReactorSample sample_reactor(ReactorContext& ctx, bool with_partitions) {
   if (ctx.reactor) {
     s.idle_ns = ctx.reactor->idle_ns();
     s.turns = ctx.reactor->turns();
+    s.stalls = ctx.reactor->stalls();
+    s.longest_turn_ns = ctx.reactor->longest_turn_ns();
     s.io = ctx.reactor->io_metrics();
     s.open_segment_files = ctx.reactor->open_files().open();
     s.open_segment_files_budget = ctx.reactor->open_files().budget();
@@ -462,6 +464,18 @@ void write_io_and_reactors(Writer& w, const BrokerSample& s, const Merged& m) {
     if (r)
       w.sample("samsa_reactor_utilization_ratio", {{"reactor", std::to_string(r->index)}},
                r->utilisation);
+  w.family("samsa_reactor_stalls_total", "counter",
+           "Loop turns that ran longer than samsa.reactor.stall.threshold.us without yielding.");
+  for (const auto& r : s.reactors)
+    if (r)
+      w.sample("samsa_reactor_stalls_total", {{"reactor", std::to_string(r->index)}},
+               static_cast<double>(r->stalls));
+  w.family("samsa_reactor_longest_turn_seconds", "gauge",
+           "The longest loop turn since the start (0 when turns are not timed).");
+  for (const auto& r : s.reactors)
+    if (r)
+      w.sample("samsa_reactor_longest_turn_seconds", {{"reactor", std::to_string(r->index)}},
+               static_cast<double>(r->longest_turn_ns) * 1e-9);
   w.family("samsa_reactor_busy_seconds_total", "counter",
            "Seconds the reactor's loop spent working rather than waiting for completions.");
   for (const auto& r : s.reactors)

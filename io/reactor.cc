@@ -1,9 +1,13 @@
 #include "io/reactor.h"
 
+#include <execinfo.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cinttypes>
+#include <cstdlib>
+#include <string>
 
 #include "base/clock.h"
 #include "base/log.h"
@@ -16,6 +20,8 @@ thread_local Reactor* t_current = nullptr;
 std::expected<std::unique_ptr<Reactor>, int> Reactor::create(Options opts) {
   std::unique_ptr<Reactor> r(new Reactor());
   r->name_ = std::move(opts.name);
+  r->tid_ = static_cast<int>(::gettid());
+  r->stall_threshold_ns_ = opts.stall_threshold_ns;
   io_uring_params p{};
   // DEFER_TASKRUN runs completion work only when we enter the kernel to wait, on our thread:
   // fewer interrupts of the loop. Needs 6.1; fall back to plain rings elsewhere.
@@ -194,11 +200,16 @@ void Reactor::run_once(std::int64_t timeout_ns) {
     if (p >= 0 && (wait < 0 || p < wait)) wait = p;
   }
   ++submits_;
+  const std::int64_t before = mono_ns();
+  end_turn(before);
   if (wait == 0) {
     io_uring_submit(&ring_);
     if (defer_taskrun_) io_uring_get_events(&ring_);
+    turn_began_ns_.store(before, std::memory_order_relaxed);
   } else {
-    const std::int64_t before = mono_ns();
+    turn_began_ns_.store(0, std::memory_order_relaxed);
+    // A stall watch's signal that lands here (the turn had just ended) only cuts the wait
+    // short: the loop goes round again.
     if (wait < 0) {
       io_uring_submit_and_wait(&ring_, 1);
     } else {
@@ -206,9 +217,53 @@ void Reactor::run_once(std::int64_t timeout_ns) {
       io_uring_cqe* cqe = nullptr;
       io_uring_submit_and_wait_timeout(&ring_, &cqe, 1, &ts, nullptr);
     }
-    idle_ns_ += static_cast<std::uint64_t>(mono_ns() - before);
+    const std::int64_t after = mono_ns();
+    idle_ns_ += static_cast<std::uint64_t>(after - before);
+    turn_began_ns_.store(after, std::memory_order_relaxed);
   }
   reap();
+}
+
+// A turn runs from leaving the kernel (or from the first turn) to entering it again; the
+// time between run_once calls (run_until's predicate, start-up code) counts too: the loop was
+// not serving meanwhile either.
+void Reactor::end_turn(std::int64_t now) {
+  if (stall_threshold_ns_ <= 0) return;
+  const std::int64_t began = turn_began_ns_.load(std::memory_order_relaxed);
+  if (began == 0) return;
+  const std::int64_t turn = now - began;
+  if (turn > longest_turn_ns_) longest_turn_ns_ = turn;
+  if (turn > stall_threshold_ns_) {
+    ++stalls_;
+    // A stack the watch's signal took in an earlier turn (it arrived as that one ended) is
+    // not this one's.
+    const bool caught = caught_turn_ns_.load(std::memory_order_relaxed) == began;
+    const int depth = caught ? stall_stack_depth_ : 0;
+    if (depth > 0) ++stalls_with_stack_;
+    log_stall(turn, depth);
+  }
+  stall_stack_depth_ = 0;
+}
+
+void Reactor::log_stall(std::int64_t turn_ns, int depth) {
+  const std::int64_t now = mono_ns();
+  // A stack is worth more than a count: the first one is always logged, then one every 10 s.
+  if (now < next_stall_log_ns_ && !(depth > 0 && stalls_logged_ == 0)) return;
+  next_stall_log_ns_ = now + 10'000'000'000;
+  ++stalls_logged_;
+  std::string where;
+  if (depth > 0) {
+    char** names = ::backtrace_symbols(stall_stack_, depth);
+    where = "; its stack after " + std::to_string(stall_stack_at_ns_ / 1000) + " us:";
+    for (int i = 0; i < depth; ++i) {
+      where += "\n    ";
+      where += names ? names[i] : "?";
+    }
+    std::free(names);
+  }
+  LOG_WARN("%s: a loop turn ran %.2f ms without yielding (stall %" PRIu64 ", threshold %.2f ms)%s",
+           name_.c_str(), static_cast<double>(turn_ns) / 1e6, stalls_,
+           static_cast<double>(stall_threshold_ns_) / 1e6, where.c_str());
 }
 
 void Reactor::run() {

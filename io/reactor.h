@@ -9,6 +9,7 @@
 
 #include <liburing.h>
 
+#include <atomic>
 #include <cstdint>
 #include <expected>
 #include <memory>
@@ -79,6 +80,11 @@ class Reactor {
     unsigned sq_entries = 1024;
     // Upper bound on io_uring's bounded worker threads (file I/O, fdatasync); 0: kernel default.
     unsigned io_workers = 64;
+    // A turn of the loop (completions, tasks, timers, hooks, the poller: everything between two
+    // entries into the kernel) that runs longer is a stall: counted, and logged at most every
+    // few seconds, with the stack io::StallWatch caught it in when one watches this reactor.
+    // 0: turns are not timed.
+    std::int64_t stall_threshold_ns = 0;
   };
 
   // Must be called on the thread that will run the loop (the ring is single-issuer).
@@ -140,6 +146,10 @@ class Reactor {
   // Nanoseconds spent blocked in the kernel waiting for completions; the rest of the thread's
   // life is loop work (utilisation = 1 - idle / elapsed).
   std::uint64_t idle_ns() const { return idle_ns_; }
+  // Turns longer than Options::stall_threshold_ns, and the longest turn so far (0 untimed).
+  std::uint64_t stalls() const { return stalls_; }
+  std::uint64_t stalls_with_stack() const { return stalls_with_stack_; }
+  std::int64_t longest_turn_ns() const { return longest_turn_ns_; }
 
   // Storage metrics of the logs this reactor drives, recorded by them on this thread (plain
   // integers: metrics are collected by a task posted here).
@@ -164,6 +174,25 @@ class Reactor {
   void heap_up(std::size_t i);
   void heap_down(std::size_t i);
   void heap_swap(std::size_t a, std::size_t b);
+  void end_turn(std::int64_t now);
+  void log_stall(std::int64_t turn_ns, int depth);
+
+  // Read by io::StallWatch from its own thread; the stack is written by its signal handler
+  // on this reactor's thread, inside the turn it interrupted.
+  friend class StallWatch;
+  std::atomic<std::int64_t> turn_began_ns_{0};   // 0 while waiting in the kernel
+  std::atomic<std::int64_t> caught_turn_ns_{0};  // the turn the watch signalled
+  int tid_ = 0;
+  static constexpr int kStallStackDepth = 48;
+  void* stall_stack_[kStallStackDepth] = {};
+  volatile int stall_stack_depth_ = 0;
+  std::int64_t stall_stack_at_ns_ = 0;  // how long the turn had run when the stack was taken
+  std::int64_t stall_threshold_ns_ = 0;
+  std::uint64_t stalls_ = 0;
+  std::uint64_t stalls_logged_ = 0;
+  std::uint64_t stalls_with_stack_ = 0;
+  std::int64_t longest_turn_ns_ = 0;
+  std::int64_t next_stall_log_ns_ = 0;
 
   io_uring ring_{};
   std::string name_;

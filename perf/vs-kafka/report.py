@@ -126,6 +126,14 @@ def targets(results):
     rows.append(("w5 cold consume ≥ 1.5× Kafka default", "≥ 1.5×",
                  f"{fmt(w5[S])} MB/s vs {fmt(w5[D])} MB/s = {fmt(r)}×",
                  met(r is not None and r >= 1.5)))
+    stalls, counted = 0, False
+    for runs in results.get("brokers", {}).get(S, {}).values():
+        for r in runs if isinstance(runs, list) else []:
+            if r.get("reactor_stalls") is not None:
+                stalls, counted = stalls + r["reactor_stalls"], True
+    rows.append(("reactor stalls over 1 ms during the whole run", "0",
+                 f"{stalls} (samsa_reactor_stalls_total over every workload)" if counted
+                 else "not counted", met(counted and stalls == 0)))
     disk = get(results, "disk.median")
     pinned = results.get("pinned")
     if pinned:

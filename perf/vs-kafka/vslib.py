@@ -156,6 +156,11 @@ class Broker:
     def bootstrap(self):
         return f"127.0.0.1:{self.port}"
 
+    def reactor_stalls(self):
+        """Loop turns over the stall threshold so far (samsa_reactor_stalls_total; None if the
+        broker has no such count)."""
+        return None
+
     def closed_connections(self):
         """Connections the broker closed on a client so far, by its log (None if unknown)."""
         if not self.closing_marker or not self.log_path:
@@ -180,6 +185,8 @@ class Samsa(Broker):
                "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
                "--override", f"log.dirs={self.dir / 'data'}",
                "--override", f"samsa.admin.socket={self.dir / 'admin.sock'}"]
+        self.metrics_port = free_port()
+        cmd += ["--override", f"samsa.metrics.listen=127.0.0.1:{self.metrics_port}"]
         for o in self.overrides:
             cmd += ["--override", o]
         if self.cpu is not None:
@@ -198,6 +205,21 @@ class Samsa(Broker):
             time.sleep(0.1)
         log(f"{self.name}: samsad pid {self.pid} on {self.bootstrap()}")
         return self
+
+    def reactor_stalls(self):
+        try:
+            with socket.create_connection(("127.0.0.1", self.metrics_port), timeout=5) as c:
+                c.sendall(b"GET /metrics HTTP/1.0\r\nHost: samsa\r\n\r\n")
+                body = b""
+                while chunk := c.recv(65536):
+                    body += chunk
+        except OSError:
+            return None
+        total = 0.0
+        for line in body.decode(errors="replace").splitlines():
+            if line.startswith("samsa_reactor_stalls_total{"):
+                total += float(line.rsplit(" ", 1)[1])
+        return int(total)
 
     def stop(self):
         if self.proc and self.proc.poll() is None:
