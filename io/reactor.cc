@@ -4,6 +4,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdlib>
@@ -247,10 +248,12 @@ void Reactor::end_turn(std::int64_t now) {
 
 void Reactor::log_stall(std::int64_t turn_ns, int depth) {
   const std::int64_t now = mono_ns();
-  // A stack is worth more than a count: the first one is always logged, then one every 10 s.
-  if (now < next_stall_log_ns_ && !(depth > 0 && stalls_logged_ == 0)) return;
+  // At most one every 10 s, but the first stack, and a turn over twice as long as any logged
+  // before, always: the worst ones are the ones to see (and their count stays logarithmic).
+  const bool worse = turn_ns > 2 * longest_logged_ns_;
+  if (now < next_stall_log_ns_ && !worse && !(depth > 0 && stalls_with_stack_ == 1)) return;
   next_stall_log_ns_ = now + 10'000'000'000;
-  ++stalls_logged_;
+  longest_logged_ns_ = std::max(longest_logged_ns_, turn_ns);
   std::string where;
   if (depth > 0) {
     char** names = ::backtrace_symbols(stall_stack_, depth);

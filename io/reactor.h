@@ -189,7 +189,7 @@ class Reactor {
   std::int64_t stall_stack_at_ns_ = 0;  // how long the turn had run when the stack was taken
   std::int64_t stall_threshold_ns_ = 0;
   std::uint64_t stalls_ = 0;
-  std::uint64_t stalls_logged_ = 0;
+  std::int64_t longest_logged_ns_ = 0;
   std::uint64_t stalls_with_stack_ = 0;
   std::int64_t longest_turn_ns_ = 0;
   std::int64_t next_stall_log_ns_ = 0;
