@@ -37,7 +37,9 @@ replica.lag.time.max.ms=--lag-ms (2000). Each cycle picks one fault (seeded; the
             become active, a produce on a partition must be acknowledged (produce does not
             wait for the controller), and a topic created meanwhile must be created; then the
             controller restarts.
-  cisolate  the active controller's link goes down; as ckill, then the link heals.
+  cisolate  the active controller's link goes down; as ckill, then the link heals. (--combined:
+            when its node leads the chosen partition, that partition's failover is checked as
+            isolate's, a client stall told from the broker's.)
   bckill    kill -9 of a partition's leader and of the active controller at once: the new
             controller must fence the broker and move its leaderships; as kill and ckill.
             (--combined: the active controller's node, with a partition it leads.)
@@ -420,12 +422,23 @@ class Loop:
     def do_cisolate(self):
         victim, epoch = self.cluster.active_controller()
         q = self.rng.randrange(self.a.partitions)
-        log(f"  isolating the active controller {victim} (epoch {epoch}; link down)")
+        snap = self.cluster.snapshot()
+        # --combined: the controller's node may lead q too; then this isolates q's leader as
+        # well, and clients wait on it as in isolate (Java re-bootstrapped to that very node
+        # after a power cut, librdkafka's idempotent producer on requests in flight to it).
+        leads_q = bool(snap and q in snap[1] and snap[1][q][0] == victim)
+        log(f"  isolating the active controller {victim} (epoch {epoch}; link down)"
+            + (f", leader of partition {q}" if leads_q else ""))
         self.net.isolate(victim)
         t0 = ms_now()
         creating = self.create_during(f"ft-{len(self.created)}-{t0}")
         self.controller_failover("cisolate", victim, epoch, t0)
-        self.client_resume("cisolate", q, t0)
+        if leads_q:
+            # The broker's failover is checked as isolate's: a new leader in Metadata and an
+            # acknowledged produce, a fresh client's when no running client noticed in time.
+            self.failover("cisolate", q, victim, t0)
+        else:
+            self.client_resume("cisolate", q, t0)
         creating.join()
         self.net.heal(victim)
 
