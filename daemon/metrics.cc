@@ -2,6 +2,8 @@
 
 #include <cinttypes>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <set>
 
 #include "base/clock.h"
@@ -464,6 +466,10 @@ void write_io_and_reactors(Writer& w, const BrokerSample& s, const Merged& m) {
     if (r)
       w.sample("samsa_reactor_utilization_ratio", {{"reactor", std::to_string(r->index)}},
                r->utilisation);
+  w.family("samsa_io_workers", "gauge",
+           "io_uring worker threads (iou-wrk) of the process now: requests the kernel punted "
+           "(buffered writes, fdatasync) each take one, up to the per-ring cap.");
+  w.sample("samsa_io_workers", {}, static_cast<double>(s.io_workers));
   w.family("samsa_reactor_stalls_total", "counter",
            "Loop turns that ran longer than samsa.reactor.stall.threshold.us without yielding.");
   for (const auto& r : s.reactors)
@@ -635,6 +641,17 @@ void write_replication_throttles(Writer& w,
 }
 
 }  // namespace
+
+std::size_t count_io_workers() {
+  std::size_t n = 0;
+  std::error_code ec;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task", ec)) {
+    std::ifstream f(task.path() / "comm");
+    std::string comm;
+    if (std::getline(f, comm) && comm.starts_with("iou-wrk")) ++n;
+  }
+  return n;
+}
 
 std::string render_prometheus(const BrokerSample& s) {
   Writer w;

@@ -192,12 +192,17 @@ struct TxnCoordinatorSample {
   std::size_t transactional_ids = 0;
 };
 
+// io_uring's worker threads of this process now ("iou-wrk-N" in /proc/self/task): the kernel
+// starts one per punted request (buffered writes, fdatasync), up to the per-ring cap.
+std::size_t count_io_workers();
+
 struct BrokerSample {
   std::string version;
   std::int32_t node_id = 0;
   std::string cluster_id;
   double uptime_s = 0;
-  double start_time_s = 0;                             // unix time
+  double start_time_s = 0;     // unix time
+  std::size_t io_workers = 0;  // io_uring's worker threads now (count_io_workers)
   std::vector<std::optional<ReactorSample>> reactors;  // nullopt: did not answer in time
   std::optional<std::vector<GroupSample>> groups;
   std::optional<TxnCoordinatorSample> txn;

@@ -454,6 +454,7 @@ void metrics(Broker& b, AdminServer& admin, const json::Value&, Reply reply) {
   base->cluster_id = settings->cluster_id;
   base->uptime_s = static_cast<double>(mono_ns() - b.start_mono_ns()) / 1e9;
   base->start_time_s = static_cast<double>(b.start_wall_ms()) / 1e3;
+  base->io_workers = count_io_workers();
   base->backend = &b.backend();
   if (const io::LogCleaner* c = b.cleaner()) base->cleaner = c->stats();
   if (settings->cluster_broker())

@@ -31,7 +31,7 @@ def metrics(port: int) -> dict[str, float]:
             body += chunk
     out = {}
     for line in body.decode(errors="replace").splitlines():
-        if line.startswith("samsa_reactor_"):
+        if line.startswith(("samsa_reactor_", "samsa_io_workers")):
             name, value = line.rsplit(" ", 1)
             out[name] = float(value)
     return out
@@ -52,6 +52,8 @@ def main() -> int:
         longest = 'samsa_reactor_longest_turn_seconds{reactor="1"}'
         before = metrics(mport)
         checks(stalls % 1 in before and longest in before, "the stall metrics are exported")
+        checks("samsa_io_workers" in before,
+               f"io_uring's worker threads are counted ({before.get('samsa_io_workers')})")
         r = subprocess.run([a.samsactl, "--socket", os.path.join(b.work, "admin.sock"),
                             "testing", "stall", "reactor", "1", "2"],
                            capture_output=True, text=True, timeout=30)
