@@ -288,6 +288,9 @@ class Log::Impl final : public TurnHook {
   Result<void> drop_lost_segments(std::vector<std::int64_t>& bases, std::size_t scan_from,
                                   bool* removed);
   Result<void> close_active_index(Segment& s);
+  // The active segment's index files are written only when it closes; absent reads as empty.
+  // Removes what an earlier close left (a truncated or reopened active segment's are stale).
+  Result<void> remove_active_index_files(std::int64_t base) const;
   // Starts a new segment. The old one's index files are written and synced by the offload
   // (write_index = false when the old segment is about to be removed anyway).
   Result<void> roll(std::int64_t now_ms, bool write_index = true);

@@ -71,6 +71,16 @@ Result<void> Log::Impl::create_segment(std::int64_t base) {
   return {};
 }
 
+Result<void> Log::Impl::remove_active_index_files(std::int64_t base) const {
+  for (const char* suffix : {kIndexSuffix, kTimeIndexSuffix}) {
+    const auto p = path_of(base, suffix);
+    if (::unlink(p.c_str()) != 0 && errno != ENOENT) {
+      return std::unexpected(sys_error("unlink", p, errno));
+    }
+  }
+  return {};
+}
+
 Result<void> Log::Impl::load_closed(Segment& s, std::int64_t next_base) {
   auto held = file(s);
   if (!held) return std::unexpected(held.error());
@@ -358,10 +368,7 @@ Result<void> Log::Impl::drop_lost_segments(std::vector<std::int64_t>& bases, std
   bases.resize(k);
   *removed = true;
   // The previous segment is the active one now; its index files get rewritten on roll.
-  for (const char* suffix : {kIndexSuffix, kTimeIndexSuffix}) {
-    if (auto r = detail::write_whole_file(path_of(bases.back(), suffix), {}); !r) return r;
-  }
-  return {};
+  return remove_active_index_files(bases.back());
 }
 
 // Opens the segments: those before the one holding the recovery point are trusted (index
@@ -424,11 +431,7 @@ Result<void> Log::Impl::open_segments(const std::vector<std::int64_t>& bases,
       }
       *removed = true;
       // The truncated segment is the active one now; its index files get rewritten on roll.
-      for (const char* suffix : {kIndexSuffix, kTimeIndexSuffix}) {
-        if (auto r = detail::write_whole_file(path_of(segs_.back()->base, suffix), {}); !r) {
-          return r;
-        }
-      }
+      if (auto r = remove_active_index_files(segs_.back()->base); !r) return r;
       break;
     }
   }

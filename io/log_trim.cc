@@ -79,11 +79,7 @@ Result<void> Log::Impl::truncate_to(std::int64_t offset) {
   if (::fdatasync(sf.fd) != 0) {
     return std::unexpected(fence(sys_error("fdatasync", sf.path, errno)));
   }
-  for (const char* suffix : {kIndexSuffix, kTimeIndexSuffix}) {
-    if (auto r = detail::write_whole_file(path_of(s.base, suffix), {}); !r) {
-      return std::unexpected(fence(r.error()));
-    }
-  }
+  if (auto r = remove_active_index_files(s.base); !r) return std::unexpected(fence(r.error()));
   if (auto r = fsync_dir(dir_); !r) return std::unexpected(fence(r.error()));
   s.size = cut;
   if (loc->base_offset < 0 || offset < loc->base_offset) s.gapped = true;  // cut in a gap
@@ -221,13 +217,8 @@ Result<void> Log::Impl::close() {
     return {};
   }
   if (s.size <= Log::kRescannedActiveBytes) {
-    // Rebuilt by the next open's scan; older index files of this segment must not stay.
-    for (const char* suffix : {kIndexSuffix, kTimeIndexSuffix}) {
-      const auto p = path_of(s.base, suffix);
-      if (::unlink(p.c_str()) != 0 && errno != ENOENT) {
-        return std::unexpected(sys_error("unlink", p, errno));
-      }
-    }
+    // Rebuilt by the next open's scan.
+    if (auto r = remove_active_index_files(s.base); !r) return r;
   } else {
     for (const auto& [suffix, bytes] :
          {std::pair{kIndexSuffix, &ib_.offsets}, std::pair{kTimeIndexSuffix, &ib_.times}}) {
