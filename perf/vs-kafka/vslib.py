@@ -207,19 +207,13 @@ class Samsa(Broker):
         return self
 
     def reactor_stalls(self):
+        sys.path.insert(0, str(ROOT / "tests" / "integration"))
+        from admin_harness import metrics_samples
         try:
-            with socket.create_connection(("127.0.0.1", self.metrics_port), timeout=5) as c:
-                c.sendall(b"GET /metrics HTTP/1.0\r\nHost: samsa\r\n\r\n")
-                body = b""
-                while chunk := c.recv(65536):
-                    body += chunk
+            m = metrics_samples(f"127.0.0.1:{self.metrics_port}", timeout=5)
         except OSError:
             return None
-        total = 0.0
-        for line in body.decode(errors="replace").splitlines():
-            if line.startswith("samsa_reactor_stalls_total{"):
-                total += float(line.rsplit(" ", 1)[1])
-        return int(total)
+        return int(sum(v for k, v in m.items() if k.startswith("samsa_reactor_stalls_total{")))
 
     def stop(self):
         if self.proc and self.proc.poll() is None:

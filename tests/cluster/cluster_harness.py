@@ -22,6 +22,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
 import kproto  # noqa: E402
 from admin_harness import skip_or_fail  # noqa: E402,F401  (skip, or fail under CI=true)
+from admin_harness import metrics_samples  # noqa: E402
 
 CONTROLLER_ID = 100
 BROKERS = (1, 2, 3)
@@ -346,15 +347,11 @@ def metadata_batches(node) -> dict[int, bytes]:
     return out
 
 
+def metrics(node) -> dict[str, float]:
+    """Every sample of the node's /metrics (samsa.metrics.listen), keyed by name and labels."""
+    return metrics_samples(node.props["samsa.metrics.listen"], timeout=5)
+
+
 def prometheus(node) -> dict[str, float]:
-    """The node's unlabelled Prometheus samples (GET /metrics on samsa.metrics.listen)."""
-    import urllib.request
-    with urllib.request.urlopen(f"http://{node.props['samsa.metrics.listen']}/metrics",
-                                timeout=5) as r:
-        text = r.read().decode()
-    out = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#") and "{" not in line:
-            k, v = line.split()
-            out[k] = float(v)
-    return out
+    """The node's unlabelled Prometheus samples."""
+    return {k: v for k, v in metrics(node).items() if "{" not in k}

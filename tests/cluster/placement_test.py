@@ -27,7 +27,6 @@ import signal
 import sys
 import tempfile
 import time
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cluster_harness as ch  # noqa: E402
@@ -39,21 +38,8 @@ RECORDS = 200
 VALUE = 1000  # bytes per record
 
 
-def metrics(node) -> dict[str, float]:
-    """Every sample of the node's /metrics, keyed by its line's name and labels."""
-    url = f"http://{node.props['samsa.metrics.listen']}/metrics"
-    with urllib.request.urlopen(url, timeout=5) as r:
-        text = r.read().decode()
-    out = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            k, v = line.rsplit(" ", 1)
-            out[k] = float(v)
-    return out
-
-
 def snapshot(brokers) -> dict[int, dict[str, float]]:
-    return {b: metrics(n) for b, n in brokers.items()}
+    return {b: ch.metrics(n) for b, n in brokers.items()}
 
 
 def delta(before, after, b: int, key: str) -> float:

@@ -38,7 +38,6 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cluster_harness as ch  # noqa: E402
@@ -107,19 +106,6 @@ def log_bytes(node, topic: str) -> int:
         except OSError:
             pass
     return total
-
-
-def metrics(node) -> dict[str, float]:
-    """Every sample of the node's Prometheus exposition, labels included in the key."""
-    with urllib.request.urlopen(f"http://{node.props['samsa.metrics.listen']}/metrics",
-                                timeout=5) as r:
-        text = r.read().decode()
-    out = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            k, v = line.rsplit(" ", 1)
-            out[k] = float(v)
-    return out
 
 
 class LiveProducer:
@@ -336,7 +322,7 @@ def follower_phase(run: Run, total: int):
     ch.check(p99 <= 2 * max(before, after),
              f"live's p99 during the catch-up, {p99:.1f} ms, is within 2x the unthrottled "
              f"baseline ({before:.1f} ms before, {after:.1f} ms after)")
-    m = metrics(b3)
+    m = ch.metrics(b3)
     fb = m.get('samsa_replication_throttled_bytes_total{side="follower"}', 0)
     fsec = m.get('samsa_replication_throttled_seconds_total{side="follower"}', 0)
     holds = m.get('samsa_replication_throttle_holds_total{side="follower"}')
@@ -384,7 +370,7 @@ def leader_phase(run: Run, total: int):
              f"DescribeConfigs of broker 1: the cluster default ({cfg})")
     held = sent = 0.0
     for b in (run.brokers[1], run.brokers[2]):
-        m = metrics(b)
+        m = ch.metrics(b)
         held += m.get('samsa_replication_throttle_holds_total{side="leader"}', 0)
         sent += m.get('samsa_replication_throttled_bytes_total{side="leader"}', 0)
     ch.check(held > 0 and sent == target,

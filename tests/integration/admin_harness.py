@@ -99,6 +99,20 @@ def skip_or_fail(log, why: str, what: str = "a client") -> int:
     return SKIP
 
 
+def metrics_samples(address: str, timeout: float = 10) -> dict[str, float]:
+    """Every sample samsad's Prometheus listener (`samsa.metrics.listen`, host:port) serves,
+    keyed by its name and labels as written (`samsa_reactor_stalls_total{reactor="0"}`)."""
+    import urllib.request
+    with urllib.request.urlopen(f"http://{address}/metrics", timeout=timeout) as r:
+        text = r.read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            k, v = line.rsplit(" ", 1)
+            out[k] = float(v)
+    return out
+
+
 def rss_kib(pid: int) -> int:
     with open(f"/proc/{pid}/status") as f:
         for line in f:

@@ -23,20 +23,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import admin_harness as h  # noqa: E402
 
 
-def metrics(port: int) -> dict[str, float]:
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as c:
-        c.sendall(b"GET /metrics HTTP/1.0\r\nHost: samsa\r\n\r\n")
-        body = b""
-        while chunk := c.recv(65536):
-            body += chunk
-    out = {}
-    for line in body.decode(errors="replace").splitlines():
-        if line.startswith(("samsa_reactor_", "samsa_io_workers")):
-            name, value = line.rsplit(" ", 1)
-            out[name] = float(value)
-    return out
-
-
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--samsad", required=True)
@@ -50,7 +36,7 @@ def main() -> int:
     def body(b: h.Samsad):
         stalls = 'samsa_reactor_stalls_total{reactor="%d"}'
         longest = 'samsa_reactor_longest_turn_seconds{reactor="1"}'
-        before = metrics(mport)
+        before = h.metrics_samples(f"127.0.0.1:{mport}")
         checks(stalls % 1 in before and longest in before, "the stall metrics are exported")
         checks("samsa_io_workers" in before,
                f"io_uring's worker threads are counted ({before.get('samsa_io_workers')})")
@@ -59,7 +45,7 @@ def main() -> int:
                            capture_output=True, text=True, timeout=30)
         checks(r.returncode == 0, f"samsactl testing stall reactor 1 2: {r.stdout}{r.stderr}")
         time.sleep(3)
-        after = metrics(mport)
+        after = h.metrics_samples(f"127.0.0.1:{mport}")
         checks(after.get(stalls % 1, 0) == before.get(stalls % 1, 0) + 1,
                f"reactor 1 counted one stall ({before.get(stalls % 1)} -> "
                f"{after.get(stalls % 1)})")
