@@ -39,7 +39,9 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "clients"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "integration"))
 import kproto  # noqa: E402
+from admin_harness import free_port, port_open, rss_kib  # noqa: E402
 
 KP = kproto.Kafka()
 CREATE_V, METADATA_V, PRODUCE_V = 5, 12, 9
@@ -47,20 +49,6 @@ CREATE_V, METADATA_V, PRODUCE_V = 5, 12, 9
 
 def log(msg: str):
     print(f"[scale] {time.strftime('%H:%M:%S')} {msg}", flush=True)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def rss_kib(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
 
 
 def fd_count(pid: int) -> int:
@@ -112,11 +100,9 @@ class Broker:
         while time.monotonic() < end:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"samsad exited with {self.proc.returncode}:\n{self.tail()}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    return time.monotonic()
-            except OSError:
-                time.sleep(0.01)
+            if port_open(self.port, timeout=0.2):
+                return time.monotonic()
+            time.sleep(0.01)
         raise RuntimeError(f"samsad did not listen within {timeout}s:\n{self.tail()}")
 
     def stop(self) -> float:
