@@ -96,6 +96,9 @@ class Broker:
         return t0
 
     def wait_port(self, timeout: float = 600) -> float:
+        # Right after a kill -9 the dead process's listener may still accept for a moment
+        # (io_uring releases a dead ring's files asynchronously): "listening" can read ~0 then;
+        # the Metadata and Produce times are the ones that count.
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             if self.proc.poll() is not None:
