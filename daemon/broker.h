@@ -35,6 +35,7 @@
 #include "io/reactor.h"
 #include "io/retention.h"
 #include "io/stall_watch.h"
+#include "io/turn_queue.h"
 #include "net/backend.h"
 #include "net/memory_budget.h"
 #include "net/transport.h"
@@ -92,6 +93,9 @@ struct ReactorContext {
   // Buffers for cold reads of this shard's logs (io/read_ahead.h): a fixed few, so many cold
   // readers at once cost a fixed amount of memory; readers wait for one in turn.
   std::unique_ptr<io::ReadAheadPool> read_ahead;
+  // Per-partition work of requests (daemon/api/handlers/fan_out.h), split across loop turns
+  // when large; made and destroyed on the reactor's thread, with the reactor.
+  std::unique_ptr<io::TurnQueue> turn_queue;
   // Segment file descriptors this reactor's logs may keep open (io/open_files.h; 0: no limit).
   std::size_t open_files_budget = 0;
   ParkedRequest* parked = nullptr;  // intrusive list

@@ -111,6 +111,7 @@ io::Reactor::Options Broker::reactor_options(std::string name) const {
   io::Reactor::Options o;
   o.name = std::move(name);
   o.stall_threshold_ns = settings_->reactor_stall_threshold_ns;
+  o.turn_budget_ns = settings_->reactor_turn_budget_ns;
   return o;
 }
 
@@ -134,6 +135,7 @@ void Broker::run_reactor(ReactorThread* t) {
       t->reactor->set_offload(offload_.get());
       t->reactor->open_files().set_budget(ctx.open_files_budget);
       ctx.reactor = t->reactor.get();
+      ctx.turn_queue = std::make_unique<io::TurnQueue>(*ctx.reactor);
       make_shard(ctx);
     }
   }
@@ -178,6 +180,7 @@ void Broker::run_reactor(ReactorThread* t) {
   ctx.throttle.reset();  // it reads the shard's image
   ctx.sender.reset();
   ctx.shard.reset();
+  ctx.turn_queue.reset();
 }
 
 void Broker::run_controller() {

@@ -386,6 +386,18 @@ const std::vector<ConfigKey> kKeys = {
      "than this is a stall: counted in samsa_reactor_stalls_total and logged at most every "
      "10 s, with the stack a watch thread (stall-watch) caught it in when the turn ran past "
      "the threshold by samsa.reactor.stall.watch.period.us or more. 0: turns are not timed."},
+    {"samsa.reactor.turn.budget.us",
+     T::int64,
+     "500",
+     0,
+     1000000,
+     {},
+     false,
+     "How long a reactor's turn may run before the completions it has not reaped yet (a "
+     "large request's receive buffers) and requests' per-partition work (a produce "
+     "request's batches: validation and append) wait for its next turn, after the loop has "
+     "submitted its group commits; order is kept. Splits of request work are counted in "
+     "samsa_reactor_turn_yields_total. 0: never split."},
     {"samsa.reactor.stall.watch.period.us",
      T::int64,
      "5000",

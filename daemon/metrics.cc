@@ -163,6 +163,7 @@ ReactorSample sample_reactor(ReactorContext& ctx, bool with_partitions) {
     s.turns = ctx.reactor->turns();
     s.stalls = ctx.reactor->stalls();
     s.longest_turn_ns = ctx.reactor->longest_turn_ns();
+    if (ctx.turn_queue) s.turn_yields = ctx.turn_queue->yields();
     s.io = ctx.reactor->io_metrics();
     s.open_segment_files = ctx.reactor->open_files().open();
     s.open_segment_files_budget = ctx.reactor->open_files().budget();
@@ -476,6 +477,13 @@ void write_io_and_reactors(Writer& w, const BrokerSample& s, const Merged& m) {
     if (r)
       w.sample("samsa_reactor_stalls_total", {{"reactor", std::to_string(r->index)}},
                static_cast<double>(r->stalls));
+  w.family("samsa_reactor_turn_yields_total", "counter",
+           "Turns in which requests' per-partition work ran past samsa.reactor.turn.budget.us "
+           "and left the rest to the next turn.");
+  for (const auto& r : s.reactors)
+    if (r)
+      w.sample("samsa_reactor_turn_yields_total", {{"reactor", std::to_string(r->index)}},
+               static_cast<double>(r->turn_yields));
   w.family("samsa_reactor_longest_turn_seconds", "gauge",
            "The longest loop turn since the start (0 when turns are not timed).");
   for (const auto& r : s.reactors)

@@ -142,6 +142,7 @@ struct ReactorSample {
   std::uint64_t turns = 0;
   std::uint64_t stalls = 0;  // io::Reactor::stalls()
   std::int64_t longest_turn_ns = 0;
+  std::uint64_t turn_yields = 0;  // io::TurnQueue::yields()
   std::vector<std::pair<std::pair<std::int16_t, std::int16_t>, LatencyHistogram>> requests;
   std::map<std::string, std::uint64_t> topic_bytes_out;
   std::vector<PartitionSample> partitions;

@@ -474,6 +474,7 @@ std::expected<std::shared_ptr<const BrokerSettings>, std::string> make_settings(
   s->max_partitions_per_request = c.get_int("samsa.max.partitions.per.request");
   s->log_max_open_files = c.get_int("samsa.log.max.open.files");
   s->reactor_stall_threshold_ns = c.get_int("samsa.reactor.stall.threshold.us") * 1000;
+  s->reactor_turn_budget_ns = c.get_int("samsa.reactor.turn.budget.us") * 1000;
   s->reactor_stall_watch_period_ns = c.get_int("samsa.reactor.stall.watch.period.us") * 1000;
   s->config = std::make_shared<const Config>(c);
   s->partition.producer_expiration_ms = c.get_int("producer.id.expiration.ms");

@@ -132,6 +132,7 @@ struct BrokerSettings {
   std::int64_t log_max_open_files = 0;  // samsa.log.max.open.files (0: half the fd limit)
   std::int64_t reactor_stall_threshold_ns = 1'000'000;     // samsa.reactor.stall.threshold.us
   std::int64_t reactor_stall_watch_period_ns = 5'000'000;  // samsa.reactor.stall.watch.period.us
+  std::int64_t reactor_turn_budget_ns = 500'000;           // samsa.reactor.turn.budget.us
   // samsa.transaction.version: the transaction.version feature level ApiVersions finalizes
   // (2: Java 4 clients end every transaction with an epoch bump, KIP-890 part 2).
   std::int16_t transaction_version = 2;

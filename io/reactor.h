@@ -85,6 +85,11 @@ class Reactor {
     // few seconds, with the stack io::StallWatch caught it in when one watches this reactor.
     // 0: turns are not timed.
     std::int64_t stall_threshold_ns = 0;
+    // Once a turn has run this long, completions not reaped yet (a large request's receive
+    // buffers) and work that can be split (io::TurnQueue) wait for the next turn, so one large
+    // request does not hold every other connection, the timers and the group commit back.
+    // 0: never yields.
+    std::int64_t turn_budget_ns = 500'000;
   };
 
   // Must be called on the thread that will run the loop (the ring is single-issuer).
@@ -150,6 +155,11 @@ class Reactor {
   std::uint64_t stalls() const { return stalls_; }
   std::uint64_t stalls_with_stack() const { return stalls_with_stack_; }
   std::int64_t longest_turn_ns() const { return longest_turn_ns_; }
+  // This thread: the current turn has run longer than Options::turn_budget_ns (one clock read).
+  bool turn_budget_spent() const {
+    const std::int64_t began = turn_began_ns_.load(std::memory_order_relaxed);
+    return turn_budget_ns_ > 0 && began != 0 && mono_ns() - began > turn_budget_ns_;
+  }
 
   // Storage metrics of the logs this reactor drives, recorded by them on this thread (plain
   // integers: metrics are collected by a task posted here).
@@ -188,6 +198,7 @@ class Reactor {
   volatile int stall_stack_depth_ = 0;
   std::int64_t stall_stack_at_ns_ = 0;  // how long the turn had run when the stack was taken
   std::int64_t stall_threshold_ns_ = 0;
+  std::int64_t turn_budget_ns_ = 0;
   std::uint64_t stalls_ = 0;
   std::int64_t longest_logged_ns_ = 0;
   std::uint64_t stalls_with_stack_ = 0;

@@ -6,6 +6,12 @@ says 2 s, reactor 0 has no new stall, the log names the stalled turn with the st
 stall-watch thread caught inside it (the sleep's libc frame), and the broker still answers a
 Metadata request and stops cleanly.
 
+Then the turn budget (samsa.reactor.turn.budget.us, set to 1 us here so that every request's
+second partition waits for the next turn): produce requests of 8 partitions each are split
+across turns (samsa_reactor_turn_yields_total grows), and a consumer reads back every record of
+every partition, in the order it was sent (an idempotent producer: a split request must not let
+the next one overtake it).
+
   reactor_stall_test.py --samsad PATH --samsactl PATH
 """
 
@@ -23,6 +29,44 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import admin_harness as h  # noqa: E402
 
 
+def split_requests_keep_their_order(b, mport, checks):
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+    boot = f"127.0.0.1:{b.port}"
+    parts, per_part = 8, 2000
+    admin = AdminClient({"bootstrap.servers": boot})
+    admin.create_topics([NewTopic("split", parts, 1)])["split"].result(30)
+    yields = 'samsa_reactor_turn_yields_total{reactor="%d"}'
+    before = h.metrics_samples(f"127.0.0.1:{mport}")
+    # linger and up to 5 requests in flight: each request carries a batch for every partition.
+    p = Producer({"bootstrap.servers": boot, "enable.idempotence": True, "linger.ms": 20,
+                  "max.in.flight.requests.per.connection": 5})
+    failed = []
+    for i in range(per_part):
+        for part in range(parts):
+            p.produce("split", value=b"%d:%d" % (part, i), partition=part,
+                      on_delivery=lambda err, _m: err and failed.append(err))
+        if i % 200 == 0:
+            p.poll(0)
+    checks(p.flush(30) == 0 and not failed, f"every record acknowledged ({failed[:3]})")
+    after = h.metrics_samples(f"127.0.0.1:{mport}")
+    grown = sum(after.get(yields % r, 0) - before.get(yields % r, 0) for r in (0, 1))
+    checks(grown > 0, f"produce requests were split across turns ({grown} yields)")
+    c = Consumer({"bootstrap.servers": boot, "group.id": "split-check",
+                  "enable.auto.commit": False})
+    c.assign([TopicPartition("split", part, 0) for part in range(parts)])
+    seen = {part: [] for part in range(parts)}
+    deadline = time.monotonic() + 30
+    while sum(map(len, seen.values())) < parts * per_part and time.monotonic() < deadline:
+        for m in c.consume(1000, 1.0):
+            if not m.error():
+                seen[m.partition()].append(int(m.value().split(b":")[1]))
+    c.close()
+    checks(all(v == list(range(per_part)) for v in seen.values()),
+           "every partition holds its records once each, in the order sent "
+           f"({ {k: len(v) for k, v in seen.items()} })")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--samsad", required=True)
@@ -31,6 +75,7 @@ def main() -> int:
     checks = h.Checks("reactor-stall")
     mport = h.free_port()
     broker = h.Samsad(a.samsad, {"samsa.testing.hooks": "true",
+                                 "samsa.reactor.turn.budget.us": "1",
                                  "samsa.metrics.listen": f"127.0.0.1:{mport}"})
 
     def body(b: h.Samsad):
@@ -70,6 +115,7 @@ def main() -> int:
             head = c.recv(8)
         checks(len(head) == 8 and head[4:8] == b"\x00\x00\x00\x07",
                "a Metadata request is answered after the stall")
+        split_requests_keep_their_order(b, mport, checks)
 
     return h.run_checked(checks, broker, body)
 
