@@ -3,6 +3,7 @@
 // broker_threads.cc, settings changes in broker_reload.cc, the stop in broker_shutdown.cc.
 #include "daemon/broker.h"
 
+#include <sched.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -212,7 +213,15 @@ std::size_t Broker::segment_file_budget() const {
 
 std::expected<void, std::string> Broker::start_reactors() {
   std::size_t n = static_cast<std::size_t>(config_.get_int("samsa.reactors"));
-  if (n == 0) n = std::max<long>(1, sysconf(_SC_NPROCESSORS_ONLN));
+  if (n == 0) {
+    // The CPUs this process may run on (taskset, systemd's CPUAffinity=), not the machine's:
+    // two reactors pinned to one core preempt each other in the middle of their turns.
+    cpu_set_t set;
+    n = ::sched_getaffinity(0, sizeof set, &set) == 0
+            ? static_cast<std::size_t>(CPU_COUNT(&set))
+            : static_cast<std::size_t>(std::max<long>(1, sysconf(_SC_NPROCESSORS_ONLN)));
+    n = std::max<std::size_t>(n, 1);
+  }
   last_turns_.assign(n, 0);
   const std::size_t files = segment_file_budget();
   LOG_INFO("segment files: at most %zu open (samsa.log.max.open.files%s)", files,

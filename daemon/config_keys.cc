@@ -374,7 +374,8 @@ const std::vector<ConfigKey> kKeys = {
      256,
      {},
      false,
-     "Reactor threads (each owns an io_uring ring and a shard of partitions); 0: one per core."},
+     "Reactor threads (each owns an io_uring ring and a shard of partitions); 0: one per CPU "
+     "the process may run on (its affinity mask: taskset, systemd's CPUAffinity=)."},
     {"samsa.reactor.stall.threshold.us",
      T::int64,
      "1000",
