@@ -538,6 +538,9 @@ def main():
     except Failure as e:
         log("FAIL: %s" % e)
         log("reproduce with --seed %d" % a.seed)
+        # CI keeps only the head and the tail of a failing test's output: the reason goes
+        # last too, on one line.
+        log("failed: %s" % (str(e).splitlines() or ["?"])[0])
     finally:
         powerloss.cleanup()
     if ok and not a.keep:
