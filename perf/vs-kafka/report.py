@@ -34,12 +34,49 @@ def get(d, path):
     return d
 
 
+def judged(runs):
+    """The repetitions a target is judged on: the undisturbed ones (perf/README.md, "Quiet
+    machine"); all of them when every one was disturbed (the table says so)."""
+    calm = [r for r in runs if not r.get("disturbed")]
+    return calm or runs
+
+
 def med(results, broker, workload, path):
-    """Median over a workload's repetitions of one figure."""
+    """Median over a workload's undisturbed repetitions of one figure."""
     runs = results.get("brokers", {}).get(broker, {}).get(workload)
     if not runs:
         return None
-    return median([get(r, path) for r in runs])
+    return median([get(r, path) for r in judged(runs)])
+
+
+def spread(results, broker, workload, path):
+    """(min, max) over the same repetitions as med(), or None."""
+    runs = results.get("brokers", {}).get(broker, {}).get(workload) or []
+    vals = [v for v in (get(r, path) for r in judged(runs)) if v is not None]
+    return (min(vals), max(vals)) if vals else None
+
+
+def quiet_table(results):
+    """Per workload and broker: repetitions, how many were disturbed, the CPU others used and
+    the load average at the end of each."""
+    lines = ["| workload | broker | repetitions | disturbed | others' cores (max) | "
+             "kernel threads' cores (max) | load1 at the end | waited for quiet (s, max) |",
+             "|---|---|---|---|---|---|---|---|"]
+    for w in ("w1", "w2", "w3", "w4", "w5"):
+        for b in BROKERS:
+            runs = results.get("brokers", {}).get(b, {}).get(w) or []
+            if not runs:
+                continue
+            if "others_cores" not in runs[0]:
+                return []  # a run from before the protocol
+            oc = [r.get("others_cores") or 0 for r in runs]
+            kc = [r.get("kernel_threads_cores") or 0 for r in runs]
+            l1 = [r.get("load1") for r in runs if r.get("load1") is not None]
+            qw = [r.get("quiet_wait_s") or 0 for r in runs]
+            lines.append(f"| {w} | {b} | {len(runs)} | {sum(bool(r.get('disturbed')) for r in runs)}"
+                         f" | {max(oc):.2f} | {max(kc):.2f} | "
+                         f"{', '.join(f'{x:.1f}' for x in l1)} | {max(qw):.0f} |")
+    return lines
 
 
 def fmt(v, digits=3):
@@ -164,8 +201,15 @@ def figures_table(results):
         vals = {b: med(results, b, w, path) for b in BROKERS}
         vals = {b: (v * scale if v is not None else None) for b, v in vals.items()}
         s = vals["samsa"]
-        lines.append(f"| {w} | {label} | {fmt(vals['samsa'])} | {fmt(vals['kafka-default'])} | "
-                     f"{fmt(vals['kafka-flush'])} | {fmt(ratio(s, vals['kafka-default']))} | "
+
+        def cell(b):
+            sp = spread(results, b, w, path)
+            if vals[b] is None or not sp or sp[0] == sp[1]:
+                return fmt(vals[b])
+            return f"{fmt(vals[b])} ({fmt(sp[0] * scale)}–{fmt(sp[1] * scale)})"
+
+        lines.append(f"| {w} | {label} | {cell('samsa')} | {cell('kafka-default')} | "
+                     f"{cell('kafka-flush')} | {fmt(ratio(s, vals['kafka-default']))} | "
                      f"{fmt(ratio(s, vals['kafka-flush']))} |")
 
     row("w1", "MB/s", "produce.mb_per_s")
@@ -389,7 +433,19 @@ def write(results, out):
     L += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows]
     L += [""] + notes + ["Where samsa misses a target, `perf/PROFILES.md` says where its time "
                          "(or memory) goes, from profiles of the same workloads.", ""]
-    L += ["## Figures", "", *figures_table(results), ""]
+    L += ["## Figures", "", "Medians of the undisturbed repetitions, (min–max) beside them.",
+          "", *figures_table(results), ""]
+    quiet = quiet_table(results)
+    if quiet:
+        q = cfg.get("quiet", {})
+        L += ["## Quiet machine", "",
+              f"Each repetition ran with only its broker unpaused (the others SIGSTOPped), after a "
+              f"wait (at most {q.get('max_wait_s')} s) for a 2-second window in which processes "
+              f"other than the broker and samsa-perf used at most {q.get('threshold_cores')} "
+              f"cores; a repetition in which they used more is `disturbed` and not judged. "
+              f"Brokers pinned to CPU {q.get('broker_cpus') or '(none)'}, samsa-perf to CPU "
+              f"{q.get('client_cpus') or '(none)'}. Kernel threads (writeback, softirqs) are "
+              "shown apart: part of them is the broker's own work.", "", *quiet, ""]
     rate = get(results, "brokers.samsa.w2_rate")
     if rate:
         L += [f"w2 ran at {fmt(rate['records_per_s'])} records/s ({rate['basis']} × "

@@ -142,6 +142,137 @@ class BrokerMeter:
         return out
 
 
+PF_KTHREAD = 0x00200000
+
+
+def proc_table():
+    """{pid: (comm, cpu ticks, kernel thread?, ppid)} of every process now."""
+    out = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                s = f.read()
+        except OSError:
+            continue
+        comm = s[s.index("(") + 1:s.rindex(")")]
+        fields = s.rsplit(")", 1)[1].split()
+        out[int(d)] = (comm, int(fields[11]) + int(fields[12]),
+                       bool(int(fields[6]) & PF_KTHREAD), int(fields[1]))
+    return out
+
+
+def descendants(table, roots):
+    roots = {r for r in roots if r}
+    out, grew = set(roots), True
+    while grew:
+        grew = False
+        for pid, (_, _, _, ppid) in table.items():
+            if ppid in out and pid not in out:
+                out.add(pid)
+                grew = True
+    return out
+
+
+class OthersMeter:
+    """CPU used between start() and stop() by the processes not being measured: everything but
+    the broker under test and the load generator (samsa-perf), with their children. Kernel
+    threads (writeback, softirqs, io_uring's workers are the broker's own threads) are counted
+    apart: part of them is the broker's work. From /proc, not from the load average (samsad's
+    dozens of runnable io_uring workers raise the load average by themselves)."""
+
+    MEASURED = {"samsa-perf", "taskset"}
+
+    def __init__(self, pids):
+        self.pids = list(pids)
+
+    def start(self):
+        self.t0, self.p0 = time.monotonic(), proc_table()
+        return self
+
+    def stop(self):
+        wall = time.monotonic() - self.t0
+        p1 = proc_table()
+        mine = descendants(p1, self.pids) | descendants(self.p0, self.pids)
+        mine |= {pid for pid, v in p1.items() if v[0] in self.MEASURED}
+        by_name, kernel = {}, 0
+        for pid, (comm, ticks, kthread, _) in p1.items():
+            if pid in mine:
+                continue
+            before = self.p0.get(pid)
+            used = ticks - (before[1] if before and before[0] == comm else 0)
+            if used <= 0:
+                continue
+            if kthread:
+                kernel += used
+            else:
+                by_name[comm] = by_name.get(comm, 0) + used
+        cores = {k: v / CLK_TCK / wall for k, v in by_name.items()} if wall else {}
+        top = sorted(cores.items(), key=lambda kv: -kv[1])[:3]
+        return {"others_cores": sum(cores.values()),
+                "others_top": [[k, round(v, 3)] for k, v in top],
+                "kernel_threads_cores": kernel / CLK_TCK / wall if wall else None,
+                "load1": os.getloadavg()[0]}
+
+
+def wait_quiet(pids, threshold, max_s, window=2.0):
+    """Waits (at most max_s) until a window in which the processes other than pids used at
+    most `threshold` cores; returns (seconds waited, the last window's figures)."""
+    t0 = time.monotonic()
+    while True:
+        m = OthersMeter(pids).start()
+        time.sleep(window)
+        r = m.stop()
+        waited = time.monotonic() - t0
+        if r["others_cores"] <= threshold or waited >= max_s:
+            if r["others_cores"] > threshold:
+                log(f"  the machine is not quiet after {waited:.0f} s: others use "
+                    f"{r['others_cores']:.2f} cores {r['others_top']}")
+            return waited, r
+
+
+def cpu_set(cpus):
+    """"0", "0-1", "0,2-3" -> {0, ...}."""
+    out = set()
+    for part in str(cpus).split(","):
+        lo, _, hi = part.partition("-")
+        out.update(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+def start_pinned(broker, cpus):
+    """Starts a broker with its affinity set from its first instruction (a child inherits it):
+    samsad sizes its reactors and the JVM its GC and compiler threads by the CPUs they may use.
+    Then every thread is pinned again (pin), in case the broker changed its own."""
+    if not cpus:
+        return broker.start()
+    mine = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, cpu_set(cpus))
+    try:
+        broker.start()
+    finally:
+        os.sched_setaffinity(0, mine)
+    pin(broker.pid, cpus)
+    return broker
+
+
+def pin(pid, cpus):
+    """Pins every thread of pid (and the threads it creates later) to cpus."""
+    subprocess.run(["taskset", "-a", "-p", "-c", str(cpus), str(pid)], check=True,
+                   stdout=subprocess.DEVNULL)
+
+
+def pause(broker, stop):
+    """SIGSTOP (stop=True) or SIGCONT a broker's process group: a broker not under test uses
+    no CPU at all while another is measured (a JVM's background threads otherwise do)."""
+    if broker.pid:
+        try:
+            os.killpg(broker.pid, signal.SIGSTOP if stop else signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+
+
 # --------------------------------------------------------------------------------------------
 # Brokers
 
