@@ -123,7 +123,7 @@ void Producer::send_loop() {
   // Only end-to-end runs need the due time inside the record (the consumer reads it), and so a
   // copy per record; otherwise every record refers to the same bytes, as rdkafka_performance's
   // do, and the due time travels in the record's opaque pointer.
-  const bool stamp = o_.mode == Mode::e2e && value.size() >= 16;
+  const bool stamp = (o_.mode == Mode::e2e || o_.stamp) && value.size() >= 16;
   const int flags = stamp ? RD_KAFKA_MSG_F_COPY : 0;
   char key[16];
   // Open loop: record k of this producer is due at start + (index + k * total) / rate, so the

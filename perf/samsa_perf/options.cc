@@ -43,6 +43,8 @@ producer
                               (as ProducerPerformance and rdkafka_performance time it; it
                               hides the time a record waited for its turn, so it is only for
                               comparing with such tools)
+      --stamp                 stamp every record's intended send time into its value (as
+                              e2e does; a copy per record): perf/stand_in's known answer
       --rdkafka-stats FILE    append librdkafka's statistics JSON of the first producer to
                               FILE once a second (one object a line)
 consumer
@@ -129,6 +131,10 @@ bool take_flag(std::string_view a, Options& o) {
   }
   if (a == "--call-latency") {
     o.call_latency = true;
+    return true;
+  }
+  if (a == "--stamp") {
+    o.stamp = true;
     return true;
   }
   if (a == "-q" || a == "--quiet") {

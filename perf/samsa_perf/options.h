@@ -45,6 +45,9 @@ struct Options {
   // Also time each record from its rd_kafka_produce() call (librdkafka's own clock), as
   // closed-loop tools do; the latency from the intended send time stays the primary figure.
   bool call_latency = false;
+  // Produce: every record carries its intended send time (as e2e's do), at the cost of a copy
+  // per record; perf/stand_in reads it to time each record from its side (the known answer).
+  bool stamp = false;
   // Producer 0 (of the first process) appends librdkafka's statistics JSON here once a second:
   // its queue wait (int_latency) and request round trips (rtt) split a latency in two.
   std::string rdkafka_stats;

@@ -264,6 +264,8 @@ RunResult run_local(const Options& o, const std::function<void(const Tick&)>& on
   producers.clear();
   consumers.clear();
   r.client_cpu_s = cpu_seconds() - cpu0;
+  r.window_begin_ns = w.begin;
+  r.window_end_ns = w.end;
   return r;
 }
 

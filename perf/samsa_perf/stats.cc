@@ -252,6 +252,8 @@ bool write_json(const std::string& path, const Options& o, const RunResult& r) {
   j << "  \"ok\": " << (r.error.empty() ? "true" : "false") << ",\n";
   if (!r.error.empty()) j << "  \"error\": \"" << json_escape(r.error) << "\",\n";
   j << "  \"client_cpu_s\": " << num(r.client_cpu_s) << ",\n";
+  if (r.window_begin_ns)
+    j << "  \"window_ns\": [" << r.window_begin_ns << ", " << r.window_end_ns << "],\n";
   if (r.produce.present) j << "  \"produce\": " << side_json(r.produce) << ",\n";
   if (r.consume.present) j << "  \"consume\": " << side_json(r.consume) << ",\n";
   j << "  \"timeline\": [";

@@ -59,7 +59,9 @@ struct RunResult {
   Side produce, consume;
   std::vector<Tick> timeline;
   double client_cpu_s = 0;  // user+system CPU of samsa-perf's process(es)
-  std::string error;        // non-empty: the run failed
+  // The measured window (monotonic ns; a single-process run's, 0 when merged from several).
+  std::int64_t window_begin_ns = 0, window_end_ns = 0;
+  std::string error;  // non-empty: the run failed
 };
 
 // Line protocol child -> parent: "T ..." ticks, "S produce|consume ..." sides, "C cpu",
