@@ -63,11 +63,17 @@ def ensure_built():
 # /proc
 
 
+def proc_stat(pid):
+    """(comm, the fields after it) of /proc/PID/stat: fields[0] is field 3 (state), so utime
+    and stime are fields[11] and fields[12], ppid fields[1], flags fields[6]."""
+    with open(f"/proc/{pid}/stat") as f:
+        s = f.read()
+    return s[s.index("(") + 1:s.rindex(")")], s.rsplit(")", 1)[1].split()
+
+
 def proc_cpu_seconds(pid):
     """User + system CPU seconds of every thread of pid (io_uring workers included)."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    # fields[0] is field 3 (state); utime and stime are fields 14 and 15.
+    fields = proc_stat(pid)[1]
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
@@ -152,12 +158,9 @@ def proc_table():
         if not d.isdigit():
             continue
         try:
-            with open(f"/proc/{d}/stat") as f:
-                s = f.read()
+            comm, fields = proc_stat(d)
         except OSError:
             continue
-        comm = s[s.index("(") + 1:s.rindex(")")]
-        fields = s.rsplit(")", 1)[1].split()
         out[int(d)] = (comm, int(fields[11]) + int(fields[12]),
                        bool(int(fields[6]) & PF_KTHREAD), int(fields[1]))
     return out
@@ -255,6 +258,31 @@ def start_pinned(broker, cpus):
         os.sched_setaffinity(0, mine)
     pin(broker.pid, cpus)
     return broker
+
+
+def quietly(quiet, pid, measure):
+    """One repetition under the quiet-machine protocol ([quiet] of workloads.toml): waits for
+    quiet, runs measure() and returns (its result, the figures of the processes other than pid
+    and samsa-perf meanwhile, with `disturbed` and `quiet_wait_s`)."""
+    threshold = quiet.get("threshold_cores", 0.10)
+    waited, _ = wait_quiet([pid], threshold, quiet.get("max_wait_s", 60))
+    others = OthersMeter([pid]).start()
+    result = measure()
+    q = others.stop()
+    q["quiet_wait_s"] = waited
+    q["disturbed"] = q["others_cores"] > threshold
+    if q["disturbed"]:
+        log(f"  disturbed: others used {q['others_cores']:.2f} cores {q['others_top']}")
+    return result, q
+
+
+def commit_label():
+    """The checkout's short commit, "-dirty" when tracked files changed."""
+    def git(*a):
+        return subprocess.run(["git", "-C", str(ROOT), *a], capture_output=True,
+                              text=True).stdout.strip()
+    return git("rev-parse", "--short", "HEAD") + (
+        "-dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
 
 
 def pin(pid, cpus):
