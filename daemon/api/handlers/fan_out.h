@@ -52,8 +52,7 @@ void fan_out_to_shards_async(std::unique_ptr<Ctx> ctx, std::size_t items, ShardO
     Broker* broker;
     std::size_t origin;
     std::vector<std::vector<std::size_t>> by_shard;
-    std::vector<std::size_t> left;  // per shard, touched only on that shard
-    std::size_t pending = 0;        // shards, touched only on the origin
+    std::size_t pending = 0;  // shards, touched only on the origin
     Work work;
     Finish finish;
 
@@ -68,13 +67,15 @@ void fan_out_to_shards_async(std::unique_ptr<Ctx> ctx, std::size_t items, ShardO
     // Shard thread: one item of shard s is done.
     static void item_done(void* r, std::size_t s) {
       auto* run = static_cast<Run*>(r);
-      if (--run->left[s] == 0) shard_done(run);
+      if (--run->jobs[s].left == 0) shard_done(run);
     }
-    // Shard s's items as one job of its TurnQueue: a step per item.
+    // Shard s's items as one job of its TurnQueue: a step per item. Touched only on that
+    // shard.
     struct ShardJob : io::TurnQueue::Job {
       Run* run = nullptr;
       std::size_t shard = 0;
       std::size_t next_item = 0;
+      std::size_t left = 0;  // items not done yet, plus one for the job itself
     };
     std::vector<ShardJob> jobs;
     static bool step(io::TurnQueue::Job* j) {
@@ -93,8 +94,8 @@ void fan_out_to_shards_async(std::unique_ptr<Ctx> ctx, std::size_t items, ShardO
     }
     // Shard thread: every item of shard s.
     void run_shard(std::size_t s) {
-      left[s] = by_shard[s].size() + 1;
       ShardJob& j = jobs[s];
+      j.left = by_shard[s].size() + 1;
       j.run = this;
       j.shard = s;
       j.step = &Run::step;
@@ -103,15 +104,9 @@ void fan_out_to_shards_async(std::unique_ptr<Ctx> ctx, std::size_t items, ShardO
     }
   };
   const std::size_t n = b.reactor_count();
-  auto run = new Run{std::move(ctx),
-                     &b,
-                     origin,
-                     std::vector<std::vector<std::size_t>>(n),
-                     std::vector<std::size_t>(n),
-                     0,
-                     std::move(work),
-                     std::move(finish),
-                     {}};
+  auto run = new Run{
+      std::move(ctx),    &b, origin, std::vector<std::vector<std::size_t>>(n), 0, std::move(work),
+      std::move(finish), {}};
   run->jobs.resize(n);
   for (std::size_t i = 0; i < items; ++i) {
     if (std::optional<std::size_t> s = shard_of(*run->ctx, i)) run->by_shard[*s].push_back(i);
